@@ -1,0 +1,130 @@
+// The coordination contract (spec: "The lease", "Mixed-version fleets"; Scaling Out:
+// "What the fleet shares"). Leases with epochs, and KV slots with compare-and-set.
+// Backends: kv.ts (JetStream KV on the node's one connection) and local.ts (in-process,
+// driven by src/clock.ts). test/conformance/coord.ts holds both to one behaviour.
+
+/** Lease protocol: raised only when holding a lease comes to mean something new. */
+export const LEASE_PROTOCOL = 4;
+/** Shipped lease TTL: three heartbeats, so two missed renewals still leave one to recover. */
+export const DEFAULT_LEASE_TTL_MS = 45_000;
+
+export type LeaseMeta = Record<string, unknown>;
+
+export interface Lease {
+  key: string;
+  /** A process incarnation, `{node_id}:{random}`, never a machine. */
+  owner: string;
+  /** Fencing token, monotonic for the resource's lifetime. */
+  epoch: number;
+  /** Store clock, ms: the write that won this tenure. No renewal restamps it. */
+  acquired_at: number;
+  /** Store clock, ms. */
+  expires_at: number;
+  /** The stable node id, for restart stickiness. */
+  preferred: string;
+  protocol: number;
+  meta: LeaseMeta;
+}
+
+export interface LeaseView extends Lease {
+  /** Judged against the store's clock at the time of the read. */
+  live: boolean;
+}
+
+export type RefusalRule = "held" | "protocol";
+
+export type AcquireResult =
+  | { ok: true; lease: Lease }
+  | { ok: false; rule: "held"; holder: string; epoch: number }
+  | { ok: false; rule: "protocol"; floor: number }
+  | { ok: false; rule: "unknown"; error: string };
+
+export interface AcquireOptions {
+  owner: string;
+  preferred: string;
+  ttl_ms: number;
+  meta?: LeaseMeta;
+  /** Judge the protocol gate (seat claims); duty and presence claims pass false. */
+  gate?: boolean;
+  /**
+   * Take over a live lease whose owner names this node id (`{node_id}:…`): a restarted
+   * incarnation that holds the store-dir lock proves its predecessor dead. Bumps the epoch.
+   */
+  takeoverNodeId?: string;
+}
+
+export type RenewResult =
+  | { status: "renewed"; lease: Lease }
+  | { status: "lost" }
+  | { status: "unknown"; error: string };
+
+export type ReleaseResult = "released" | "not_held" | "unknown";
+
+export interface LeaseStore {
+  acquire(key: string, opts: AcquireOptions): Promise<AcquireResult>;
+  renew(key: string, owner: string, epoch: number, meta?: LeaseMeta): Promise<RenewResult>;
+  release(key: string, owner: string, epoch: number): Promise<ReleaseResult>;
+  get(key: string): Promise<LeaseView | null>;
+  /** Every lease under prefix, live or not, judged against the store's clock. */
+  list(prefix: string): Promise<LeaseView[]>;
+  /** Lowest protocol among live presence and seat leases (duty leases never count). */
+  protocolFloor(): Promise<number | null>;
+  /** The store's clock, ms. */
+  now(): Promise<number>;
+}
+
+export interface KvEntry {
+  key: string;
+  value: Uint8Array;
+  revision: number;
+  /** Store clock, ms. */
+  created: number;
+  operation: "put" | "delete" | "purge";
+}
+
+export class CasConflict extends Error {
+  constructor(readonly key: string, readonly expected: number | null) {
+    super(`compare-and-set conflict on ${key} (expected revision ${expected ?? "none"})`);
+    this.name = "CasConflict";
+  }
+}
+
+/** The store did not answer: says nothing about the value. */
+export class StoreUnavailable extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "StoreUnavailable";
+  }
+}
+
+export interface KvWatch {
+  stop(): void;
+}
+
+export interface KvSlot {
+  readonly bucket: string;
+  get(key: string): Promise<KvEntry | null>;
+  /** Fails with CasConflict when the key holds a live value. */
+  create(key: string, value: Uint8Array): Promise<number>;
+  /** Fails with CasConflict unless the key is at `revision`. */
+  update(key: string, value: Uint8Array, revision: number): Promise<number>;
+  put(key: string, value: Uint8Array): Promise<number>;
+  delete(key: string, revision?: number): Promise<void>;
+  purge(key: string, revision?: number): Promise<void>;
+  keys(filter?: string): Promise<string[]>;
+  /** Every write from now on (and the current values first when includeCurrent). */
+  watch(onEntry: (entry: KvEntry) => void, opts?: { key?: string; includeCurrent?: boolean }): Promise<KvWatch>;
+}
+
+export const SLOT_NAMES = ["config", "status", "ledger", "claims", "mailboxes", "fires"] as const;
+export type SlotName = (typeof SLOT_NAMES)[number];
+
+export interface Coordination {
+  leases: LeaseStore;
+  /** Duty leases live apart: each duty sizes its own TTL. */
+  duties: LeaseStore;
+  slot(name: SlotName): KvSlot;
+  /** The lease TTL in force (a peer's bucket may have set it). */
+  readonly lease_ttl_ms: number;
+  close(): Promise<void>;
+}

@@ -1,0 +1,116 @@
+// The queue contract (ARCHITECTURE.md § Contracts; spec: "The unowned seat", "Deferring a
+// delivery", "Where the constants come from"). Two backends implement it: jetstream.ts on
+// the node's one NATS connection and memory.ts in-process. test/conformance/queue.ts
+// holds both to the same behaviour.
+
+/** Ack wait: a delivery nobody settles comes back after this long (a dead node's batch). */
+export const ACK_WAIT_MS = 30 * 60 * 1000;
+/** Delivery budget: sized for handoffs (one NAK each) as well as failures; then the DLQ. */
+export const MAX_DELIVERIES = 25;
+
+export type Outcome =
+  | { kind: "ack" }
+  | { kind: "nak" }
+  | { kind: "defer"; reason: string };
+
+export const ack = (): Outcome => ({ kind: "ack" });
+/** Ask for the message back and keep consuming. Counts one delivery. */
+export const nak = (): Outcome => ({ kind: "nak" });
+/** NAK at once AND quiesce this attachment; resuming is the caller's call. */
+export const defer = (reason: string): Outcome => ({ kind: "defer", reason });
+
+export interface Delivery {
+  subject: string;
+  data: Uint8Array;
+  headers: Record<string, string>;
+  /** The publisher's de-duplication id, when it gave one. */
+  msgId: string | undefined;
+  /** 1 on first delivery; every NAK, defer or lapsed ack wait adds one. */
+  deliveryCount: number;
+  streamSeq: number;
+}
+
+export type Handler = (delivery: Delivery) => Promise<Outcome>;
+
+export interface AttachOptions {
+  /** Holds taken before the first fetch, e.g. a paused seat's "pause" hold. */
+  holds?: string[];
+}
+
+export interface Attachment {
+  /** Stop fetching. A running handler is not interrupted. */
+  quiesce(): void;
+  /** Fetch again, unless a named hold is in place. */
+  resume(): void;
+  /** A named hold keeps the attachment quiesced until released, whatever resume() says. */
+  hold(name: string): void;
+  releaseHold(name: string): void;
+  readonly holds: ReadonlySet<string>;
+  readonly quiesced: boolean;
+  /** Handlers running right now (0 or 1: one delivery at a time per attachment). */
+  readonly inFlight: number;
+  /** Resolves when no handler is running (for a voluntary release's bounded wait). */
+  idle(): Promise<void>;
+  /** Stop for good. Never waits for a running handler, never deletes the mailbox. */
+  detach(): Promise<void>;
+}
+
+export type MailboxKind = "inbox" | "control" | "reflect";
+
+export interface MailboxRef {
+  handle: string;
+  kind: MailboxKind;
+}
+
+export interface PublishOptions {
+  msgId?: string;
+  headers?: Record<string, string>;
+}
+
+export interface PublishResult {
+  seq: number;
+  duplicate: boolean;
+}
+
+export interface DeadLetter {
+  subject: string;
+  originalSubject: string;
+  group: string;
+  reason: string;
+  headers: Record<string, string>;
+  data: Uint8Array;
+  deliveryCount: number;
+}
+
+export interface ScatterOptions {
+  /** Stop collecting after this many answers. */
+  responders: number;
+  /** …or after this long, whichever comes first. */
+  budget_ms: number;
+  headers?: Record<string, string>;
+}
+
+export interface Answer {
+  data: Uint8Array;
+  headers: Record<string, string>;
+}
+
+export type Responder = (request: Answer) => Promise<Uint8Array | null>;
+
+export interface Queue {
+  /** Creates the streams the architecture names, idempotently. */
+  ensureStreams(): Promise<void>;
+  /** Creates the durable consumer (mailbox) for subject under group; attaches nothing. */
+  ensureMailbox(subject: string, group: string): Promise<void>;
+  deleteMailbox(subject: string, group: string): Promise<void>;
+  /** Mailboxes the broker holds whose names the mailbox grammar produces. */
+  listMailboxes(): Promise<MailboxRef[]>;
+  attach(subject: string, group: string, handler: Handler, opts?: AttachOptions): Promise<Attachment>;
+  publish(subject: string, data: Uint8Array, opts?: PublishOptions): Promise<PublishResult>;
+  deadLetters(): Promise<DeadLetter[]>;
+  /** Sends one request; collects answers from up to `responders` within the budget. */
+  scatter(subject: string, data: Uint8Array, opts: ScatterOptions): Promise<Answer[]>;
+  /** Answers requests on subject (a null answer stays silent). */
+  serve(subject: string, responder: Responder, queueGroup?: string): Promise<{ stop(): void }>;
+  close(): Promise<void>;
+}
