@@ -1,0 +1,210 @@
+// The company: an org chart in YAML. Roles become seats (agent seats are what the fleet
+// places), units group them and own a project, a knowledge space and a channel.
+// Cross-references (manages, lead, unit roles) are checked here so a bad file is refused
+// at load with the field named, never discovered by a seat at runtime.
+import { z } from "zod";
+
+export const HANDLE_RE = /^[a-z0-9][a-z0-9_\-]{0,47}$/;
+const handle = z.string().regex(HANDLE_RE, "handles are lower-case letters, digits, _ and -, at most 48 chars");
+
+/** Derives a handle from a role name: "Chief Technology Officer" → "chief-technology-officer". */
+export function handleFromName(name: string): string {
+  return name
+    .toLowerCase()
+    .normalize("NFKD")
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-+|-+$/g, "")
+    .slice(0, 48);
+}
+
+const secretish = z.string().min(1);
+
+const openaiProvider = z.strictObject({
+  type: z.literal("openai"),
+  base_url: z.string().url().default("https://api.openai.com/v1"),
+  model: z.string().min(1),
+  api_keys: z.array(secretish).default([]),
+  timeout_seconds: z.number().min(1).max(600).default(120),
+  fallback: z.string().optional().describe("Another provider key to use when this one fails"),
+});
+
+const anthropicProvider = z.strictObject({
+  type: z.literal("anthropic"),
+  base_url: z.string().url().default("https://api.anthropic.com"),
+  model: z.string().min(1),
+  api_keys: z.array(secretish).min(1),
+  timeout_seconds: z.number().min(1).max(600).default(120),
+  max_tokens: z.number().int().min(1).default(4096),
+  fallback: z.string().optional(),
+});
+
+const scriptedRule = z.strictObject({
+  when: z
+    .strictObject({
+      trigger: z.string().optional().describe("Trigger type, e.g. external_notification, task_assigned"),
+      text: z.string().optional().describe("A regular expression the trigger's text must match"),
+      seat: handle.optional(),
+    })
+    .default({}),
+  tool_calls: z
+    .array(z.strictObject({ tool: z.string().min(1), args: z.record(z.string(), z.unknown()).default({}) }))
+    .default([]),
+  reply: z.string().default(""),
+});
+
+const scriptedProvider = z.strictObject({
+  type: z.literal("scripted"),
+  rules: z.array(scriptedRule).default([]),
+});
+
+export const providerSchema = z.discriminatedUnion("type", [openaiProvider, anthropicProvider, scriptedProvider]);
+export type ProviderConfig = z.infer<typeof providerSchema>;
+
+export const mcpServerSchema = z.strictObject({
+  command: z.string().min(1),
+  args: z.array(z.string()).default([]),
+  env: z.record(z.string(), z.string()).default({}),
+});
+
+export const placementSchema = z.strictObject({
+  labels: z.record(z.string(), z.string()).default({}),
+  node: z.string().optional().describe("Pin the seat to one node id"),
+});
+export type Placement = z.infer<typeof placementSchema>;
+
+export const roleSchema = z.strictObject({
+  name: z.string().min(1),
+  handle: handle.optional(),
+  kind: z.enum(["agent", "human"]).default("agent"),
+  goal: z.string().default(""),
+  backstory: z.string().default(""),
+  manages: z.array(handle).default([]),
+  llm: z.string().optional().describe("Provider key under providers.llm"),
+  mcp_servers: z.record(z.string(), mcpServerSchema).default({}),
+  placement: placementSchema.default({ labels: {} }),
+});
+
+interface UnitInput {
+  name: string;
+  id?: string;
+  lead?: string;
+  project?: string;
+  space?: string;
+  channel?: string;
+  roles?: string[];
+  units?: UnitInput[];
+}
+
+export const unitSchema: z.ZodType<UnitInput> = z.lazy(() =>
+  z.strictObject({
+    name: z.string().min(1),
+    id: z.string().regex(/^[a-z0-9][a-z0-9_\-]*$/).optional(),
+    lead: handle.optional(),
+    project: z.string().regex(/^[A-Z][A-Z0-9]{1,9}$/, "project keys are 2–10 upper-case letters/digits, e.g. ENG").optional(),
+    space: z.string().min(1).optional(),
+    channel: z.string().regex(/^[a-z0-9][a-z0-9_\-]*$/).optional(),
+    roles: z.array(handle).default([]),
+    units: z.array(unitSchema).default([]),
+  }),
+) as z.ZodType<UnitInput>;
+
+const companyShape = z.strictObject({
+  name: z.string().min(1),
+  mission: z.string().default(""),
+  timezone: z.string().default("UTC"),
+  policies: z.array(z.string()).default([]),
+  providers: z
+    .strictObject({ llm: z.record(z.string(), providerSchema).default({}) })
+    .default({ llm: {} }),
+  default_llm: z.string().optional(),
+  roles: z.array(roleSchema).default([]),
+  units: z.array(unitSchema).default([]),
+});
+
+export const companySchema = companyShape.transform((c, ctx) => {
+  const roles = c.roles.map((r, i) => {
+    const h = r.handle ?? handleFromName(r.name);
+    if (!HANDLE_RE.test(h)) {
+      ctx.addIssue({ code: "custom", path: ["roles", i, "handle"], message: `cannot derive a handle from name "${r.name}"; set handle` });
+    }
+    return { ...r, handle: h };
+  });
+  checkReferences({ ...c, roles }, ctx);
+  return { ...c, roles };
+});
+
+export type Company = z.output<typeof companySchema>;
+export type Role = Company["roles"][number];
+export type Unit = UnitInput;
+
+type ShapeOut = z.output<typeof companyShape>;
+type HandledRole = ShapeOut["roles"][number] & { handle: string };
+
+function checkReferences(c: Omit<ShapeOut, "roles"> & { roles: HandledRole[] }, ctx: z.RefinementCtx): void {
+  const index = new Map<string, number>();
+  c.roles.forEach((r, i) => {
+    if (index.has(r.handle)) {
+      ctx.addIssue({ code: "custom", path: ["roles", i, "handle"], message: `duplicate handle "${r.handle}" (also roles[${index.get(r.handle)}])` });
+    } else index.set(r.handle, i);
+  });
+  const providers = c.providers.llm;
+  if (c.default_llm !== undefined && !(c.default_llm in providers)) {
+    ctx.addIssue({ code: "custom", path: ["default_llm"], message: `unknown provider "${c.default_llm}"` });
+  }
+  for (const [key, p] of Object.entries(providers)) {
+    if ((p.type === "openai" || p.type === "anthropic") && p.fallback !== undefined && !(p.fallback in providers)) {
+      ctx.addIssue({ code: "custom", path: ["providers", "llm", key, "fallback"], message: `unknown provider "${p.fallback}"` });
+    }
+  }
+  c.roles.forEach((r, i) => {
+    r.manages.forEach((m, j) => {
+      if (!index.has(m)) ctx.addIssue({ code: "custom", path: ["roles", i, "manages", j], message: `unknown handle "${m}"` });
+      if (m === r.handle) ctx.addIssue({ code: "custom", path: ["roles", i, "manages", j], message: "a role cannot manage itself" });
+    });
+    if (r.llm !== undefined && !(r.llm in providers)) {
+      ctx.addIssue({ code: "custom", path: ["roles", i, "llm"], message: `unknown provider "${r.llm}"` });
+    }
+  });
+  // A role managed by two managers, or a loop of managers, has no reporting line.
+  const managerOf = new Map<string, string>();
+  c.roles.forEach((r, i) =>
+    r.manages.forEach((m, j) => {
+      const prev = managerOf.get(m);
+      if (prev !== undefined && prev !== r.handle) {
+        ctx.addIssue({ code: "custom", path: ["roles", i, "manages", j], message: `"${m}" is already managed by "${prev}"` });
+      } else managerOf.set(m, r.handle);
+    }),
+  );
+  for (const start of managerOf.keys()) {
+    const seen = new Set<string>([start]);
+    let at = managerOf.get(start);
+    while (at !== undefined) {
+      if (seen.has(at)) {
+        ctx.addIssue({ code: "custom", path: ["roles", index.get(start) ?? 0, "handle"], message: `reporting lines form a cycle through "${start}"` });
+        break;
+      }
+      seen.add(at);
+      at = managerOf.get(at);
+    }
+  }
+  const unitIds = new Set<string>();
+  const walk = (units: UnitInput[], path: (string | number)[]) => {
+    units.forEach((u, i) => {
+      const p = [...path, i];
+      const id = u.id ?? handleFromName(u.name);
+      if (unitIds.has(id)) ctx.addIssue({ code: "custom", path: [...p, "id"], message: `duplicate unit id "${id}"` });
+      unitIds.add(id);
+      if (u.lead !== undefined && !index.has(u.lead)) ctx.addIssue({ code: "custom", path: [...p, "lead"], message: `unknown handle "${u.lead}"` });
+      (u.roles ?? []).forEach((h, j) => {
+        if (!index.has(h)) ctx.addIssue({ code: "custom", path: [...p, "roles", j], message: `unknown handle "${h}"` });
+      });
+      walk(u.units ?? [], [...p, "units"]);
+    });
+  };
+  walk(c.units, ["units"]);
+}
+
+/** The seats the fleet places: agent roles only (a person is never woken or placed). */
+export function agentSeats(c: Company): { handle: string; placement: Placement }[] {
+  return c.roles.filter((r) => r.kind === "agent").map((r) => ({ handle: r.handle, placement: r.placement }));
+}

@@ -1,0 +1,123 @@
+// Tier A: this node's own settings (what it is willing to do, where it keeps things, how
+// it reaches the fleet). Everything else is discovered from shared state at runtime.
+// Unknown keys are refused everywhere (z.strictObject): a typo must not silently become
+// a default.
+import { z } from "zod";
+import { DEFAULT_LEASE_TTL_MS } from "../coord/contract.ts";
+import { companySchema } from "./company.ts";
+
+export const NODE_ROLES = ["data", "ingress", "seats", "workers"] as const;
+export type NodeRole = (typeof NODE_ROLES)[number];
+
+export const GRANTS = [
+  "state:read",
+  "work:write",
+  "knowledge:write",
+  "chat:write",
+  "config:read",
+  "config:write",
+  "fleet:operate",
+] as const;
+export type Grant = (typeof GRANTS)[number];
+
+/** The default node id every unconfigured node shares: fine alone, wrong in a fleet. */
+export const DEFAULT_NODE_ID = "node-0";
+/** Per node, not per company: an org's ceiling is N × this. */
+export const DEFAULT_MAX_CONCURRENT = 32;
+/** Tokens shorter than this are guessable; 24 chars of base64 is ~144 bits. */
+export const MIN_TOKEN_CHARS = 24;
+export const DEFAULT_API_PORT = 7700;
+export const DEFAULT_CLIENT_PORT = 4222;
+export const DEFAULT_MONITOR_PORT = 8222;
+export const DEFAULT_CLUSTER_PORT = 6222;
+export const DEFAULT_LEAF_PORT = 7422;
+
+const hostPort = z
+  .string()
+  .regex(/^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$/, "expected host:port");
+const port = z.number().int().min(1).max(65535);
+const labelMap = z.record(z.string().regex(/^[a-z0-9_.\-]+$/i, "label keys are letters, digits, _ . -"), z.string());
+
+export const nodeSchema = z.strictObject({
+  id: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9_\-]{0,62}$/i, "node ids are letters, digits, _ and -, at most 63 chars")
+    .optional()
+    .describe("Distinct and stable per process; also the NATS server name on a clustered stream"),
+  roles: z
+    .array(z.enum(NODE_ROLES))
+    .min(1)
+    .default([...NODE_ROLES])
+    .refine((r) => new Set(r).size === r.length, "roles are listed once each"),
+  labels: labelMap.default({}),
+  max_concurrent: z.number().int().min(1).max(4096).default(DEFAULT_MAX_CONCURRENT),
+});
+
+export const storeSchema = z.strictObject({
+  dir: z.string().min(1).default(".crewlet"),
+  scratch: z.boolean().default(false).describe("Deleted at every boot: a leaf node's store"),
+});
+
+export const clusterSchema = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9_\-]+$/).default("crewlet"),
+  host: z.string().min(1).default("127.0.0.1"),
+  port: port.default(DEFAULT_CLUSTER_PORT),
+  peers: z.array(hostPort).default([]).describe("The other members' cluster host:port"),
+  secret: z.string().min(MIN_TOKEN_CHARS).optional(),
+});
+
+export const leafSchema = z.strictObject({
+  port: port.optional().describe("On a member: listen for leaf nodes here"),
+  host: z.string().min(1).default("127.0.0.1"),
+  urls: z.array(z.string().min(1)).min(1).optional().describe("On a leaf: the members' leafnode URLs"),
+  secret: z.string().min(MIN_TOKEN_CHARS).optional(),
+});
+
+export const streamSchema = z.strictObject({
+  type: z.enum(["embedded", "nats"]).default("embedded"),
+  client_port: port.default(DEFAULT_CLIENT_PORT),
+  monitor_port: port.default(DEFAULT_MONITOR_PORT),
+  cluster: clusterSchema.optional(),
+  replicas: z.number().int().min(1).max(5).default(1),
+  leaf: leafSchema.optional(),
+  domain: z.string().regex(/^[A-Za-z0-9_\-]+$/).default("crewlet").describe("JetStream domain members serve and leaves reach across"),
+  url: z.string().min(1).optional().describe("External NATS (type: nats)"),
+  credentials: z.string().min(1).optional().describe("Path to a .creds file for external NATS"),
+});
+
+export const coordinationSchema = z.strictObject({
+  type: z.enum(["local", "embedded-kv"]).default("local"),
+  lease_ttl_seconds: z.number().min(1).max(600).default(DEFAULT_LEASE_TTL_MS / 1000),
+});
+
+export const tokenSchema = z.strictObject({
+  id: z.string().regex(/^[A-Za-z0-9_\-]{1,64}$/),
+  token: z.string().min(MIN_TOKEN_CHARS, `tokens are at least ${MIN_TOKEN_CHARS} characters`),
+  grants: z.array(z.enum(GRANTS)).default([...GRANTS]),
+});
+
+export const apiSchema = z.strictObject({
+  host: z.string().min(1).default("127.0.0.1"),
+  port: z.number().int().min(0).max(65535).default(DEFAULT_API_PORT),
+  tokens: z.array(tokenSchema).default([]),
+});
+
+export const loggingSchema = z.strictObject({
+  level: z.enum(["debug", "info", "warn", "error"]).default("info"),
+  format: z.enum(["json", "text"]).default("json"),
+  file: z.string().min(1).optional(),
+  stderr: z.boolean().default(true),
+});
+
+export const tierASchema = z.strictObject({
+  node: nodeSchema.default(nodeSchema.parse({})),
+  store: storeSchema.default(storeSchema.parse({})),
+  stream: streamSchema.default(streamSchema.parse({})),
+  coordination: coordinationSchema.default(coordinationSchema.parse({})),
+  api: apiSchema.default(apiSchema.parse({})),
+  logging: loggingSchema.default(loggingSchema.parse({})),
+  company: companySchema.optional().describe("The company seed this node activates when it differs from the active one"),
+});
+
+export type TierA = z.infer<typeof tierASchema>;
+export type TierAInput = z.input<typeof tierASchema>;
