@@ -1,0 +1,338 @@
+// The placement planner (spec: Seat Ownership § Placement). A PURE function from one
+// snapshot of the fleet to this node's decisions for one sweep: which seats to claim,
+// which to give back, which no live node can run, and whether the fleet is already full.
+// No I/O and no clock reads: the caller passes the store's time in, so every rule below is
+// a table test (test/seat/placement.test.ts) and the seat host is a thin caller.
+
+/** Seats a node may claim in one pass. Each takeover costs the seat's MCP spawn, so four
+ * per five-second sweep absorbs twenty seats in ~25 s and never forks more than four
+ * subprocess trees in one tick. */
+export const CLAIM_LIMIT_PER_SWEEP = 4;
+/** Seats a node may give back in one pass: fewer than it claims, because giving a seat up
+ * interrupts a live agent while claiming one only starts it. */
+export const RELEASE_LIMIT_PER_SWEEP = 2;
+/** The cadence for what changes in the fleet (joins, leaves, lapses). Shorter buys nothing
+ * a lease TTL does not already bound; longer leaves a dead node's seats dark longer. */
+export const SWEEP_INTERVAL_MS = 5_000;
+/** Heartbeat = TTL / 3: three renewals per TTL tolerate two consecutive misses (a GC pause,
+ * a store blip) with one interval left to recover in. */
+export const HEARTBEATS_PER_TTL = 3;
+/** A stuck teardown is not news, still failing is: re-raise the alarm every twenty
+ * heartbeats (five minutes at the shipped TTL). */
+export const UNDEAD_ALARM_EVERY_HEARTBEATS = 20;
+
+export function heartbeatMs(lease_ttl_ms: number): number {
+  return Math.floor(lease_ttl_ms / HEARTBEATS_PER_TTL);
+}
+
+/** The node roles a fleet must have someone doing (Scaling Out § What a node is). */
+export const FLEET_ROLES = ["data", "ingress", "seats", "workers"] as const;
+/** The node role that places seats. */
+export const SEATS_ROLE = "seats";
+
+export interface SeatPlacement {
+  /** Every label must match the node's. */
+  labels?: Readonly<Record<string, string>>;
+  /** Pins the seat to one node id. */
+  node?: string;
+}
+
+export interface SeatSpec {
+  handle: string;
+  placement?: SeatPlacement;
+}
+
+/** A live presence row (node:{id}), already parsed. */
+export interface PresenceFact {
+  node_id: string;
+  roles: readonly string[];
+  labels: Readonly<Record<string, string>>;
+  protocol: number;
+  /** Seats it runs plus stuck ones, placeable only; an unreadable count reads as 0. */
+  seats_held: number;
+  draining: boolean;
+  withdrawn: boolean;
+}
+
+/** A seat lease as the store last showed it. */
+export interface SeatLeaseFact {
+  /** The holder's node id (the owner's `{node_id}` part). */
+  node_id: string;
+  /** Held by this very incarnation. */
+  mine: boolean;
+  /** Store clock, ms. */
+  expires_at: number;
+  protocol: number;
+}
+
+export interface SelfFacts {
+  node_id: string;
+  roles: readonly string[];
+  labels: Readonly<Record<string, string>>;
+  protocol: number;
+  draining: boolean;
+  /** Unserviceable: gives every seat back and claims nothing until it clears. */
+  withdrawn: boolean;
+  /** Its copy is catching up: keeps what it holds, claims nothing new. */
+  behind: boolean;
+  /** This incarnation holds the store-dir lock, so a live lease naming its node id is a
+   * dead predecessor's and may be taken over. */
+  takeover: boolean;
+}
+
+export interface Holdings {
+  /** Established and admitting turns. */
+  healthy: readonly string[];
+  /** Teardown could not be proven: lease kept and renewed, charged first. */
+  undead: readonly string[];
+  /** Held but not releasable this pass: establishing, or already on its way out. */
+  not_ready: readonly string[];
+}
+
+export interface PlanInput {
+  /** Store clock, ms: judges which leases are live. */
+  now_ms: number;
+  self: SelfFacts;
+  seats: readonly SeatSpec[];
+  /** Live presences (this node's own row may be absent or stale; self facts win). */
+  presences: readonly PresenceFact[];
+  holdings: Holdings;
+  /** handle → the node id a seat's lease last named (live or lapsed), for stickiness. */
+  preferred: ReadonlyMap<string, string>;
+  /** Current seat leases, or null when the caller has not read them (a fleet-full pass
+   * needs none: see `leases_needed`). */
+  leases: ReadonlyMap<string, SeatLeaseFact> | null;
+  /** Lowest protocol among live presence and seat leases, when known. */
+  protocol_floor: number | null;
+}
+
+export type ReleaseReason = "rebalance" | "role_gone" | "placement_moved" | "withdrawn" | "draining" | "not_placing";
+export type WithheldReason = "draining" | "withdrawn" | "behind" | "protocol" | "no_seats_role";
+
+export interface GroupPlan {
+  key: string;
+  placement: SeatPlacement;
+  seats: string[];
+  /** Live nodes placing seats that match this group (this node included when it does). */
+  matching_nodes: number;
+  /** ceil(size / matching nodes); 0 when nobody matches. */
+  share: number;
+  /** What this node may hold of the group once stuck seats are charged. */
+  allowance: number;
+  /** Held here (healthy + not ready). */
+  held: number;
+  self_matches: boolean;
+}
+
+export interface Plan {
+  claims: string[];
+  releases: { handle: string; reason: ReleaseReason }[];
+  /** Live leases held by this incarnation that it does not track (a claim whose answer
+   * was lost): give them back so the seat is free at once rather than after a TTL. */
+  orphans: string[];
+  unplaceable: string[];
+  fleetFull: boolean;
+  /** Σ shares of the groups this node matches: what seat_sweep reports held against. */
+  capacity: number;
+  placeable: number;
+  /** Seats this node would advertise as seats_held (placeable ones only). */
+  seats_held: number;
+  withheld: WithheldReason | null;
+  /** There is room and claiming is allowed, but the caller passed no leases to judge. */
+  leases_needed: boolean;
+  groups: GroupPlan[];
+}
+
+/** A canonical key per distinct placement: seats that share one placement are a group. */
+export function placementKey(p: SeatPlacement | undefined): string {
+  const labels = Object.entries(p?.labels ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return JSON.stringify({ node: p?.node ?? null, labels });
+}
+
+export function nodeMatches(node: { node_id: string; labels: Readonly<Record<string, string>> }, p: SeatPlacement | undefined): boolean {
+  if (p?.node !== undefined && p.node !== node.node_id) return false;
+  for (const [k, v] of Object.entries(p?.labels ?? {})) {
+    if (node.labels[k] !== v) return false;
+  }
+  return true;
+}
+
+/** A node that places seats: it runs the seats role and is neither leaving nor withdrawn. */
+export function placesSeats(p: { roles: readonly string[]; draining: boolean; withdrawn: boolean }): boolean {
+  return p.roles.includes(SEATS_ROLE) && !p.draining && !p.withdrawn;
+}
+
+/** The owner string of a lease is `{node_id}:{random}`; the node id is everything before
+ * the last colon (node ids never contain one). */
+export function ownerNodeId(owner: string): string {
+  const i = owner.lastIndexOf(":");
+  return i < 0 ? owner : owner.slice(0, i);
+}
+
+/** FNV-1a: spreads nodes racing for the same free seats over different orders. */
+function spread(node_id: string, handle: string): number {
+  let h = 0x811c9dc5;
+  const s = `${node_id}\u0000${handle}`;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h;
+}
+
+function byText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Roles no live, non-draining presence carries (fleet_role_unmanned). */
+export function unmannedRoles(presences: readonly PresenceFact[], self?: SelfFacts): string[] {
+  const rows: { roles: readonly string[]; draining: boolean }[] = [...presences.filter((p) => p.node_id !== self?.node_id)];
+  if (self) rows.push(self);
+  return FLEET_ROLES.filter((role) => !rows.some((p) => !p.draining && p.roles.includes(role)));
+}
+
+export function plan(input: PlanInput): Plan {
+  const { self } = input;
+  const selfPlaces = placesSeats(self);
+  // Self facts win over its own (possibly stale or missing) presence row.
+  const nodes: PresenceFact[] = input.presences.filter((p) => p.node_id !== self.node_id);
+  const placing = nodes.filter(placesSeats);
+
+  // Groups, most constrained (fewest matching nodes) first; ties by size then key so
+  // every node orders them alike.
+  const byKey = new Map<string, { placement: SeatPlacement; seats: string[] }>();
+  for (const seat of input.seats) {
+    const key = placementKey(seat.placement);
+    let g = byKey.get(key);
+    if (!g) byKey.set(key, (g = { placement: seat.placement ?? {}, seats: [] }));
+    g.seats.push(seat.handle);
+  }
+  const healthy = new Set(input.holdings.healthy);
+  const notReady = new Set(input.holdings.not_ready);
+  const undead = new Set(input.holdings.undead);
+  const groups: GroupPlan[] = [];
+  const groupOf = new Map<string, GroupPlan>();
+  for (const [key, g] of byKey) {
+    const self_matches = selfPlaces && nodeMatches(self, g.placement);
+    const matching_nodes = placing.filter((p) => nodeMatches(p, g.placement)).length + (self_matches ? 1 : 0);
+    const share = matching_nodes > 0 ? Math.ceil(g.seats.length / matching_nodes) : 0;
+    const held = g.seats.filter((h) => healthy.has(h) || notReady.has(h)).length;
+    const gp: GroupPlan = { key, placement: g.placement, seats: [...g.seats].sort(byText), matching_nodes, share, allowance: 0, held, self_matches };
+    groups.push(gp);
+    for (const h of g.seats) groupOf.set(h, gp);
+  }
+  groups.sort((a, b) => a.matching_nodes - b.matching_nodes || a.seats.length - b.seats.length || byText(a.key, b.key));
+
+  const unplaceable = groups.filter((g) => g.matching_nodes === 0).flatMap((g) => g.seats);
+  const placeableSet = new Set(groups.filter((g) => g.matching_nodes > 0).flatMap((g) => g.seats));
+  const placeable = placeableSet.size;
+
+  // Stuck seats are charged first, wherever they sit (even in no group); what is left is
+  // handed to this node's groups most constrained first, each up to its share. One number
+  // per group, read by both claiming and giving back: no total kept beside it.
+  const mine = groups.filter((g) => g.self_matches);
+  const capacity = mine.reduce((n, g) => n + g.share, 0);
+  let left = Math.max(0, capacity - undead.size);
+  for (const g of mine) {
+    g.allowance = Math.min(g.share, left);
+    left -= g.allowance;
+  }
+
+  const heldHere = [...healthy, ...notReady, ...undead];
+  const seats_held = heldHere.filter((h) => placeableSet.has(h)).length;
+
+  // Releases: seats this node may no longer run first (role gone, placement moved, or the
+  // node stopped placing), then each group's excess, least constrained groups first so a
+  // pinned seat is the last to go. Withdrawn gives everything back at once: its seats'
+  // work cannot be served here at all, so the interruption limit buys nothing.
+  const releases: { handle: string; reason: ReleaseReason }[] = [];
+  const releaseLimit = self.withdrawn ? Number.POSITIVE_INFINITY : RELEASE_LIMIT_PER_SWEEP;
+  const keepOrder = (a: string, b: string) => {
+    // Give back seats whose stickiness points elsewhere first, then a stable spread.
+    const pa = input.preferred.get(a) === self.node_id ? 1 : 0;
+    const pb = input.preferred.get(b) === self.node_id ? 1 : 0;
+    return pa - pb || spread(self.node_id, b) - spread(self.node_id, a);
+  };
+  const unrunnable = [...healthy]
+    .filter((h) => {
+      const g = groupOf.get(h);
+      return !g || !g.self_matches;
+    })
+    .sort(byText);
+  for (const h of unrunnable) {
+    if (releases.length >= releaseLimit) break;
+    let reason: ReleaseReason = groupOf.has(h) ? "placement_moved" : "role_gone";
+    if (!selfPlaces) reason = self.withdrawn ? "withdrawn" : self.draining ? "draining" : "not_placing";
+    releases.push({ handle: h, reason });
+  }
+  for (const g of [...mine].reverse()) {
+    if (releases.length >= releaseLimit) break;
+    const excess = g.held - g.allowance;
+    if (excess <= 0) continue;
+    const candidates = g.seats.filter((h) => healthy.has(h)).sort(keepOrder);
+    for (const h of candidates.slice(0, excess)) {
+      if (releases.length >= releaseLimit) break;
+      releases.push({ handle: h, reason: "rebalance" });
+    }
+  }
+
+  // Presences' counts (this node's own from its holdings) covering every placeable seat
+  // means nothing is free: try nothing. The counts err toward trying (unreadable = 0, a
+  // lapsed presence is not listed), and nothing is claimed on them.
+  const advertised = nodes.reduce((n, p) => n + Math.max(0, p.seats_held), 0) + seats_held;
+  const fleetFull = placeable > 0 && advertised >= placeable;
+
+  const withheld: WithheldReason | null = !self.roles.includes(SEATS_ROLE)
+    ? "no_seats_role"
+    : self.draining
+      ? "draining"
+      : self.withdrawn
+        ? "withdrawn"
+        : self.behind
+          ? "behind"
+          : input.protocol_floor !== null && input.protocol_floor < self.protocol
+            ? "protocol"
+            : null;
+
+  const orphans: string[] = [];
+  const tracked = new Set(heldHere);
+  if (input.leases) {
+    for (const [h, l] of input.leases) {
+      if (l.mine && l.expires_at > input.now_ms && !tracked.has(h)) orphans.push(h);
+    }
+    orphans.sort(byText);
+  }
+
+  const claims: string[] = [];
+  const room = mine.some((g) => g.allowance - g.held > 0);
+  const mayClaim = withheld === null && !fleetFull && room;
+  const leases_needed = mayClaim && input.leases === null;
+  if (mayClaim && input.leases) {
+    const leases = input.leases;
+    const free = (h: string): boolean => {
+      if (tracked.has(h)) return false;
+      const l = leases.get(h);
+      if (!l || l.expires_at <= input.now_ms) return true;
+      // A live lease naming this node id under another incarnation is a dead
+      // predecessor's, provably so only while this process holds the store-dir lock.
+      return self.takeover && !l.mine && l.node_id === self.node_id;
+    };
+    const claimOrder = (a: string, b: string) => {
+      const pa = input.preferred.get(a) === self.node_id ? 0 : 1;
+      const pb = input.preferred.get(b) === self.node_id ? 0 : 1;
+      return pa - pb || spread(self.node_id, a) - spread(self.node_id, b);
+    };
+    for (const g of mine) {
+      if (claims.length >= CLAIM_LIMIT_PER_SWEEP) break;
+      const roomHere = g.allowance - g.held;
+      if (roomHere <= 0) continue;
+      const candidates = g.seats.filter(free).sort(claimOrder);
+      for (const h of candidates.slice(0, roomHere)) {
+        if (claims.length >= CLAIM_LIMIT_PER_SWEEP) break;
+        claims.push(h);
+      }
+    }
+  }
+
+  return { claims, releases, orphans, unplaceable, fleetFull, capacity, placeable, seats_held, withheld, leases_needed, groups };
+}

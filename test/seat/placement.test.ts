@@ -1,0 +1,452 @@
+import { describe, expect, test } from "bun:test";
+import {
+  CLAIM_LIMIT_PER_SWEEP,
+  RELEASE_LIMIT_PER_SWEEP,
+  heartbeatMs,
+  nodeMatches,
+  ownerNodeId,
+  placementKey,
+  plan,
+  unmannedRoles,
+  type PlanInput,
+  type PresenceFact,
+  type SeatLeaseFact,
+  type SeatSpec,
+  type SelfFacts,
+} from "../../src/seat/placement.ts";
+
+const NOW = 1_000_000;
+const ALL_ROLES = ["data", "ingress", "seats", "workers"];
+
+function node(id: string, over: Partial<PresenceFact> = {}): PresenceFact {
+  return { node_id: id, roles: ALL_ROLES, labels: {}, protocol: 4, seats_held: 0, draining: false, withdrawn: false, ...over };
+}
+
+function seats(prefix: string, n: number, placement?: SeatSpec["placement"]): SeatSpec[] {
+  return Array.from({ length: n }, (_, i) => ({ handle: `${prefix}${String(i + 1).padStart(2, "0")}`, placement }));
+}
+
+interface Case {
+  self?: Partial<SelfFacts>;
+  seats: SeatSpec[];
+  peers?: PresenceFact[];
+  healthy?: string[];
+  undead?: string[];
+  not_ready?: string[];
+  preferred?: Record<string, string>;
+  /** handle → holder node id (live unless `expired`); undefined = leases not read. */
+  leases?: Record<string, string | { node: string; expired?: boolean; mine?: boolean }>;
+  floor?: number | null;
+}
+
+function run(c: Case) {
+  const self: SelfFacts = {
+    node_id: "a",
+    roles: ALL_ROLES,
+    labels: {},
+    protocol: 4,
+    draining: false,
+    withdrawn: false,
+    behind: false,
+    takeover: false,
+    ...c.self,
+  };
+  let leases: Map<string, SeatLeaseFact> | null = null;
+  if (c.leases) {
+    leases = new Map();
+    for (const [h, v] of Object.entries(c.leases)) {
+      const o = typeof v === "string" ? { node: v } : v;
+      leases.set(h, { node_id: o.node, mine: o.mine ?? false, expires_at: o.expired ? NOW - 1 : NOW + 10_000, protocol: 4 });
+    }
+  }
+  const input: PlanInput = {
+    now_ms: NOW,
+    self,
+    seats: c.seats,
+    presences: c.peers ?? [],
+    holdings: { healthy: c.healthy ?? [], undead: c.undead ?? [], not_ready: c.not_ready ?? [] },
+    preferred: new Map(Object.entries(c.preferred ?? {})),
+    leases,
+    protocol_floor: c.floor ?? null,
+  };
+  return plan(input);
+}
+
+describe("constants", () => {
+  test("the heartbeat is a third of the TTL", () => {
+    expect(heartbeatMs(45_000)).toBe(15_000);
+    expect(heartbeatMs(3_000)).toBe(1_000);
+  });
+  test("claims outrun releases per pass", () => {
+    expect(CLAIM_LIMIT_PER_SWEEP).toBe(4);
+    expect(RELEASE_LIMIT_PER_SWEEP).toBe(2);
+  });
+});
+
+describe("matching and keys", () => {
+  test("a node matches when every label matches and the pin names it", () => {
+    expect(nodeMatches({ node_id: "a", labels: { zone: "eu", gpu: "1" } }, { labels: { zone: "eu" } })).toBe(true);
+    expect(nodeMatches({ node_id: "a", labels: { zone: "us" } }, { labels: { zone: "eu" } })).toBe(false);
+    expect(nodeMatches({ node_id: "a", labels: {} }, { node: "b" })).toBe(false);
+    expect(nodeMatches({ node_id: "b", labels: {} }, { node: "b", labels: {} })).toBe(true);
+    expect(nodeMatches({ node_id: "b", labels: {} }, undefined)).toBe(true);
+  });
+  test("placement keys ignore label order and absent fields", () => {
+    expect(placementKey({ labels: { b: "2", a: "1" } })).toBe(placementKey({ labels: { a: "1", b: "2" } }));
+    expect(placementKey(undefined)).toBe(placementKey({ labels: {} }));
+    expect(placementKey({ node: "x" })).not.toBe(placementKey({}));
+  });
+  test("the owner's node id is everything before the last colon", () => {
+    expect(ownerNodeId("node-a:9f3c1e70")).toBe("node-a");
+    expect(ownerNodeId("weird")).toBe("weird");
+  });
+});
+
+describe("claiming", () => {
+  test("a node claims up to its fair share: ceil(seats / live nodes)", () => {
+    const p = run({ seats: seats("s", 9), peers: [node("b"), node("c")], leases: {} });
+    expect(p.groups[0]!.share).toBe(3);
+    expect(p.claims.length).toBe(3);
+    expect(p.capacity).toBe(3);
+  });
+
+  test("the share is a ceiling: 5 seats over 2 nodes is 3 each", () => {
+    const p = run({ seats: seats("s", 5), peers: [node("b")], leases: {} });
+    expect(p.groups[0]!.share).toBe(3);
+    expect(p.claims.length).toBe(3);
+  });
+
+  test("never more than the claim limit per pass", () => {
+    const p = run({ seats: seats("s", 12), leases: {} });
+    expect(p.groups[0]!.share).toBe(12);
+    expect(p.claims.length).toBe(CLAIM_LIMIT_PER_SWEEP);
+  });
+
+  test("only free seats are claimed: live peer leases are not, lapsed ones are", () => {
+    const p = run({ seats: seats("s", 4), peers: [node("b")], leases: { s01: "b", s02: "b", s03: { node: "b", expired: true } } });
+    expect(p.claims.sort()).toEqual(["s03", "s04"]);
+  });
+
+  test("what the node already holds counts against its share", () => {
+    const p = run({ seats: seats("s", 6), peers: [node("b")], healthy: ["s01", "s02"], not_ready: ["s03"], leases: {} });
+    expect(p.claims).toEqual([]);
+  });
+
+  test("groups with the fewest matching nodes are tried first", () => {
+    const all = [...seats("u", 10), ...seats("g", 3, { labels: { gpu: "yes" } })];
+    const p = run({ self: { labels: { gpu: "yes" } }, seats: all, peers: [node("b"), node("c")], leases: {} });
+    // gpu group: only this node matches (share 3); unpinned: 3 nodes (share 4).
+    expect(p.claims.slice(0, 3).sort()).toEqual(["g01", "g02", "g03"]);
+    expect(p.claims.length).toBe(CLAIM_LIMIT_PER_SWEEP);
+    expect(p.claims[3]!.startsWith("u")).toBe(true);
+  });
+
+  test("within a group, seats whose preferred hint names this node come first", () => {
+    const p = run({
+      seats: seats("s", 12),
+      peers: [node("b")],
+      preferred: { s09: "a", s11: "a", s02: "b" },
+      leases: {},
+    });
+    expect(p.claims.slice(0, 2).sort()).toEqual(["s09", "s11"]);
+    expect(p.claims).not.toContain("s02");
+  });
+
+  test("a satellite labelled for one pinned seat does not fill up on unpinned seats", () => {
+    const all = [...seats("u", 4), { handle: "pinned", placement: { labels: { site: "edge" } } }];
+    const self = { node_id: "sat", labels: { site: "edge" } };
+    // Booted before its peer joined: it took three unpinned seats.
+    const p = run({ self, seats: all, peers: [node("a", { seats_held: 1 })], healthy: ["u01", "u02", "u03"], leases: { u04: "a" } });
+    const unpinned = p.groups.find((g) => g.seats.includes("u01"))!;
+    const pinned = p.groups.find((g) => g.seats.includes("pinned"))!;
+    expect(pinned.share).toBe(1);
+    expect(unpinned.share).toBe(2);
+    expect(p.capacity).toBe(3);
+    // Held 3 against a total of 3 would read "full"; per group, the pinned seat has room.
+    expect(p.claims).toEqual(["pinned"]);
+    expect(p.releases).toHaveLength(1);
+    expect(p.releases[0]!.reason).toBe("rebalance");
+    expect(p.releases[0]!.handle.startsWith("u")).toBe(true);
+  });
+
+  test("a fresh satellite claims its pinned seat before any unpinned one", () => {
+    const all = [...seats("u", 8), { handle: "pinned", placement: { labels: { site: "edge" } } }];
+    const p = run({ self: { node_id: "sat", labels: { site: "edge" } }, seats: all, peers: [node("a")], leases: {} });
+    expect(p.claims[0]).toBe("pinned");
+    expect(p.claims.length).toBe(CLAIM_LIMIT_PER_SWEEP);
+  });
+
+  test("a node pin lands only on the named node", () => {
+    const all = [{ handle: "p", placement: { node: "b" } }, ...seats("u", 2)];
+    const p = run({ seats: all, peers: [node("b")], leases: {} });
+    expect(p.claims).not.toContain("p");
+    expect(p.unplaceable).toEqual([]);
+  });
+
+  test("a live lease naming this node id is free only with the store-dir lock (takeover)", () => {
+    const leases = { s01: { node: "a" }, s02: { node: "b" } };
+    const without = run({ seats: seats("s", 2), leases });
+    expect(without.claims).toEqual([]);
+    const withLock = run({ self: { takeover: true }, seats: seats("s", 2), leases });
+    expect(withLock.claims).toEqual(["s01"]);
+  });
+
+  test("a live lease of this incarnation that it does not track is an orphan, not a claim", () => {
+    const p = run({ seats: seats("s", 2), leases: { s01: { node: "a", mine: true } } });
+    expect(p.orphans).toEqual(["s01"]);
+    expect(p.claims).toEqual(["s02"]);
+  });
+});
+
+describe("withholding claims", () => {
+  const base: Case = { seats: seats("s", 4), leases: {} };
+  test.each([
+    ["draining", { draining: true }],
+    ["withdrawn", { withdrawn: true }],
+    ["behind", { behind: true }],
+  ] as const)("nothing is claimed while %s", (reason, self) => {
+    const p = run({ ...base, self });
+    expect(p.claims).toEqual([]);
+    expect(p.withheld).toBe(reason);
+    expect(p.leases_needed).toBe(false);
+  });
+
+  test("a node without the seats role claims nothing and holds nothing", () => {
+    const p = run({ ...base, self: { roles: ["data", "workers"] }, peers: [node("b")], healthy: ["s01"] });
+    expect(p.claims).toEqual([]);
+    expect(p.withheld).toBe("no_seats_role");
+    expect(p.releases).toEqual([{ handle: "s01", reason: "not_placing" }]);
+  });
+
+  test("a lower protocol floor blocks claims; an equal one does not", () => {
+    expect(run({ ...base, floor: 3 }).withheld).toBe("protocol");
+    expect(run({ ...base, floor: 3 }).claims).toEqual([]);
+    expect(run({ ...base, floor: 4 }).claims.length).toBe(4);
+  });
+
+  test("a node that is behind keeps serving what it holds and still counts in shares", () => {
+    const p = run({ seats: seats("s", 4), self: { behind: true }, healthy: ["s01", "s02"], peers: [node("b")], leases: {} });
+    expect(p.releases).toEqual([]);
+    expect(p.groups[0]!.matching_nodes).toBe(2);
+  });
+
+  test("a withdrawn node gives every seat back at once, and peers do not count it", () => {
+    const held = ["s01", "s02", "s03", "s04"];
+    const p = run({ seats: seats("s", 4), self: { withdrawn: true }, healthy: held, peers: [node("b")] });
+    expect(p.releases.map((r) => r.handle).sort()).toEqual(held);
+    expect(p.releases.every((r) => r.reason === "withdrawn")).toBe(true);
+    const peerView = run({ self: { node_id: "b" }, seats: seats("s", 4), peers: [node("a", { withdrawn: true, seats_held: 4 })], leases: {} });
+    expect(peerView.groups[0]!.matching_nodes).toBe(1);
+    expect(peerView.groups[0]!.share).toBe(4);
+  });
+});
+
+describe("giving back", () => {
+  test("a node that booted alone gives back its excess when a peer joins", () => {
+    const all = seats("s", 12);
+    const held = all.map((s) => s.handle);
+    const a = run({ seats: all, peers: [node("b", { seats_held: 0 })], healthy: held });
+    expect(a.groups[0]!.share).toBe(6);
+    expect(a.releases).toHaveLength(RELEASE_LIMIT_PER_SWEEP);
+    expect(a.releases.every((r) => r.reason === "rebalance")).toBe(true);
+    expect(a.claims).toEqual([]);
+    // The peer reads a full fleet off the counts and tries nothing…
+    const b = run({ self: { node_id: "b" }, seats: all, peers: [node("a", { seats_held: 12 })] });
+    expect(b.fleetFull).toBe(true);
+    expect(b.leases_needed).toBe(false);
+    // …until the giver advertises the release, then it claims what was given back.
+    const leases = Object.fromEntries(held.slice(2).map((h) => [h, "a"]));
+    const b2 = run({ self: { node_id: "b" }, seats: all, peers: [node("a", { seats_held: 10 })], leases });
+    expect(b2.fleetFull).toBe(false);
+    expect(b2.claims.sort()).toEqual(held.slice(0, 2));
+  });
+
+  test("giving back keeps the seats whose preferred hint names this node", () => {
+    const all = seats("s", 4);
+    const p = run({
+      seats: all,
+      peers: [node("b")],
+      healthy: ["s01", "s02", "s03", "s04"],
+      preferred: { s01: "a", s02: "a", s03: "b", s04: "b" },
+    });
+    expect(p.releases.map((r) => r.handle).sort()).toEqual(["s03", "s04"]);
+  });
+
+  test("the least constrained group gives back first, so a pinned seat is the last to go", () => {
+    const all = [...seats("u", 6), ...seats("g", 4, { labels: { gpu: "yes" } })];
+    // Alone earlier, now one peer matches each group: excess 3 unpinned, 2 gpu.
+    const p = run({
+      self: { labels: { gpu: "yes" } },
+      seats: all,
+      peers: [node("b", { labels: { gpu: "yes" } })],
+      healthy: all.map((s) => s.handle),
+    });
+    expect(p.releases).toHaveLength(2);
+    expect(p.releases.every((r) => r.handle.startsWith("u"))).toBe(true);
+  });
+
+  test("a node at its share holds steady: no claim, no release", () => {
+    const all = seats("s", 6);
+    const p = run({ seats: all, peers: [node("b", { seats_held: 3 })], healthy: ["s01", "s02", "s03"], leases: { s04: "b", s05: "b", s06: "b" } });
+    expect(p.claims).toEqual([]);
+    expect(p.releases).toEqual([]);
+    expect(p.fleetFull).toBe(true);
+  });
+
+  test("seats whose role is gone or whose placement moved away are given back", () => {
+    const p = run({
+      seats: [{ handle: "moved", placement: { labels: { zone: "us" } } }, ...seats("s", 2)],
+      peers: [node("b", { labels: { zone: "us" } })],
+      healthy: ["gone", "moved", "s01"],
+    });
+    expect(p.releases).toEqual([
+      { handle: "gone", reason: "role_gone" },
+      { handle: "moved", reason: "placement_moved" },
+    ]);
+  });
+
+  test("a seat still establishing counts against the share but is not given back", () => {
+    const p = run({ seats: seats("s", 2), peers: [node("b")], healthy: ["s01"], not_ready: ["s02"] });
+    expect(p.groups[0]!.held).toBe(2);
+    expect(p.releases.map((r) => r.handle)).toEqual(["s01"]);
+  });
+});
+
+describe("stuck seats", () => {
+  test("a stuck seat squeezes the unpinned group, not the pinned one", () => {
+    const all = [...seats("u", 2), { handle: "pinned", placement: { labels: { site: "edge" } } }];
+    const p = run({
+      self: { node_id: "sat", labels: { site: "edge" } },
+      seats: all,
+      peers: [node("a", { seats_held: 1 })],
+      healthy: ["u01"],
+      undead: ["old-role"],
+      leases: { u02: "a" },
+    });
+    expect(p.capacity).toBe(2);
+    const pinned = p.groups.find((g) => g.seats.includes("pinned"))!;
+    const unpinned = p.groups.find((g) => g.seats.includes("u01"))!;
+    expect(pinned.allowance).toBe(1);
+    expect(unpinned.allowance).toBe(0);
+    expect(p.releases).toEqual([{ handle: "u01", reason: "rebalance" }]);
+    expect(p.claims).toEqual(["pinned"]);
+  });
+
+  test("stuck seats outside any group are not advertised; placeable ones are", () => {
+    const p = run({ seats: seats("s", 3), undead: ["s01", "gone"], healthy: ["s02"] });
+    expect(p.seats_held).toBe(2);
+  });
+
+  test("a stuck seat is never given back by the planner", () => {
+    const p = run({ seats: seats("s", 2), peers: [node("b")], undead: ["s01", "s02"] });
+    expect(p.releases).toEqual([]);
+    expect(p.claims).toEqual([]);
+  });
+});
+
+describe("unplaceable and fleet full", () => {
+  test("a group no live node matches is unplaceable", () => {
+    const all = [...seats("u", 2), { handle: "gpu", placement: { labels: { gpu: "yes" } } }];
+    const p = run({ seats: all, peers: [node("b")], leases: {} });
+    expect(p.unplaceable).toEqual(["gpu"]);
+    expect(p.placeable).toBe(2);
+    expect(p.claims).not.toContain("gpu");
+  });
+
+  test("a group only a withdrawn or draining node matches is unplaceable", () => {
+    const all = [{ handle: "w", placement: { node: "w" } }, { handle: "d", placement: { node: "d" } }];
+    const p = run({ seats: all, peers: [node("w", { withdrawn: true }), node("d", { draining: true })] });
+    expect(p.unplaceable.sort()).toEqual(["d", "w"]);
+  });
+
+  test("a draining node's own pinned seats read unplaceable to itself", () => {
+    const p = run({ self: { draining: true }, seats: [{ handle: "mine", placement: { node: "a" } }] });
+    expect(p.unplaceable).toEqual(["mine"]);
+  });
+
+  test("presences covering every placeable seat: try nothing", () => {
+    const all = seats("s", 6);
+    const p = run({ seats: all, peers: [node("b", { seats_held: 4 }), node("c", { seats_held: 2 })] });
+    expect(p.fleetFull).toBe(true);
+    expect(p.claims).toEqual([]);
+    expect(p.leases_needed).toBe(false);
+  });
+
+  test("counts short of the placeable seats ask for the leases", () => {
+    const all = seats("s", 6);
+    const p = run({ seats: all, peers: [node("b", { seats_held: 3 })] });
+    expect(p.fleetFull).toBe(false);
+    expect(p.leases_needed).toBe(true);
+    expect(p.claims).toEqual([]);
+  });
+
+  test("a stuck seat whose role is gone does not stand in for a free one", () => {
+    const all = seats("s", 3);
+    // b holds two placeable seats; a holds a stuck seat of a removed role. Counted, the
+    // stuck seat would make 3 of 3 and the free seat would never be tried.
+    const p = run({ seats: all, peers: [node("b", { seats_held: 2 })], undead: ["gone"], leases: { s01: "b", s02: "b" } });
+    expect(p.fleetFull).toBe(false);
+    expect(p.claims).toEqual(["s03"]);
+  });
+
+  test("unplaceable seats do not count toward the fleet being full", () => {
+    const all = [...seats("s", 2), { handle: "x", placement: { node: "nobody" } }];
+    const p = run({ seats: all, peers: [node("b", { seats_held: 2 })] });
+    expect(p.placeable).toBe(2);
+    expect(p.fleetFull).toBe(true);
+  });
+});
+
+describe("convergence", () => {
+  // Repeatedly plan every node against the others' holdings until nothing moves: shares
+  // over the nodes that match a group cover it, and a node at its share never re-claims.
+  function converge(nodeIds: string[], labels: Record<string, Record<string, string>>, all: SeatSpec[]) {
+    const held = new Map<string, Set<string>>(nodeIds.map((n) => [n, new Set<string>()]));
+    for (let round = 0; round < 200; round++) {
+      let moved = false;
+      for (const id of nodeIds) {
+        const others = nodeIds.filter((n) => n !== id);
+        const leases: Record<string, string> = {};
+        for (const [n, hs] of held) for (const h of hs) leases[h] = n;
+        const p = run({
+          self: { node_id: id, labels: labels[id] ?? {} },
+          seats: all,
+          peers: others.map((n) => node(n, { labels: labels[n] ?? {}, seats_held: held.get(n)!.size })),
+          healthy: [...held.get(id)!],
+          leases,
+        });
+        for (const r of p.releases) held.get(id)!.delete(r.handle);
+        for (const c of p.claims) held.get(id)!.add(c);
+        if (p.releases.length || p.claims.length) moved = true;
+      }
+      if (!moved) return { held, rounds: round };
+    }
+    throw new Error("did not converge");
+  }
+
+  test("12 seats over 3 nodes settle 4/4/4 from an empty fleet", () => {
+    const { held } = converge(["a", "b", "c"], {}, seats("s", 12));
+    expect([...held.values()].map((s) => s.size)).toEqual([4, 4, 4]);
+  });
+
+  test("mixed groups settle with every placeable seat held once, balanced per group", () => {
+    const all = [...seats("u", 7), ...seats("g", 3, { labels: { gpu: "yes" } }), { handle: "pin", placement: { node: "c" } }];
+    const labels = { a: { gpu: "yes" }, b: { gpu: "yes" } };
+    const { held } = converge(["a", "b", "c"], labels, all);
+    const owners = new Map<string, string[]>();
+    for (const [n, hs] of held) for (const h of hs) owners.set(h, [...(owners.get(h) ?? []), n]);
+    expect(owners.size).toBe(all.length);
+    for (const o of owners.values()) expect(o).toHaveLength(1);
+    expect(owners.get("pin")).toEqual(["c"]);
+    const gpu = ["a", "b"].map((n) => [...held.get(n)!].filter((h) => h.startsWith("g")).length);
+    expect(Math.max(...gpu) - Math.min(...gpu)).toBeLessThanOrEqual(1);
+  });
+});
+
+describe("unmanned roles", () => {
+  test("a role no live, non-draining presence carries is unmanned", () => {
+    const peers = [node("b", { roles: ["seats"] }), node("c", { roles: ["workers", "data"], draining: true })];
+    const self: SelfFacts = { node_id: "a", roles: ["data", "seats"], labels: {}, protocol: 4, draining: false, withdrawn: false, behind: false, takeover: false };
+    expect(unmannedRoles(peers, self)).toEqual(["ingress", "workers"]);
+  });
+});
