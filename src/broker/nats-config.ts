@@ -1,0 +1,128 @@
+// Renders a nats-server.conf from a BrokerPlan. Pure: same plan in, same text out, so every
+// topology is a table test and the sidecar code only writes what this returns.
+import {
+  brokerPaths,
+  derivePassword,
+  LEAF_USER,
+  ROUTE_USER,
+  type EmbeddedPlan,
+  type LeafPlan,
+  type MemberPlan,
+} from "./plan.ts";
+
+/** Bytes that stand for themselves inside a double-quoted nats-server string. */
+const PLAIN = /^[A-Za-z0-9 ._\-/:@+=,]$/;
+
+/**
+ * A nats-server double-quoted string for any text. Everything outside a small plain set
+ * is written as \xXX per UTF-8 byte (the conf lexer's escape), so quotes, backslashes,
+ * '$' (a variable reference elsewhere in the format), '#', newlines and non-ASCII all
+ * arrive as the bytes they were.
+ */
+export function quote(text: string): string {
+  let out = '"';
+  for (const byte of new TextEncoder().encode(text)) {
+    const ch = String.fromCharCode(byte);
+    out += byte < 0x80 && PLAIN.test(ch) ? ch : `\\x${byte.toString(16).padStart(2, "0")}`;
+  }
+  return out + '"';
+}
+
+function hostPort(host: string, port: number): string {
+  return quote(`${host}:${port}`);
+}
+
+/** Strips any scheme and userinfo an operator wrote, keeping host:port. */
+function bareHostPort(address: string): string {
+  const noScheme = address.replace(/^[a-z-]+:\/\//i, "");
+  const at = noScheme.lastIndexOf("@");
+  return (at >= 0 ? noScheme.slice(at + 1) : noScheme).replace(/\/+$/, "");
+}
+
+function commonLines(plan: EmbeddedPlan): string[] {
+  return [
+    `server_name: ${quote(plan.nodeId)}`,
+    `listen: ${hostPort(plan.client.host, plan.client.port)}`,
+    `http: ${hostPort("127.0.0.1", plan.monitorPort)}`,
+    // Our logger stamps the time; nats-server's own stamp would be a second clock on the line.
+    "logtime: false",
+    "debug: false",
+    "trace: false",
+    "authorization {",
+    `  users: [ { user: ${quote(plan.credential.user)}, password: ${quote(plan.credential.password)} } ]`,
+    "}",
+  ];
+}
+
+function memberLines(plan: MemberPlan): string[] {
+  const lines = [
+    "jetstream {",
+    `  store_dir: ${quote(brokerPaths(plan.storeDir).streamDir)}`,
+    `  max_mem: ${Math.floor(plan.jetstream.max_mem_bytes)}`,
+    `  max_file: ${Math.floor(plan.jetstream.max_file_bytes)}`,
+    `  domain: ${quote(plan.jetstream.domain)}`,
+    "}",
+  ];
+  if (plan.cluster) {
+    const c = plan.cluster;
+    const self = `${c.host}:${c.port}`;
+    const password = derivePassword("cluster", c.secret);
+    const routes = c.routes
+      .map(bareHostPort)
+      .filter((r) => r !== self)
+      .map((r) => quote(`nats-route://${ROUTE_USER}:${password}@${r}`));
+    lines.push(
+      "cluster {",
+      `  name: ${quote(c.name)}`,
+      `  listen: ${hostPort(c.host, c.port)}`,
+      "  authorization {",
+      `    user: ${quote(ROUTE_USER)}`,
+      `    password: ${quote(password)}`,
+      "  }",
+      `  routes: [${routes.length ? `\n    ${routes.join(",\n    ")}\n  ` : ""}]`,
+      "}",
+    );
+  }
+  if (plan.leafListener) {
+    const l = plan.leafListener;
+    lines.push(
+      "leafnodes {",
+      `  listen: ${hostPort(l.host, l.port)}`,
+      "  authorization {",
+      `    user: ${quote(LEAF_USER)}`,
+      `    password: ${quote(derivePassword("leaf", l.secret))}`,
+      "  }",
+      "}",
+    );
+  }
+  return lines;
+}
+
+function leafLines(plan: LeafPlan): string[] {
+  const password = derivePassword("leaf", plan.leafRemotes.secret);
+  const urls = plan.leafRemotes.urls.map((u) => quote(`nats-leaf://${LEAF_USER}:${password}@${bareHostPort(u)}`));
+  return [
+    // A leaf holds no replica and casts no vote: JetStream stays off here.
+    "jetstream: disabled",
+    // Clients on this leaf use the plain JetStream API; the leaf maps it onto the members'
+    // domain ("$G" is the account our users live in).
+    `default_js_domain: { "$G": ${quote(plan.jetstreamDomain)} }`,
+    "leafnodes {",
+    "  remotes: [",
+    "    {",
+    `      urls: [${urls.join(", ")}]`,
+    '      account: "$G"',
+    "    }",
+    "  ]",
+    "}",
+  ];
+}
+
+export function renderNatsConfig(plan: EmbeddedPlan): string {
+  const lines = [
+    "# Rendered by crewlet at every boot from crewlet.yaml; edits here are overwritten.",
+    ...commonLines(plan),
+    ...(plan.kind === "member" ? memberLines(plan) : leafLines(plan)),
+  ];
+  return lines.join("\n") + "\n";
+}
