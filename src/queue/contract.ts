@@ -32,9 +32,18 @@ export interface Delivery {
 
 export type Handler = (delivery: Delivery) => Promise<Outcome>;
 
+/** Most messages one pull may take (a drain's worth); bounds what a handback can cost. */
+export const MAX_BATCH = 64;
+
 export interface AttachOptions {
   /** Holds taken before the first fetch, e.g. a paused seat's "pause" hold. */
   holds?: string[];
+  /**
+   * Messages taken per pull, 1..MAX_BATCH (default 1). A pull is only made when the
+   * attachment is ready to run everything it takes; what a defer, quiesce or detach leaves
+   * unrun is handed back at once (one delivery each).
+   */
+  batch?: number;
 }
 
 export interface Attachment {

@@ -1,0 +1,245 @@
+// One attachment's life, shared by both backends so they cannot drift: when to pull, what
+// a handler's outcome does to the message, holds, quiesce/resume/detach. A backend supplies
+// only a MailboxSource (how to pull, how to settle, how to dead-letter).
+import type { Clock, Timer } from "../clock.ts";
+import type { Logger } from "../log.ts";
+import {
+  MAX_BATCH,
+  MAX_DELIVERIES,
+  type AttachOptions,
+  type Attachment,
+  type Delivery,
+  type Handler,
+  type Outcome,
+} from "./contract.ts";
+
+/** A delivered message and the three ways to settle it. */
+export interface RawMessage {
+  delivery: Delivery;
+  ack(): Promise<void>;
+  nak(): Promise<void>;
+  term(): Promise<void>;
+}
+
+export interface PullSink {
+  message(m: RawMessage): void;
+  /** The pull is over; nothing more arrives for it. `error` when it ended by failing. */
+  end(error?: unknown): void;
+}
+
+export interface PullHandle {
+  /** Withdraw the pull. A message already on its way may still reach sink.message. */
+  cancel(): void;
+}
+
+export interface MailboxSource {
+  /** Ask the broker for up to `batch` messages, delivered to sink as they come. */
+  pull(batch: number, sink: PullSink): PullHandle;
+  /** Copy the message to the dead-letter stream with its headers and the reason. */
+  deadLetter(m: RawMessage, reason: string): Promise<void>;
+}
+
+export type Settlement = "ack" | "nak" | "dead-letter";
+
+/**
+ * What happens to a delivery, from its outcome and how many times it has been delivered.
+ * Anything short of an ack on the last permitted delivery is dead-lettered, because the
+ * broker will not deliver it again and (interest retention, nats-server 2.9) would keep it.
+ */
+export function settlementFor(outcome: Outcome["kind"] | "threw" | "handback", deliveryCount: number): Settlement {
+  if (outcome === "ack") return "ack";
+  if (deliveryCount >= MAX_DELIVERIES) return "dead-letter";
+  return "nak";
+}
+
+/** After a pull fails (broker unreachable, consumer missing), wait this long before the next: fast enough to notice recovery, slow enough not to spin. */
+export const PULL_RETRY_MS = 1_000;
+
+export function checkBatch(batch: number | undefined): number {
+  const b = batch ?? 1;
+  if (!Number.isInteger(b) || b < 1 || b > MAX_BATCH) throw new Error(`attach: batch must be an integer 1..${MAX_BATCH}, got ${batch}`);
+  return b;
+}
+
+export class AttachmentCore implements Attachment {
+  private readonly holdSet = new Set<string>();
+  private quiescedByCall = false;
+  private detached = false;
+  private running = 0;
+  private readonly buffer: RawMessage[] = [];
+  private pullToken: object | null = null;
+  private pullHandle: PullHandle | null = null;
+  private pulled = 0;
+  private retryTimer: Timer | null = null;
+  private idleWaiters: Array<() => void> = [];
+  private readonly batch: number;
+
+  constructor(
+    private readonly source: MailboxSource,
+    private readonly handler: Handler,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    opts: AttachOptions = {},
+    /** Called once when detached (the backend forgets the attachment). */
+    private readonly onDetach: () => void = () => undefined,
+  ) {
+    this.batch = checkBatch(opts.batch);
+    for (const h of opts.holds ?? []) this.holdSet.add(h);
+  }
+
+  /** Begin consuming (called once by the backend after construction). */
+  start(): void {
+    this.pump();
+  }
+
+  get holds(): ReadonlySet<string> {
+    return this.holdSet;
+  }
+  get quiesced(): boolean {
+    return !this.ready();
+  }
+  get inFlight(): number {
+    return this.running;
+  }
+
+  quiesce(): void {
+    this.quiescedByCall = true;
+    this.pump();
+  }
+  resume(): void {
+    this.quiescedByCall = false;
+    this.pump();
+  }
+  hold(name: string): void {
+    this.holdSet.add(name);
+    this.pump();
+  }
+  releaseHold(name: string): void {
+    this.holdSet.delete(name);
+    this.pump();
+  }
+
+  idle(): Promise<void> {
+    if (this.running === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  async detach(): Promise<void> {
+    if (!this.detached) this.onDetach();
+    this.detached = true;
+    this.holdSet.clear();
+    this.retryTimer?.cancel();
+    this.retryTimer = null;
+    this.pump();
+  }
+
+  private ready(): boolean {
+    return !this.detached && !this.quiescedByCall && this.holdSet.size === 0;
+  }
+
+  /** The one place that decides what to do next. */
+  private pump(): void {
+    if (!this.ready()) {
+      this.cancelPull();
+      while (this.buffer.length > 0) this.handBack(this.buffer.shift()!, "handed back unrun (quiesced or detached)");
+      return;
+    }
+    if (this.running > 0) return;
+    const next = this.buffer.shift();
+    if (next) {
+      void this.run(next);
+      return;
+    }
+    if (this.pullHandle || this.retryTimer) return;
+    const token = {};
+    this.pullToken = token;
+    this.pulled = 0;
+    this.pullHandle = this.source.pull(this.batch, {
+      message: (m) => this.onMessage(token, m),
+      end: (error) => this.onPullEnd(token, error),
+    });
+  }
+
+  private cancelPull(): void {
+    const handle = this.pullHandle;
+    this.pullHandle = null;
+    this.pullToken = null;
+    handle?.cancel();
+  }
+
+  private onMessage(token: object, m: RawMessage): void {
+    // A message from a withdrawn pull was taken while this attachment was not entitled to
+    // run it: hand it straight back rather than park it for the ack wait.
+    if (token !== this.pullToken || !this.ready()) {
+      this.handBack(m, "arrived after the pull was withdrawn");
+      return;
+    }
+    this.pulled += 1;
+    // A pull that has had its batch is complete: nothing more can arrive for it.
+    if (this.pulled >= this.batch) {
+      this.pullHandle = null;
+      this.pullToken = null;
+    }
+    this.buffer.push(m);
+    this.pump();
+  }
+
+  private onPullEnd(token: object, error?: unknown): void {
+    if (token !== this.pullToken) return;
+    this.pullHandle = null;
+    this.pullToken = null;
+    if (error !== undefined && !this.detached) {
+      this.log.warn("queue_pull_failed", { error: String(error), retry_ms: PULL_RETRY_MS });
+      this.retryTimer = this.clock.setTimeout(() => {
+        this.retryTimer = null;
+        this.pump();
+      }, PULL_RETRY_MS);
+      return;
+    }
+    this.pump();
+  }
+
+  private async run(m: RawMessage): Promise<void> {
+    this.running += 1;
+    let kind: Outcome["kind"] | "threw";
+    let reason: string;
+    try {
+      const outcome = await this.handler(m.delivery);
+      kind = outcome.kind;
+      reason = outcome.kind === "defer" ? `defer: ${outcome.reason}` : outcome.kind;
+      // Quiesce before the NAK leaves, so nothing here pulls the message straight back.
+      if (outcome.kind === "defer") this.quiescedByCall = true;
+    } catch (err) {
+      kind = "threw";
+      reason = `threw: ${err instanceof Error ? err.message : String(err)}`;
+      this.log.error("queue_handler_failed", { subject: m.delivery.subject, seq: m.delivery.streamSeq, delivery_count: m.delivery.deliveryCount, error: err });
+    }
+    await this.settle(m, kind, reason);
+    this.running -= 1;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+    this.pump();
+  }
+
+  private handBack(m: RawMessage, reason: string): void {
+    void this.settle(m, "handback", reason);
+  }
+
+  private async settle(m: RawMessage, kind: Outcome["kind"] | "threw" | "handback", reason: string): Promise<void> {
+    const settlement = settlementFor(kind, m.delivery.deliveryCount);
+    try {
+      if (settlement === "ack") await m.ack();
+      else if (settlement === "nak") await m.nak();
+      else {
+        await this.source.deadLetter(m, reason);
+        await m.term();
+        this.log.warn("queue_dead_lettered", { subject: m.delivery.subject, seq: m.delivery.streamSeq, delivery_count: m.delivery.deliveryCount, reason });
+      }
+    } catch (err) {
+      // Unsettled, the broker redelivers after the ack wait; a failed dead-letter leaves
+      // the message where 2.9 would have left it, and says so.
+      this.log.error("queue_settle_failed", { subject: m.delivery.subject, seq: m.delivery.streamSeq, settlement, error: err });
+    }
+  }
+}

@@ -1,0 +1,435 @@
+// The queue contract on JetStream, over the node's ONE NatsConnection (it is borrowed, never
+// closed here). Mailboxes are durable pull consumers; an attachment makes one pull at a time,
+// only when it is ready to run what the pull brings (attachment.ts decides when).
+import { AckPolicy, createInbox, DeliverPolicy, headers as natsHeaders, ReplayPolicy, type ConsumerConfig, type JetStreamClient, type JetStreamManager, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "nats";
+import { z } from "zod";
+import type { Clock, Timer } from "../clock.ts";
+import type { Logger } from "../log.ts";
+import {
+  ACK_WAIT_MS,
+  MAX_BATCH,
+  MAX_DELIVERIES,
+  type Answer,
+  type AttachOptions,
+  type Attachment,
+  type DeadLetter,
+  type Delivery,
+  type Handler,
+  type MailboxRef,
+  type PublishOptions,
+  type PublishResult,
+  type Queue,
+  type Responder,
+  type ScatterOptions,
+} from "./contract.ts";
+import { AttachmentCore, type MailboxSource, type PullHandle, type PullSink, type RawMessage } from "./attachment.ts";
+import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter } from "./deadletter.ts";
+import { apiErrorCode, ensureStreams } from "./streams.ts";
+import { durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_AGENT, STREAM_DLQ, streamForSubject } from "./topics.ts";
+
+/**
+ * How long one pull waits at the broker. Shorter costs idle requests (one per attached
+ * mailbox per period); longer delays noticing a pull the broker lost (a consumer leader
+ * change in a cluster drops waiting pulls without answering them). Ten seconds is well
+ * inside a lease heartbeat (15 s) and a few requests a second for a node's seats.
+ */
+export const PULL_EXPIRES_MS = 10_000;
+/** A pull the broker has not ended this long after its expiry is presumed lost, and replaced. */
+export const PULL_LOST_AFTER_MS = 5_000;
+/**
+ * Pulls a consumer may have waiting at once. Each attachment holds at most one; a lost
+ * client's pulls linger until they expire. 128 leaves room for both on any one mailbox.
+ */
+export const MAX_WAITING_PULLS = 128;
+/**
+ * Unacked deliveries a mailbox may have out. An attachment holds at most MAX_BATCH; a
+ * handoff race or a dead node's batch adds a few more. Well above that so it never
+ * throttles a live seat, still a bound.
+ */
+export const MAX_ACK_PENDING = 1_000;
+/** Consumer INFO calls listMailboxes keeps in flight: fast listing without a burst of hundreds. */
+const LIST_INFO_CONCURRENCY = 16;
+/** The JetStream names API pages 1024 names at a time; this many pages bound the walk. */
+const NAMES_PAGES_MAX = 1_000;
+
+const NS_PER_MS = 1_000_000;
+
+/** JetStream API error codes this module handles. */
+const CONSUMER_NOT_FOUND = 10014;
+const NO_MESSAGE_FOUND = 10037;
+
+export interface JetStreamQueueOptions {
+  nc: NatsConnection;
+  /** stream.replicas: 1 on one box, 3 on a three-member fleet. */
+  replicas: number;
+  clock: Clock;
+  log: Logger;
+  /**
+   * Tests only. The ack wait is a consumer setting on a real broker, so a test that proves
+   * "an unsettled delivery comes back after the ack wait" must create its consumers with a
+   * short one rather than wait 30 minutes. Production never passes it.
+   */
+  ackWait_ms?: number;
+}
+
+// ---- wire parsing -----------------------------------------------------------------------
+
+const Positive = z.coerce.number().int().positive();
+
+export interface AckInfo {
+  stream: string;
+  consumer: string;
+  deliveryCount: number;
+  streamSeq: number;
+}
+
+/**
+ * A JetStream delivery's reply subject carries its metadata:
+ * v1 `$JS.ACK.{stream}.{consumer}.{delivered}.{sseq}.{dseq}.{ts}.{pending}` (9 tokens), or
+ * v2 `$JS.ACK.{domain}.{account}.{stream}.{consumer}.{delivered}.{sseq}.{dseq}.{ts}.{pending}.{token}`.
+ */
+export function parseAckSubject(reply: string): AckInfo {
+  const t = reply.split(".");
+  if (t[0] !== "$JS" || t[1] !== "ACK") throw new Error(`delivery reply ${JSON.stringify(reply)}: not a JetStream ack subject`);
+  const base = t.length === 9 ? 2 : t.length >= 11 ? 4 : -1;
+  if (base < 0) throw new Error(`delivery reply ${JSON.stringify(reply)}: ${t.length} tokens, want 9 or 11+`);
+  const delivered = Positive.safeParse(t[base + 2]);
+  const sseq = Positive.safeParse(t[base + 3]);
+  if (!delivered.success) throw new Error(`delivery reply ${JSON.stringify(reply)}: field delivered is not a positive integer`);
+  if (!sseq.success) throw new Error(`delivery reply ${JSON.stringify(reply)}: field stream_seq is not a positive integer`);
+  return { stream: t[base]!, consumer: t[base + 1]!, deliveryCount: delivered.data, streamSeq: sseq.data };
+}
+
+export function headerRecord(h: MsgHdrs | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!h) return out;
+  for (const [k, values] of h) out[k] = values.join(",");
+  return out;
+}
+
+function toNatsHeaders(record: Record<string, string> | undefined): MsgHdrs | undefined {
+  if (!record || Object.keys(record).length === 0) return undefined;
+  const h = natsHeaders();
+  for (const [k, v] of Object.entries(record)) h.set(k, v);
+  return h;
+}
+
+/** A status message (408 expired, 409 refused, 503 no responders, 100 heartbeat), not mail. */
+function statusOf(msg: Msg): number {
+  return msg.data.length === 0 && msg.headers && msg.headers.code > 0 ? msg.headers.code : 0;
+}
+
+const NamesPage = z.object({
+  total: z.number().int().nonnegative(),
+  offset: z.number().int().nonnegative(),
+  limit: z.number().int().nonnegative(),
+  consumers: z.array(z.string()).nullable(),
+});
+
+// ---- the queue --------------------------------------------------------------------------
+
+export class JetStreamQueue implements Queue {
+  private readonly nc: NatsConnection;
+  private readonly replicas: number;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly ackWait_ms: number;
+  private readonly js: JetStreamClient;
+  private jsmPromise: Promise<JetStreamManager> | null = null;
+  private readonly attachments = new Set<AttachmentCore>();
+  private readonly serving = new Set<Subscription>();
+
+  constructor(opts: JetStreamQueueOptions) {
+    if (!Number.isInteger(opts.replicas) || opts.replicas < 1 || opts.replicas > 5) throw new Error(`queue: replicas must be 1..5, got ${opts.replicas}`);
+    this.nc = opts.nc;
+    this.replicas = opts.replicas;
+    this.clock = opts.clock;
+    this.log = opts.log;
+    this.ackWait_ms = opts.ackWait_ms ?? ACK_WAIT_MS;
+    this.js = this.nc.jetstream({ timeout: 10_000 });
+  }
+
+  private jsm(): Promise<JetStreamManager> {
+    // checkAPI off: the first call below is the check; an account-info round trip adds nothing.
+    this.jsmPromise ??= this.nc.jetstreamManager({ checkAPI: false, timeout: 10_000 });
+    return this.jsmPromise;
+  }
+
+  async ensureStreams(): Promise<void> {
+    await ensureStreams(await this.jsm(), this.replicas, this.log);
+  }
+
+  consumerConfig(subject: string, group: string): ConsumerConfig {
+    return {
+      durable_name: durableName(group),
+      filter_subject: subject,
+      deliver_policy: DeliverPolicy.All,
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: this.ackWait_ms * NS_PER_MS,
+      max_deliver: MAX_DELIVERIES,
+      replay_policy: ReplayPolicy.Instant,
+      max_ack_pending: MAX_ACK_PENDING,
+      max_waiting: MAX_WAITING_PULLS,
+      max_batch: MAX_BATCH,
+      num_replicas: this.replicas,
+      mem_storage: false,
+      headers_only: false,
+      // No inactive_threshold: a seat may stay unowned as long as a rebalance or an operator
+      // takes, and its mailbox must still be there.
+    } as ConsumerConfig;
+  }
+
+  async ensureMailbox(subject: string, group: string): Promise<void> {
+    const stream = mustStream(subject);
+    const config = this.consumerConfig(subject, group);
+    const jsm = await this.jsm();
+    try {
+      await jsm.consumers.add(stream, config);
+    } catch (err) {
+      // Created first by a peer with other settings (an older node): the mailbox exists and
+      // holds the mail, which is what this call promises. Anything else is a real failure.
+      const info = await jsm.consumers.info(stream, config.durable_name!).catch(() => null);
+      if (info?.config.filter_subject !== subject) throw new Error(`queue: creating mailbox ${group} on ${subject} failed: ${String(err)}`);
+      this.log.warn("queue_mailbox_settings_differ", { subject, group, error: String(err) });
+    }
+  }
+
+  async deleteMailbox(subject: string, group: string): Promise<void> {
+    const jsm = await this.jsm();
+    try {
+      await jsm.consumers.delete(mustStream(subject), durableName(group));
+    } catch (err) {
+      if (apiErrorCode(err) !== CONSUMER_NOT_FOUND) throw err;
+    }
+  }
+
+  async listMailboxes(): Promise<MailboxRef[]> {
+    const names = await this.consumerNames(STREAM_AGENT);
+    const jsm = await this.jsm();
+    const candidates = names.filter((n) => {
+      const group = groupOfDurable(n);
+      return group !== null && groupCandidates(group).length > 0;
+    });
+    const out: MailboxRef[] = [];
+    // The name alone is ambiguous (see parseMailbox), so each candidate's filter decides.
+    for (let i = 0; i < candidates.length; i += LIST_INFO_CONCURRENCY) {
+      const chunk = candidates.slice(i, i + LIST_INFO_CONCURRENCY);
+      const infos = await Promise.all(chunk.map((n) => jsm.consumers.info(STREAM_AGENT, n).catch((err) => {
+        if (apiErrorCode(err) === CONSUMER_NOT_FOUND) return null; // deleted between the two calls
+        throw err;
+      })));
+      for (const info of infos) {
+        if (!info) continue;
+        const ref = parseMailbox(info.config.filter_subject ?? "", groupOfDurable(info.name)!);
+        if (ref) out.push(ref);
+      }
+    }
+    return out;
+  }
+
+  /** Consumer NAMES, paged: in a 2.9 cluster the LIST API stops at 256 entries. */
+  private async consumerNames(stream: string): Promise<string[]> {
+    const names: string[] = [];
+    for (let page = 0; page < NAMES_PAGES_MAX; page++) {
+      const reply = await this.nc.request(`$JS.API.CONSUMER.NAMES.${stream}`, JSON.stringify({ offset: names.length }), { timeout: 10_000 });
+      const body: unknown = JSON.parse(new TextDecoder().decode(reply.data));
+      const apiError = (body as { error?: { code: number; err_code?: number; description: string } }).error;
+      if (apiError) throw new Error(`queue: consumer names of ${stream}: ${apiError.description} (${apiError.err_code ?? apiError.code})`);
+      const parsed = NamesPage.safeParse(body);
+      if (!parsed.success) throw new Error(`queue: consumer names of ${stream}: field ${String(parsed.error.issues[0]?.path.join("."))}: ${parsed.error.issues[0]?.message}`);
+      const got = parsed.data.consumers ?? [];
+      names.push(...got);
+      if (got.length === 0 || names.length >= parsed.data.total) return names;
+    }
+    throw new Error(`queue: consumer names of ${stream}: more than ${NAMES_PAGES_MAX} pages`);
+  }
+
+  async attach(subject: string, group: string, handler: Handler, opts: AttachOptions = {}): Promise<Attachment> {
+    // Attaching creates the mailbox if it is missing: the seat's owner must never consume
+    // from nothing (idempotent and cheap when it exists).
+    await this.ensureMailbox(subject, group);
+    const source = new JetStreamSource(this.nc, this.js, mustStream(subject), group, this.clock);
+    const core: AttachmentCore = new AttachmentCore(source, handler, this.clock, this.log.child({ subject, group }), opts, () => this.attachments.delete(core));
+    this.attachments.add(core);
+    core.start();
+    return core;
+  }
+
+  async publish(subject: string, data: Uint8Array, opts: PublishOptions = {}): Promise<PublishResult> {
+    const ack = await this.js.publish(subject, data, { msgID: opts.msgId, headers: toNatsHeaders(opts.headers), timeout: 10_000 });
+    return { seq: ack.seq, duplicate: ack.duplicate };
+  }
+
+  async deadLetters(): Promise<DeadLetter[]> {
+    const jsm = await this.jsm();
+    const info = await jsm.streams.info(STREAM_DLQ);
+    const last = info.state.last_seq;
+    const first = Math.max(info.state.first_seq, last - DEAD_LETTER_LIST_MAX + 1);
+    const out: DeadLetter[] = [];
+    if (info.state.messages === 0) return out;
+    for (let seq = first; seq <= last; seq++) {
+      try {
+        const m = await jsm.streams.getMessage(STREAM_DLQ, { seq });
+        out.push(parseDeadLetter(m.subject, headerRecord(m.header), m.data));
+      } catch (err) {
+        if (apiErrorCode(err) !== NO_MESSAGE_FOUND) throw err; // aged out or deleted: a gap
+      }
+    }
+    return out;
+  }
+
+  async scatter(subject: string, data: Uint8Array, opts: ScatterOptions): Promise<Answer[]> {
+    const answers: Answer[] = [];
+    if (opts.responders <= 0) return answers;
+    const inbox = createInbox();
+    return new Promise<Answer[]>((resolve) => {
+      let timer: Timer | null = null;
+      const finish = () => {
+        timer?.cancel();
+        sub.unsubscribe();
+        resolve(answers);
+      };
+      const sub = this.nc.subscribe(inbox, {
+        max: opts.responders,
+        callback: (err, msg) => {
+          if (err) return finish();
+          const status = statusOf(msg);
+          if (status === 503) return finish(); // nobody serves the subject: no answer will come
+          if (status !== 0) return;
+          answers.push({ data: msg.data, headers: headerRecord(msg.headers) });
+          if (answers.length >= opts.responders) finish();
+        },
+      });
+      timer = this.clock.setTimeout(finish, opts.budget_ms);
+      this.nc.publish(subject, data, { reply: inbox, headers: toNatsHeaders(opts.headers) });
+    });
+  }
+
+  async serve(subject: string, responder: Responder, queueGroup?: string): Promise<{ stop(): void }> {
+    const sub = this.nc.subscribe(subject, {
+      queue: queueGroup,
+      callback: (err, msg) => {
+        if (err) {
+          this.log.warn("queue_serve_failed", { subject, error: err });
+          return;
+        }
+        if (!msg.reply) return;
+        responder({ data: msg.data, headers: headerRecord(msg.headers) }).then(
+          (answer) => {
+            if (answer !== null) msg.respond(answer);
+          },
+          (error) => this.log.warn("queue_serve_failed", { subject, error }),
+        );
+      },
+    });
+    this.serving.add(sub);
+    // The subscription must reach the server before a caller announces it is serving.
+    await this.nc.flush();
+    return {
+      stop: () => {
+        this.serving.delete(sub);
+        sub.unsubscribe();
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    for (const a of [...this.attachments]) await a.detach();
+    for (const s of this.serving) s.unsubscribe();
+    this.serving.clear();
+  }
+}
+
+function mustStream(subject: string): string {
+  const stream = streamForSubject(subject);
+  if (!stream) throw new Error(`queue: no stream captures subject ${JSON.stringify(subject)}`);
+  return stream;
+}
+
+// ---- one mailbox's pulls ----------------------------------------------------------------
+
+class JetStreamSource implements MailboxSource {
+  private readonly durable: string;
+  private readonly nextSubject: string;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly js: JetStreamClient,
+    private readonly stream: string,
+    private readonly group: string,
+    private readonly clock: Clock,
+  ) {
+    this.durable = durableName(group);
+    this.nextSubject = `$JS.API.CONSUMER.MSG.NEXT.${stream}.${this.durable}`;
+  }
+
+  /**
+   * One pull on its own inbox. Withdrawing it unsubscribes that inbox (the broker skips a
+   * waiting pull with no interest) and drains: UNSUB then a flush, so anything the broker
+   * sent before it saw the UNSUB still reaches sink.message and is handed back at once.
+   */
+  pull(batch: number, sink: PullSink): PullHandle {
+    const inbox = createInbox();
+    let done = false;
+    let timer: Timer | null = null;
+    let received = 0;
+    const finish = (error?: unknown) => {
+      if (done) return;
+      done = true;
+      timer?.cancel();
+      sub.unsubscribe();
+      sink.end(error);
+    };
+    const sub = this.nc.subscribe(inbox, {
+      callback: (err, msg) => {
+        if (err) return finish(err);
+        const status = statusOf(msg);
+        if (status === 100) return; // idle heartbeat
+        if (status === 408 || status === 404) return finish(); // expired: ask again
+        if (status !== 0) return finish(new Error(`pull refused: ${status} ${msg.headers?.description ?? ""}`.trim()));
+        received += 1;
+        let raw: RawMessage;
+        try {
+          raw = this.rawMessage(msg);
+        } catch (error) {
+          return finish(error);
+        }
+        sink.message(raw);
+        if (received >= batch) finish();
+      },
+    });
+    timer = this.clock.setTimeout(() => finish(new Error("pull went unanswered past its expiry")), PULL_EXPIRES_MS + PULL_LOST_AFTER_MS);
+    this.nc.publish(this.nextSubject, JSON.stringify({ batch, expires: PULL_EXPIRES_MS * NS_PER_MS }), { reply: inbox });
+    return {
+      cancel: () => {
+        if (done) return;
+        done = true;
+        timer?.cancel();
+        sub.drain().catch(() => undefined);
+      },
+    };
+  }
+
+  private rawMessage(msg: Msg): RawMessage {
+    const reply = msg.reply ?? "";
+    const info = parseAckSubject(reply);
+    const headers = headerRecord(msg.headers);
+    const delivery: Delivery = {
+      subject: msg.subject,
+      data: msg.data,
+      headers,
+      msgId: headers[H_MSG_ID],
+      deliveryCount: info.deliveryCount,
+      streamSeq: info.streamSeq,
+    };
+    // Fire-and-forget acks, as the client's own ack() does: an ack lost with the connection
+    // comes back after the ack wait, which the completion ledger is there to absorb.
+    const send = (body: string) => async () => this.nc.publish(reply, body);
+    return { delivery, ack: send("+ACK"), nak: send("-NAK"), term: send("+TERM") };
+  }
+
+  async deadLetter(m: RawMessage, reason: string): Promise<void> {
+    const copy = deadLetterCopy(this.stream, m.delivery, this.group, reason);
+    await this.js.publish(copy.subject, m.delivery.data, { msgID: copy.msgId, headers: toNatsHeaders(copy.headers), timeout: 10_000 });
+  }
+}

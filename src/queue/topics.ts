@@ -1,0 +1,198 @@
+// Every subject, group, stream and durable name on the wire comes from here
+// (ARCHITECTURE.md § "Names on the wire"). Pure: names in, names out, no I/O.
+import { z } from "zod";
+import type { MailboxKind, MailboxRef } from "./contract.ts";
+
+export const MAILBOX_KINDS: readonly MailboxKind[] = ["inbox", "control", "reflect"];
+
+/**
+ * A handle becomes one subject token, so it may not hold the characters NATS gives meaning
+ * to ('.', '*', '>', whitespace). Anything else the org model allows passes; the durable
+ * name escapes what a consumer name cannot carry.
+ */
+export const HandleSchema = z
+  .string()
+  .min(1, "handle is empty")
+  .max(128, "handle is longer than 128 characters")
+  .regex(/^[^.*>\s]+$/, "handle may not contain '.', '*', '>' or whitespace");
+
+function checkHandle(handle: string): string {
+  const parsed = HandleSchema.safeParse(handle);
+  if (!parsed.success) throw new Error(`invalid seat handle ${JSON.stringify(handle)}: ${parsed.error.issues[0]?.message}`);
+  return parsed.data;
+}
+
+// ---- streams ----------------------------------------------------------------------------
+
+export const STREAM_AGENT = "CREWLET_AGENT";
+export const STREAM_NOTIFICATIONS = "CREWLET_NOTIFICATIONS";
+export const STREAM_EVENTS = "CREWLET_EVENTS";
+export const STREAM_DLQ = "CREWLET_DLQ";
+
+export const AGENT_SUBJECTS = "crewlet.agent.>";
+export const NOTIFICATIONS_SUBJECT = "crewlet.notifications.inbound";
+export const NOTIFICATIONS_GROUP = "notify-inbound";
+export const EVENTS_SUBJECTS = "crewlet.events.>";
+export const DLQ_SUBJECTS = "dlq.>";
+
+export const STATE_LOG_DOMAINS = ["tracker", "pages", "chat"] as const;
+export type StateLogDomain = (typeof STATE_LOG_DOMAINS)[number];
+
+/** `CREWLET_TRACKER_LOG` etc.; the estate creates these streams, the names live here. */
+export function stateLogStream(domain: StateLogDomain): string {
+  return `CREWLET_${domain.toUpperCase()}_LOG`;
+}
+/** `crewlet.{domain}.log.>`: what the state-log stream captures. */
+export function stateLogSubjects(domain: StateLogDomain): string {
+  return `crewlet.${domain}.log.>`;
+}
+/** One record's subject; `parts` are subject tokens (e.g. entity kind and id). */
+export function stateLogSubject(domain: StateLogDomain, ...parts: string[]): string {
+  return `crewlet.${domain}.log.${parts.map(checkToken).join(".")}`;
+}
+
+/** `crewlet.events.{name}`; `name` may be dotted (e.g. `seat.claimed`). */
+export function eventSubject(name: string): string {
+  return `crewlet.events.${name.split(".").map(checkToken).join(".")}`;
+}
+
+function checkToken(token: string): string {
+  if (!/^[^.*>\s]+$/.test(token)) throw new Error(`invalid subject token ${JSON.stringify(token)}`);
+  return token;
+}
+
+/** The stream that captures `subject`, or null when none of ours does. */
+export function streamForSubject(subject: string): string | null {
+  if (subject.startsWith("crewlet.agent.")) return STREAM_AGENT;
+  if (subject === NOTIFICATIONS_SUBJECT) return STREAM_NOTIFICATIONS;
+  if (subject.startsWith("crewlet.events.")) return STREAM_EVENTS;
+  if (subject.startsWith("dlq.")) return STREAM_DLQ;
+  for (const domain of STATE_LOG_DOMAINS) {
+    if (subject.startsWith(`crewlet.${domain}.log.`)) return stateLogStream(domain);
+  }
+  return null;
+}
+
+// ---- seat mailboxes ---------------------------------------------------------------------
+
+export function mailboxSubject(handle: string, kind: MailboxKind): string {
+  return `crewlet.agent.${checkHandle(handle)}.${kind}`;
+}
+
+export function mailboxGroup(handle: string, kind: MailboxKind): string {
+  const h = checkHandle(handle);
+  return kind === "inbox" ? `agent-${h}` : `agent-${h}-${kind}`;
+}
+
+export interface MailboxName {
+  subject: string;
+  group: string;
+}
+
+export function mailbox(handle: string, kind: MailboxKind): MailboxName {
+  return { subject: mailboxSubject(handle, kind), group: mailboxGroup(handle, kind) };
+}
+
+/** A seat's three mailboxes: inbox, control, reflect. */
+export function seatMailboxes(handle: string): MailboxName[] {
+  return MAILBOX_KINDS.map((kind) => mailbox(handle, kind));
+}
+
+/**
+ * The seat mailbox a (subject, group) pair is, or null. Judged from the subject (which is
+ * unambiguous: a handle holds no '.') and then the group checked against the grammar,
+ * because the group alone is not: `agent-bob-control` is bob's control group and also the
+ * inbox group of a seat called `bob-control`. A consumer on a seat's subject under any
+ * other group is somebody else's and is not a mailbox.
+ */
+export function parseMailbox(subject: string, group: string): MailboxRef | null {
+  const m = /^crewlet\.agent\.([^.*>\s]+)\.(inbox|control|reflect)$/.exec(subject);
+  if (!m) return null;
+  const handle = m[1]!;
+  const kind = m[2] as MailboxKind;
+  if (!HandleSchema.safeParse(handle).success) return null;
+  return mailboxGroup(handle, kind) === group ? { handle, kind } : null;
+}
+
+/**
+ * Every (handle, kind) a group name could belong to, ignoring the subject. Used where only
+ * a name is at hand (a consumer name listing); parseMailbox with the subject decides.
+ */
+export function groupCandidates(group: string): MailboxRef[] {
+  if (!group.startsWith("agent-")) return [];
+  const rest = group.slice("agent-".length);
+  const out: MailboxRef[] = [];
+  if (HandleSchema.safeParse(rest).success) out.push({ handle: rest, kind: "inbox" });
+  for (const kind of ["control", "reflect"] as const) {
+    const suffix = `-${kind}`;
+    if (rest.endsWith(suffix)) {
+      const handle = rest.slice(0, -suffix.length);
+      if (HandleSchema.safeParse(handle).success) out.push({ handle, kind });
+    }
+  }
+  return out;
+}
+
+// ---- durable consumer names -------------------------------------------------------------
+
+/**
+ * A JetStream durable name may not contain '.', '*', '>' or whitespace, and the broker's
+ * listing hands back durable names only, so the mapping must be reversible: every byte
+ * outside [A-Za-z0-9-] becomes `_HH` (so '_' itself is `_5f`). Groups the grammar produces
+ * from plain handles pass through unchanged.
+ */
+export function durableName(group: string): string {
+  if (group.length === 0) throw new Error("group is empty");
+  let out = "";
+  for (const byte of new TextEncoder().encode(group)) {
+    const ch = String.fromCharCode(byte);
+    out += /[A-Za-z0-9-]/.test(ch) ? ch : `_${byte.toString(16).padStart(2, "0")}`;
+  }
+  return out;
+}
+
+/** The group a durable name was derived from, or null if durableName could not have made it. */
+export function groupOfDurable(durable: string): string | null {
+  const bytes: number[] = [];
+  for (let i = 0; i < durable.length; ) {
+    const ch = durable[i]!;
+    if (/[A-Za-z0-9-]/.test(ch)) {
+      bytes.push(ch.charCodeAt(0));
+      i += 1;
+    } else if (ch === "_" && /^[0-9a-f]{2}$/.test(durable.slice(i + 1, i + 3))) {
+      bytes.push(parseInt(durable.slice(i + 1, i + 3), 16));
+      i += 3;
+    } else {
+      return null;
+    }
+  }
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(new Uint8Array(bytes));
+  } catch {
+    return null;
+  }
+}
+
+// ---- dead letters -----------------------------------------------------------------------
+
+/**
+ * `dlq.{topic}.{group}.{digest}`: topic is the original subject (its dots become tokens),
+ * group the durable-safe group, digest names the one message so two dead letters of one
+ * mailbox never share a subject.
+ */
+export function dlqSubject(subject: string, group: string, digest: string): string {
+  return `dlq.${subject}.${durableName(group)}.${checkToken(digest)}`;
+}
+
+/** NATS subject matching: `*` is one token, a trailing `>` one or more. */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  const p = pattern.split(".");
+  const s = subject.split(".");
+  for (let i = 0; i < p.length; i++) {
+    const tok = p[i]!;
+    if (tok === ">") return s.length > i;
+    if (i >= s.length) return false;
+    if (tok !== "*" && tok !== s[i]) return false;
+  }
+  return p.length === s.length;
+}
