@@ -1,0 +1,60 @@
+// The coordination store's buckets and what each one's retention is sized from
+// (ARCHITECTURE.md § Names on the wire; Scaling Out § What the fleet shares). Retention is
+// a property of the bucket, which is why every slot is its own bucket.
+import { DEFAULT_LEASE_TTL_MS, type SlotName } from "./contract.ts";
+
+const HOUR_MS = 60 * 60 * 1000;
+const DAY_MS = 24 * HOUR_MS;
+
+/** Longest duty TTL the fleet uses (spec: Singleton duties — "anything from 30 seconds to
+ *  three hours", the learning passes). The duty bucket's age must cover it, or the bucket
+ *  would drop a duty record its holder is still inside, and a peer would take the duty. */
+export const DUTY_TTL_MAX_MS = 3 * HOUR_MS;
+
+export interface BucketSpec {
+  name: string;
+  /** 0 = values never age out. */
+  max_age_ms: number;
+}
+
+export const LEASES_BUCKET = "crewlet_leases";
+export const EPOCHS_BUCKET = "crewlet_epochs";
+export const DUTIES_BUCKET = "crewlet_duties";
+
+export function leaseBuckets(lease_ttl_ms: number): { leases: BucketSpec; epochs: BucketSpec; duties: BucketSpec } {
+  return {
+    // Age = lease TTL: a record nobody renews for a TTL is dead and takes no space after.
+    leases: { name: LEASES_BUCKET, max_age_ms: lease_ttl_ms },
+    // No age: an epoch that restarted at 1 would hand the next owner a token its
+    // predecessor is still using (spec: The lease).
+    epochs: { name: EPOCHS_BUCKET, max_age_ms: 0 },
+    duties: { name: DUTIES_BUCKET, max_age_ms: DUTY_TTL_MAX_MS },
+  };
+}
+
+export const SLOT_BUCKETS: Record<SlotName, BucketSpec> = {
+  // The current company revision must outlive any outage: a fleet restarted after a week
+  // off still has to know which revision it runs.
+  config: { name: "crewlet_config", max_age_ms: 0 },
+  // Which nodes reached which revision: a node rewrites its row only when it applies one,
+  // which can be weeks apart, so an age would drop live nodes' rows. Removed nodes' rows
+  // are swept by the maintenance duty's removal-marker pass.
+  status: { name: "crewlet_status", max_age_ms: 0 },
+  // The completion ledger: 7 days (ARCHITECTURE.md numbers) outlasts the longest any
+  // delivery can come back — 25 deliveries at a 30-minute ack wait is ~12.5 h — with
+  // room for a redelivery replayed after a long outage.
+  ledger: { name: "crewlet_ledger", max_age_ms: 7 * DAY_MS },
+  // Inbound delivery dedupe: providers retry a webhook for minutes to hours (and a person
+  // may press "redeliver" later that day); a day covers both, and a claim older than that
+  // is a new event by any provider's reckoning.
+  claims: { name: "crewlet_claims", max_age_ms: 1 * DAY_MS },
+  // A seat's mailbox record: an age cannot tell a present seat from a removed one, so
+  // none; the maintenance duty retires them by compare-and-set (spec: Singleton duties).
+  mailboxes: { name: "crewlet_mailboxes", max_age_ms: 0 },
+  // Schedule fire claims (at-most-once per fire): one key per fire time never repeats, so
+  // the age only bounds space; 7 days outlasts any catch-up a scheduler returning from an
+  // outage would attempt, so a peer can never re-fire what was already fired.
+  fires: { name: "crewlet_fires", max_age_ms: 7 * DAY_MS },
+};
+
+export { DEFAULT_LEASE_TTL_MS };

@@ -1,0 +1,319 @@
+// `embedded-kv`: the coordination store on JetStream KV over the node's ONE NatsConnection
+// (Scaling Out: both halves of shared state ride one connection, so "reachable" is one
+// fact). A JetStreamBucket implements the same Bucket the in-memory twin does; leases.ts
+// runs the lease algorithm on top.
+//
+// nats-server 2.9 facts this is built around: an age limit expires a key silently (no
+// watch event), so liveness comes from the record's own expiry on the store's clock; a
+// direct get may be answered stale by a follower, so every bucket here turns allow_direct
+// off and reads go to the stream leader; a compare-and-set conflict is API error 10071,
+// matched by code; a stream leader's death fails writes for ~4 s, which callers see as
+// StoreUnavailable (unknown), never as a conflict.
+import {
+  DiscardPolicy,
+  KvWatchInclude,
+  RetentionPolicy,
+  StorageType,
+  nanos,
+  type JetStreamClient,
+  type JetStreamManager,
+  type KV,
+  type KvEntry as NatsKvEntry,
+  type NatsConnection,
+  type StreamConfig,
+} from "nats";
+import type { Logger } from "../log.ts";
+import { CasConflict, StoreUnavailable, type KvEntry, type KvWatch } from "./contract.ts";
+import { filterMatches, validateWireKey, type Bucket } from "./bucket.ts";
+import type { BucketSpec } from "./buckets.ts";
+
+/** API error code nats-server gives a write whose expected last subject sequence is stale. */
+export const CAS_CONFLICT_ERR_CODE = 10071;
+/** API error code for "stream not found". */
+const STREAM_NOT_FOUND_ERR_CODE = 10059;
+/** API error code for "stream name already in use" (a peer created it with other settings). */
+const STREAM_NAME_IN_USE_ERR_CODE = 10058;
+/** The server's cap on a stream's duplicate window default, and KV's own choice. */
+const DUPLICATE_WINDOW_MAX_MS = 2 * 60 * 1000;
+/** The key the store-clock probe writes; outside every lease kind, so no lease view counts it. */
+const CLOCK_KEY = "_clock";
+/** Bound on one listing (keys/entries): far above any fleet's seat count. */
+const LIST_LIMIT = 1_000_000;
+
+/** How long one store call may take before it is `unknown`: a third of a heartbeat (5 s at
+ *  the shipped 45 s TTL), so a renew answers well before the next one is due, and long
+ *  enough to ride out most of an R3 leader change (~4 s) instead of reporting unknown. */
+export function opTimeoutFor(lease_ttl_ms: number): number {
+  return Math.min(5_000, Math.max(250, Math.floor(lease_ttl_ms / 9)));
+}
+
+function apiErrCode(err: unknown): number | undefined {
+  const e = err as { api_error?: { err_code?: number } } | null;
+  return e?.api_error?.err_code;
+}
+
+function mapError(err: unknown, what: string, key: string, expected: number | null): Error {
+  if (apiErrCode(err) === CAS_CONFLICT_ERR_CODE) return new CasConflict(key, expected);
+  const text = err instanceof Error ? err.message : String(err);
+  return new StoreUnavailable(`${what} ${key}: ${text}`);
+}
+
+function operationOf(e: NatsKvEntry): KvEntry["operation"] {
+  return e.operation === "DEL" ? "delete" : e.operation === "PURGE" ? "purge" : "put";
+}
+
+function toEntry(e: NatsKvEntry): KvEntry {
+  return { key: e.key, value: e.value, revision: e.revision, created: e.created.getTime(), operation: operationOf(e) };
+}
+
+export class JetStreamBucket implements Bucket {
+  readonly stream: string;
+
+  constructor(
+    private readonly kv: KV,
+    private readonly jsm: JetStreamManager,
+    readonly bucket: string,
+    readonly max_age_ms: number,
+    private readonly timeout_ms: number,
+  ) {
+    this.stream = `KV_${bucket}`;
+  }
+
+  async get(key: string): Promise<KvEntry | null> {
+    validateWireKey(key);
+    try {
+      const e = await this.kv.get(key);
+      return e && e.operation === "PUT" ? toEntry(e) : null;
+    } catch (err) {
+      throw mapError(err, `get ${this.bucket}`, key, null);
+    }
+  }
+
+  async at(key: string, revision: number): Promise<KvEntry | null> {
+    validateWireKey(key);
+    try {
+      const e = await this.kv.get(key, { revision });
+      return e ? toEntry(e) : null;
+    } catch (err) {
+      throw mapError(err, `get ${this.bucket}`, key, revision);
+    }
+  }
+
+  async create(key: string, value: Uint8Array): Promise<number> {
+    validateWireKey(key);
+    try {
+      return await this.kv.create(key, value);
+    } catch (err) {
+      throw mapError(err, `create ${this.bucket}`, key, null);
+    }
+  }
+
+  async update(key: string, value: Uint8Array, revision: number): Promise<number> {
+    validateWireKey(key);
+    if (revision <= 0) throw new Error("version must be greater than 0");
+    try {
+      return await this.kv.update(key, value, revision);
+    } catch (err) {
+      throw mapError(err, `update ${this.bucket}`, key, revision);
+    }
+  }
+
+  async put(key: string, value: Uint8Array): Promise<number> {
+    validateWireKey(key);
+    try {
+      return await this.kv.put(key, value);
+    } catch (err) {
+      throw mapError(err, `put ${this.bucket}`, key, null);
+    }
+  }
+
+  async delete(key: string, revision?: number): Promise<void> {
+    validateWireKey(key);
+    try {
+      await this.kv.delete(key, revision ? { previousSeq: revision } : undefined);
+    } catch (err) {
+      throw mapError(err, `delete ${this.bucket}`, key, revision ?? null);
+    }
+  }
+
+  async purge(key: string, revision?: number): Promise<void> {
+    validateWireKey(key);
+    try {
+      await this.kv.purge(key, revision ? { previousSeq: revision } : undefined);
+    } catch (err) {
+      throw mapError(err, `purge ${this.bucket}`, key, revision ?? null);
+    }
+  }
+
+  async keys(filter = ">"): Promise<string[]> {
+    return (await this.entries(filter)).map((e) => e.key);
+  }
+
+  /** A snapshot: an ordered consumer on the last message per key, until it has them all. */
+  async entries(filter = ">"): Promise<KvEntry[]> {
+    validateWireKey(filter, true);
+    const out: KvEntry[] = [];
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      const done = Promise.withResolvers<void>();
+      const iter = await this.kv.watch({
+        key: filter,
+        include: KvWatchInclude.LastValue,
+        ignoreDeletes: false,
+        initializedFn: () => done.resolve(),
+      });
+      timer = setTimeout(() => done.reject(new Error(`listing timed out after ${this.timeout_ms} ms`)), this.timeout_ms);
+      (async () => {
+        for await (const e of iter) {
+          if (e.operation === "PUT" && out.length < LIST_LIMIT) out.push(toEntry(e));
+        }
+      })().catch((err) => done.reject(err));
+      try {
+        await done.promise;
+      } finally {
+        iter.stop();
+      }
+    } catch (err) {
+      throw mapError(err, `list ${this.bucket}`, filter, null);
+    } finally {
+      clearTimeout(timer);
+    }
+    // A key deleted during the listing still shows its older value: last per key wins.
+    const byKey = new Map<string, KvEntry>();
+    for (const e of out) byKey.set(e.key, e);
+    return [...byKey.values()].filter((e) => filterMatches(filter, e.key)).sort((a, b) => a.revision - b.revision);
+  }
+
+  async watch(onEntry: (e: KvEntry) => void, opts?: { key?: string; includeCurrent?: boolean }): Promise<KvWatch> {
+    const filter = opts?.key ?? ">";
+    validateWireKey(filter, true);
+    let iter;
+    try {
+      iter = await this.kv.watch({
+        key: filter,
+        include: opts?.includeCurrent ? KvWatchInclude.LastValue : KvWatchInclude.UpdatesOnly,
+        ignoreDeletes: false,
+      });
+    } catch (err) {
+      throw mapError(err, `watch ${this.bucket}`, filter, null);
+    }
+    let stopped = false;
+    (async () => {
+      for await (const e of iter) {
+        if (stopped) break;
+        try {
+          onEntry(toEntry(e));
+        } catch {
+          // a watcher's own bug is not the store's
+        }
+      }
+    })().catch(() => undefined);
+    return {
+      stop: () => {
+        stopped = true;
+        iter.stop();
+      },
+    };
+  }
+
+  async lastRevision(): Promise<number> {
+    try {
+      const info = await this.jsm.streams.info(this.stream);
+      return info.state.messages === 0 ? 0 : info.state.last_seq;
+    } catch (err) {
+      throw mapError(err, `info ${this.bucket}`, this.stream, null);
+    }
+  }
+
+  /**
+   * The store's clock: the timestamp the stream's leader puts on a write made now. Read
+   * from this bucket's own stream, because its leader is the clock every record in it is
+   * judged by (another stream may have its leader on another machine).
+   */
+  async now(): Promise<number> {
+    try {
+      await this.kv.put(CLOCK_KEY, new Uint8Array(0));
+      // The last clock write is ours or a later peer's: either was made during this call.
+      const e = await this.kv.get(CLOCK_KEY);
+      if (!e) throw new Error("clock probe vanished");
+      return e.created.getTime();
+    } catch (err) {
+      throw mapError(err, `clock ${this.bucket}`, CLOCK_KEY, null);
+    }
+  }
+
+  /** For tests and the bench: the time budget each call runs under. */
+  get op_timeout_ms(): number {
+    return this.timeout_ms;
+  }
+}
+
+export interface OpenBucketOptions {
+  nc: NatsConnection;
+  spec: BucketSpec;
+  replicas: number;
+  timeout_ms: number;
+  log: Logger;
+}
+
+function streamConfig(spec: BucketSpec, replicas: number): Partial<StreamConfig> {
+  const dup_ms = spec.max_age_ms > 0 ? Math.min(spec.max_age_ms, DUPLICATE_WINDOW_MAX_MS) : DUPLICATE_WINDOW_MAX_MS;
+  return {
+    name: `KV_${spec.name}`,
+    subjects: [`$KV.${spec.name}.>`],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    num_replicas: replicas,
+    // One value per key: a lease, a counter, a slot value; history is not read.
+    max_msgs_per_subject: 1,
+    max_age: nanos(spec.max_age_ms),
+    max_msgs: -1,
+    max_bytes: -1,
+    max_msg_size: -1,
+    max_consumers: -1,
+    duplicate_window: nanos(dup_ms),
+    discard: DiscardPolicy.New,
+    // Leader reads only: a follower's direct answer can be stale, and every read here
+    // precedes a compare-and-set or an ownership judgement.
+    allow_direct: false,
+    mirror_direct: false,
+    allow_rollup_hdrs: true,
+    deny_delete: true,
+    deny_purge: false,
+  };
+}
+
+/**
+ * Checks one bucket at boot: creates it with our settings, or adopts the one a peer made.
+ * Retention that differs from ours is adopted and logged (`bucket_retention_mismatch`):
+ * two nodes cannot run one bucket with two ages, and the first one decided.
+ */
+export async function openBucket(opts: OpenBucketOptions): Promise<JetStreamBucket> {
+  const { nc, spec, replicas, timeout_ms, log } = opts;
+  const js: JetStreamClient = nc.jetstream({ timeout: timeout_ms });
+  const jsm = await nc.jetstreamManager({ timeout: timeout_ms });
+  const stream = `KV_${spec.name}`;
+  let max_age_ms = spec.max_age_ms;
+  const adopt = (found_ns: number) => {
+    const found_ms = Math.round(found_ns / 1e6);
+    if (found_ms !== spec.max_age_ms) {
+      log.warn("bucket_retention_mismatch", { bucket: spec.name, wanted_ms: spec.max_age_ms, found_ms, adopted_ms: found_ms });
+    }
+    max_age_ms = found_ms;
+  };
+  try {
+    adopt((await jsm.streams.info(stream)).config.max_age);
+  } catch (err) {
+    if (apiErrCode(err) !== STREAM_NOT_FOUND_ERR_CODE) throw err;
+    try {
+      await jsm.streams.add(streamConfig(spec, replicas));
+      log.info("bucket_created", { bucket: spec.name, max_age_ms: spec.max_age_ms, replicas });
+    } catch (addErr) {
+      // A peer created it between our look and our add.
+      if (apiErrCode(addErr) !== STREAM_NAME_IN_USE_ERR_CODE) throw addErr;
+      adopt((await jsm.streams.info(stream)).config.max_age);
+    }
+  }
+  const kv = await js.views.kv(spec.name, { bindOnly: true, allow_direct: false });
+  return new JetStreamBucket(kv, jsm, spec.name, max_age_ms, timeout_ms);
+}
