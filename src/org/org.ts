@@ -106,6 +106,7 @@ export function buildOrg(company: Company): Org {
   const walk = (list: readonly Unit[], parent: string | null): string[] =>
     list.map((u) => {
       const id = u.id ?? handleFromName(u.name);
+      const children: string[] = [];
       const unit: OrgUnit = {
         id,
         name: u.name,
@@ -115,12 +116,12 @@ export function buildOrg(company: Company): Org {
         channel: u.channel ?? null,
         roles: [...(u.roles ?? [])],
         parent,
-        children: [],
+        children,
       };
       units.push(unit);
       for (const h of unit.roles) addUnitOf(h, id);
       if (unit.lead !== null) addUnitOf(unit.lead, id);
-      (unit as { children: string[] }).children = walk(u.units ?? [], id);
+      children.push(...walk(u.units ?? [], id));
       return id;
     });
   walk(company.units, null);

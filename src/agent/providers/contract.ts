@@ -1,0 +1,103 @@
+// The Provider contract (ARCHITECTURE.md § Contracts): complete({system, messages, tools})
+// → {text, toolCalls, usage}. Three implementations: openai (any OpenAI-compatible
+// endpoint), anthropic, and scripted (deterministic, offline). The turn engine only ever
+// sees this file's types, so a provider is swapped by a line of config.
+
+export interface ToolCall {
+  /** The provider's id for the call; a tool result names it back. */
+  id: string;
+  name: string;
+  /** Parsed arguments, or null when the model sent text that is not a JSON object. */
+  arguments: Record<string, unknown> | null;
+  /** What the model sent, verbatim (for the error a null `arguments` earns). */
+  raw_arguments: string;
+}
+
+export type ChatMessage =
+  | { role: "user"; content: string }
+  | { role: "assistant"; content: string; tool_calls: ToolCall[] }
+  | { role: "tool"; tool_call_id: string; name: string; content: string; is_error: boolean };
+
+export interface ToolSpec {
+  name: string;
+  description: string;
+  /** JSON Schema of the arguments object. */
+  input_schema: Record<string, unknown>;
+}
+
+export interface Usage {
+  input_tokens: number;
+  output_tokens: number;
+}
+
+/**
+ * What the turn is about, for providers that decide offline (scripted). Model-backed
+ * providers ignore it: everything a model sees is in system and messages.
+ */
+export interface TurnFacts {
+  seat: string;
+  trigger_type: string;
+  /** Template variables: text, seat, author, work_key, channel, thread, … */
+  vars: Readonly<Record<string, string>>;
+}
+
+export interface CompletionRequest {
+  system: string;
+  messages: ChatMessage[];
+  tools: ToolSpec[];
+  facts?: TurnFacts;
+  /** The caller's cancellation (a fenced turn stops waiting on its model call). */
+  signal?: AbortSignal;
+}
+
+export interface Completion {
+  text: string;
+  toolCalls: ToolCall[];
+  usage: Usage;
+}
+
+export interface Provider {
+  /** The provider key under providers.llm (for events and errors). */
+  readonly name: string;
+  complete(req: CompletionRequest): Promise<Completion>;
+}
+
+export type ProviderErrorKind =
+  /** The endpoint answered with an HTTP error status. */
+  | "http"
+  /** No answer within the configured timeout. */
+  | "timeout"
+  /** The connection failed (refused, reset, DNS). */
+  | "network"
+  /** The endpoint answered 2xx with a body that is not what the API promises. */
+  | "bad_response"
+  /** The caller cancelled. */
+  | "aborted"
+  /** Configuration cannot work (no api key, unknown fallback). */
+  | "config";
+
+/** An honest provider failure: which provider, what kind, the status and the body's words. */
+export class ProviderError extends Error {
+  constructor(
+    readonly provider: string,
+    readonly kind: ProviderErrorKind,
+    message: string,
+    readonly status: number | null = null,
+    /** Attempts made before giving up (1 when not retried). */
+    readonly attempts = 1,
+  ) {
+    super(`provider ${provider}: ${message}`);
+    this.name = "ProviderError";
+  }
+}
+
+/** Parses a tool call's JSON argument text; anything but an object is null. */
+export function parseArguments(raw: string): Record<string, unknown> | null {
+  if (raw.trim() === "") return {};
+  try {
+    const v: unknown = JSON.parse(raw);
+    return v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,120 @@
+// The openai provider: chat completions with tool calls over fetch, against any
+// OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp server). Responses are
+// zod-parsed: an endpoint that answers 200 with the wrong shape is an error naming the
+// field, not a turn built on undefined.
+import { z } from "zod";
+import type { Clock } from "../../clock.ts";
+import { ProviderError, parseArguments, type ChatMessage, type Completion, type CompletionRequest, type Provider } from "./contract.ts";
+import { keyFor, postWithRetries } from "./http.ts";
+
+export interface OpenAiOptions {
+  name: string;
+  base_url: string;
+  model: string;
+  api_keys: readonly string[];
+  timeout_ms: number;
+  clock: Clock;
+}
+
+const responseSchema = z.object({
+  choices: z
+    .array(
+      z.object({
+        message: z.object({
+          content: z.string().nullish(),
+          tool_calls: z
+            .array(
+              z.object({
+                id: z.string(),
+                type: z.literal("function").optional(),
+                function: z.object({ name: z.string().min(1), arguments: z.string().nullish() }),
+              }),
+            )
+            .nullish(),
+        }),
+      }),
+    )
+    .min(1, "choices is empty"),
+  usage: z.object({ prompt_tokens: z.number().int().nonnegative(), completion_tokens: z.number().int().nonnegative() }).nullish(),
+});
+
+export function toOpenAiMessages(system: string, messages: readonly ChatMessage[]): unknown[] {
+  const out: unknown[] = [{ role: "system", content: system }];
+  for (const m of messages) {
+    if (m.role === "user") out.push({ role: "user", content: m.content });
+    else if (m.role === "assistant") {
+      out.push({
+        role: "assistant",
+        content: m.content === "" ? null : m.content,
+        ...(m.tool_calls.length > 0
+          ? {
+              tool_calls: m.tool_calls.map((c) => ({
+                id: c.id,
+                type: "function",
+                function: { name: c.name, arguments: c.arguments === null ? c.raw_arguments : JSON.stringify(c.arguments) },
+              })),
+            }
+          : {}),
+      });
+    } else out.push({ role: "tool", tool_call_id: m.tool_call_id, content: m.content });
+  }
+  return out;
+}
+
+export function parseOpenAiResponse(provider: string, text: string): Completion {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new ProviderError(provider, "bad_response", `response is not JSON: ${text.slice(0, 200)}`);
+  }
+  const parsed = responseSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ProviderError(provider, "bad_response", `response field ${issue?.path.join(".") || "(root)"}: ${issue?.message}`);
+  }
+  const message = parsed.data.choices[0]!.message;
+  return {
+    text: message.content ?? "",
+    toolCalls: (message.tool_calls ?? []).map((c) => {
+      const raw = c.function.arguments ?? "";
+      return { id: c.id, name: c.function.name, arguments: parseArguments(raw), raw_arguments: raw };
+    }),
+    usage: {
+      input_tokens: parsed.data.usage?.prompt_tokens ?? 0,
+      output_tokens: parsed.data.usage?.completion_tokens ?? 0,
+    },
+  };
+}
+
+export function openAiProvider(opts: OpenAiOptions): Provider {
+  const url = `${opts.base_url.replace(/\/+$/, "")}/chat/completions`;
+  // Each call starts on the next key, so load spreads across keys even without failures.
+  let next_key = 0;
+  return {
+    name: opts.name,
+    async complete(req: CompletionRequest): Promise<Completion> {
+      const body = {
+        model: opts.model,
+        messages: toOpenAiMessages(req.system, req.messages),
+        ...(req.tools.length > 0
+          ? {
+              tools: req.tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description, parameters: t.input_schema } })),
+              tool_choice: "auto",
+            }
+          : {}),
+        stream: false,
+      };
+      const start = next_key++;
+      const text = await postWithRetries(
+        (attempt) => {
+          const key = keyFor(opts.api_keys, start, attempt);
+          const headers: Record<string, string> = key === undefined ? {} : { authorization: `Bearer ${key}` };
+          return { url, headers, body };
+        },
+        { provider: opts.name, clock: opts.clock, timeout_ms: opts.timeout_ms, signal: req.signal },
+      );
+      return parseOpenAiResponse(opts.name, text);
+    },
+  };
+}
