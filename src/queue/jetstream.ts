@@ -179,17 +179,32 @@ export class JetStreamQueue implements Queue {
     } as ConsumerConfig;
   }
 
+  /**
+   * Looks before it creates. nats-server 2.9 treats a create naming an existing durable as an
+   * update, and would silently re-point another subject's mailbox at this one (the grammar
+   * lets `bob`'s control group and `bob-control`'s inbox group share a name). The look is
+   * also what makes a mailbox a peer already created cost one cheap read, never a raft write.
+   */
   async ensureMailbox(subject: string, group: string): Promise<void> {
     const stream = mustStream(subject);
     const config = this.consumerConfig(subject, group);
+    const durable = config.durable_name!;
     const jsm = await this.jsm();
+    const existing = await jsm.consumers.info(stream, durable).catch((err) => {
+      if (apiErrorCode(err) === CONSUMER_NOT_FOUND) return null;
+      throw new Error(`queue: reading mailbox ${group} on ${subject} failed: ${String(err)}`);
+    });
+    if (existing) {
+      if (existing.config.filter_subject !== subject) throw new Error(`queue: mailbox ${group} already exists on ${existing.config.filter_subject}, not ${subject}`);
+      return;
+    }
     try {
       await jsm.consumers.add(stream, config);
     } catch (err) {
-      // Created first by a peer with other settings (an older node): the mailbox exists and
-      // holds the mail, which is what this call promises. Anything else is a real failure.
-      const info = await jsm.consumers.info(stream, config.durable_name!).catch(() => null);
-      if (info?.config.filter_subject !== subject) throw new Error(`queue: creating mailbox ${group} on ${subject} failed: ${String(err)}`);
+      // A peer created it between our look and our create, with other settings (an older
+      // node): the mailbox exists and holds the mail, which is what this call promises.
+      const info = await jsm.consumers.info(stream, durable).catch(() => null);
+      if (!info || info.config.filter_subject !== subject) throw new Error(`queue: creating mailbox ${group} on ${subject} failed: ${String(err)}`);
       this.log.warn("queue_mailbox_settings_differ", { subject, group, error: String(err) });
     }
   }

@@ -107,7 +107,11 @@ export class MemoryQueue implements Queue {
   async ensureMailbox(subject: string, group: string): Promise<void> {
     const stream = this.streamFor(subject);
     const durable = durableName(group);
-    if (stream.consumers.has(durable)) return;
+    const existing = stream.consumers.get(durable);
+    if (existing && existing.filter === subject) return;
+    // As the broker: one durable name per stream, so a group already used on another
+    // subject cannot be a second mailbox (e.g. handles `bob` and `bob-control` collide).
+    if (existing) throw new Error(`queue: mailbox ${group} already exists on ${existing.filter}, not ${subject}`);
     const c = new MemConsumer(durable, group, subject);
     stream.consumers.set(durable, c);
     // Deliver all: a new mailbox owes everything the stream still holds on its subject.

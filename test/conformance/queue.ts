@@ -1,0 +1,443 @@
+// ONE conformance suite for the queue contract, run against every backend by a *.test.ts per
+// backend. It asserts behaviour, never timing: a broker that got slower passes; a broker
+// that stopped behaving this way fails.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { MemorySink } from "../../src/log.ts";
+import { memoryLogger } from "../../src/log.ts";
+import { systemClock } from "../../src/clock.ts";
+import { ack, defer, MAX_DELIVERIES, nak, type Attachment, type Delivery, type Outcome, type Queue } from "../../src/queue/contract.ts";
+import { ensureSeatMailboxes } from "../../src/queue/mailboxes.ts";
+import { mailbox, mailboxGroup, mailboxSubject } from "../../src/queue/topics.ts";
+
+export interface QueueHarness {
+  /** The queue under test, streams ensured. */
+  queue: Queue;
+  /** A second node's queue on the same broker. */
+  peer: Queue;
+  /** Lines the queue under test logged. */
+  logs: MemorySink;
+  /** The ack wait the harness's mailboxes were created with. */
+  ackWait_ms: number;
+  /** Let `ms` pass on the backend's clock (a fake clock advances; a real one is waited on). */
+  elapse(ms: number): Promise<void>;
+  teardown(): Promise<void>;
+}
+
+/** Generous: only a hung backend takes this long; nothing here measures speed. */
+const EVENTUALLY_MS = 20_000;
+
+async function eventually(what: string, pred: () => boolean | Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + EVENTUALLY_MS;
+  for (;;) {
+    if (await pred()) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
+    await Bun.sleep(5);
+  }
+}
+
+const enc = (s: string) => new TextEncoder().encode(s);
+const text = (d: Delivery) => new TextDecoder().decode(d.data);
+
+let serial = 0;
+function handle(): string {
+  serial += 1;
+  return `t${serial}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** A handler that records what it saw and answers with `decide`. */
+function recorder(decide: (d: Delivery, nth: number) => Promise<Outcome> | Outcome = () => ack()) {
+  const seen: Delivery[] = [];
+  const handler = async (d: Delivery): Promise<Outcome> => {
+    seen.push(d);
+    return decide(d, seen.length);
+  };
+  return { seen, handler, texts: () => seen.map(text) };
+}
+
+function gate<T>() {
+  let open!: (v: T) => void;
+  const p = new Promise<T>((r) => (open = r));
+  return { p, open };
+}
+
+export function queueConformance(name: string, setup: () => Promise<QueueHarness>): void {
+  describe(`queue contract: ${name}`, () => {
+    let h: QueueHarness;
+    const attached: Attachment[] = [];
+    const track = (a: Attachment) => (attached.push(a), a);
+
+    beforeAll(async () => {
+      h = await setup();
+    });
+    afterAll(async () => {
+      for (const a of attached) await a.detach();
+      await h?.teardown();
+    });
+
+    async function publishAll(subject: string, texts: string[]): Promise<void> {
+      for (const t of texts) await h.queue.publish(subject, enc(t));
+    }
+
+    /** Publishes a sentinel and waits for `rec` to see it: everything queued ahead of it has arrived too. */
+    async function throughSentinel(subject: string, rec: { texts(): string[] }): Promise<void> {
+      const s = `sentinel-${Math.random()}`;
+      await h.queue.publish(subject, enc(s));
+      await eventually(`sentinel ${s}`, () => rec.texts().includes(s));
+    }
+
+    test("a mailbox retains mail with nothing attached, and an attach replays it in order", async () => {
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await publishAll(box.subject, ["m1", "m2", "m3"]);
+      const rec = recorder();
+      track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await eventually("3 deliveries", () => rec.seen.length >= 3);
+      expect(rec.texts()).toEqual(["m1", "m2", "m3"]);
+      expect(rec.seen.map((d) => d.deliveryCount)).toEqual([1, 1, 1]);
+      expect(rec.seen[0]!.streamSeq).toBeLessThan(rec.seen[2]!.streamSeq);
+    });
+
+    test("re-attaching after a detach replays what was left, in order", async () => {
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      const first = recorder((d) => (text(d) === "m1" ? ack() : defer("leaving")));
+      const a = track(await h.queue.attach(box.subject, box.group, first.handler));
+      await publishAll(box.subject, ["m1", "m2"]);
+      await eventually("first attachment deferred", () => first.seen.length >= 2 && a.quiesced);
+      await a.detach();
+      await publishAll(box.subject, ["m3", "m4"]);
+      const second = recorder();
+      track(await h.queue.attach(box.subject, box.group, second.handler));
+      await eventually("replay", () => second.seen.length >= 3);
+      expect(second.texts()).toEqual(["m2", "m3", "m4"]);
+      expect(first.texts()).toEqual(["m1", "m2"]);
+    });
+
+    test("a successor receives exactly what its predecessor never acked", async () => {
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await publishAll(box.subject, ["m1", "m2", "m3", "m4", "m5"]);
+      const hold = gate<Outcome>();
+      const pred = recorder((d) => (text(d) === "m3" ? hold.p : ack()));
+      const a = track(await h.queue.attach(box.subject, box.group, pred.handler));
+      await eventually("predecessor is running m3", () => pred.seen.length === 3 && a.inFlight === 1);
+      await a.detach();
+      const succ = recorder();
+      track(await h.queue.attach(box.subject, box.group, succ.handler));
+      hold.open(nak()); // the predecessor's turn ends without acking m3: it goes back
+      await eventually("successor has m3, m4, m5", () => succ.seen.length >= 3);
+      await throughSentinel(box.subject, succ);
+      expect(succ.texts().slice(0, 3).sort()).toEqual(["m3", "m4", "m5"]);
+      expect(succ.texts()).toHaveLength(4);
+      expect(succ.seen.find((d) => text(d) === "m3")!.deliveryCount).toBe(2);
+      expect(pred.texts()).toEqual(["m1", "m2", "m3"]);
+    });
+
+    test("one attachment's detach leaves a peer attached", async () => {
+      const box = mailbox(handle(), "inbox");
+      const a = recorder();
+      const b = recorder();
+      const aa = track(await h.queue.attach(box.subject, box.group, a.handler));
+      track(await h.peer.attach(box.subject, box.group, b.handler));
+      await aa.detach();
+      await publishAll(box.subject, ["m1", "m2", "m3"]);
+      await eventually("peer received all", () => b.seen.length >= 3);
+      expect(b.texts()).toEqual(["m1", "m2", "m3"]);
+      expect(a.seen).toHaveLength(0);
+    });
+
+    test("defer hands the message back at once (count + 1 for the next attach) and quiesces", async () => {
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      const a = recorder(() => defer("seat is not owned here"));
+      const att = track(await h.queue.attach(box.subject, box.group, a.handler));
+      await h.queue.publish(box.subject, enc("m1"));
+      await eventually("deferred", () => a.seen.length === 1 && att.quiesced && att.inFlight === 0);
+      await h.queue.publish(box.subject, enc("m2"));
+      const b = recorder();
+      track(await h.queue.attach(box.subject, box.group, b.handler));
+      await eventually("next attachment has both", () => b.seen.length >= 2);
+      expect(b.seen.map((d) => [text(d), d.deliveryCount])).toEqual([["m1", 2], ["m2", 1]]);
+      expect(a.seen).toHaveLength(1);
+      expect(att.quiesced).toBe(true);
+      expect(att.holds.size).toBe(0);
+    });
+
+    test("nak asks for the message back, counts a delivery and keeps consuming", async () => {
+      const box = mailbox(handle(), "inbox");
+      const rec = recorder((d) => (d.deliveryCount === 1 && text(d) === "m1" ? nak() : ack()));
+      const att = track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await h.queue.publish(box.subject, enc("m1"));
+      await eventually("redelivered", () => rec.seen.filter((d) => text(d) === "m1").length === 2);
+      expect(rec.seen.filter((d) => text(d) === "m1").map((d) => d.deliveryCount)).toEqual([1, 2]);
+      expect(att.quiesced).toBe(false);
+      await throughSentinel(box.subject, rec);
+    });
+
+    test("a handler that throws is a NAK, and is logged", async () => {
+      const box = mailbox(handle(), "inbox");
+      const rec = recorder((d) => {
+        if (d.deliveryCount === 1) throw new Error("boom");
+        return ack();
+      });
+      track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await h.queue.publish(box.subject, enc("m1"));
+      await eventually("redelivered after the throw", () => rec.seen.length === 2);
+      expect(rec.seen.map((d) => d.deliveryCount)).toEqual([1, 2]);
+      expect(h.logs.events("queue_handler_failed").some((l) => l.fields.subject === box.subject)).toBe(true);
+    });
+
+    test("the 26th delivery never happens; the message is in the DLQ with its headers and a reason", async () => {
+      const box = mailbox(handle(), "inbox");
+      const rec = recorder((d) => (text(d) === "poison" ? nak() : ack()));
+      const att = track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await h.queue.publish(box.subject, enc("poison"), { msgId: `poison-${box.group}`, headers: { "X-Trace": "t-1" } });
+      const mine = async () => (await h.queue.deadLetters()).filter((d) => d.originalSubject === box.subject);
+      await eventually("dead-lettered", async () => (await mine()).length === 1);
+      await throughSentinel(box.subject, rec);
+      await att.detach();
+      const poison = rec.seen.filter((d) => text(d) === "poison");
+      expect(poison.map((d) => d.deliveryCount)).toEqual(Array.from({ length: MAX_DELIVERIES }, (_, i) => i + 1));
+      const [dl] = await mine();
+      expect(dl!.group).toBe(box.group);
+      expect(dl!.deliveryCount).toBe(MAX_DELIVERIES);
+      expect(dl!.reason).toContain("nak");
+      expect(dl!.headers["X-Trace"]).toBe("t-1");
+      expect(dl!.headers["Nats-Msg-Id"]).toBe(`poison-${box.group}`);
+      expect(new TextDecoder().decode(dl!.data)).toBe("poison");
+      expect(dl!.subject.startsWith(`dlq.${box.subject}.`)).toBe(true);
+      // Terminated on the mailbox: a fresh attach finds nothing of it.
+      const after = recorder();
+      track(await h.queue.attach(box.subject, box.group, after.handler));
+      await throughSentinel(box.subject, after);
+      expect(after.texts()).toHaveLength(1);
+    });
+
+    test("a publish to a subject no mailbox covers is dropped (interest retention)", async () => {
+      const box = mailbox(handle(), "inbox");
+      const res = await h.queue.publish(box.subject, enc("lost"));
+      expect(res.duplicate).toBe(false);
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await h.queue.publish(box.subject, enc("kept"));
+      const rec = recorder();
+      track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await throughSentinel(box.subject, rec);
+      expect(rec.texts().slice(0, 1)).toEqual(["kept"]);
+      expect(rec.texts()).toHaveLength(2);
+    });
+
+    test("a publish nothing captures is an error", async () => {
+      await expect(h.queue.publish("crewlet-nowhere.x", enc("x"))).rejects.toThrow();
+    });
+
+    test("detach with a running handler returns without waiting; the handler's ack still lands", async () => {
+      const box = mailbox(handle(), "inbox");
+      const hold = gate<Outcome>();
+      let finished = false;
+      const rec = recorder(async () => {
+        const o = await hold.p;
+        finished = true;
+        return o;
+      });
+      const att = track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await h.queue.publish(box.subject, enc("m1"));
+      await eventually("running", () => att.inFlight === 1);
+      await att.detach();
+      expect(finished).toBe(false);
+      expect(att.inFlight).toBe(1);
+      hold.open(ack());
+      await att.idle();
+      expect(finished).toBe(true);
+      const next = recorder();
+      track(await h.queue.attach(box.subject, box.group, next.handler));
+      await throughSentinel(box.subject, next);
+      expect(next.texts()).toHaveLength(1); // m1 was acked by the detached handler
+    });
+
+    test("named holds survive resume() until released; a held attachment takes nothing", async () => {
+      const box = mailbox(handle(), "inbox");
+      const a = recorder();
+      const att = track(await h.queue.attach(box.subject, box.group, a.handler, { holds: ["pause"] }));
+      expect(att.quiesced).toBe(true);
+      att.resume();
+      att.hold("drain");
+      att.resume();
+      expect(att.quiesced).toBe(true);
+      expect([...att.holds].sort()).toEqual(["drain", "pause"]);
+      await h.queue.publish(box.subject, enc("m1"));
+      // A peer attaching now gets m1 on its first delivery: the held attachment never took it.
+      const b = recorder();
+      const batt = track(await h.peer.attach(box.subject, box.group, b.handler));
+      await eventually("peer has m1", () => b.seen.length === 1);
+      expect(b.seen[0]!.deliveryCount).toBe(1);
+      await batt.detach();
+      att.releaseHold("pause");
+      expect(att.quiesced).toBe(true);
+      att.releaseHold("drain");
+      expect(att.quiesced).toBe(false);
+      await h.queue.publish(box.subject, enc("m2"));
+      await eventually("released attachment consumes", () => a.seen.length === 1);
+      expect(a.texts()).toEqual(["m2"]);
+      expect(a.seen[0]!.deliveryCount).toBe(1);
+    });
+
+    test("a quiesced attachment holds no pull: mail waits for the next one; resume picks it up", async () => {
+      const box = mailbox(handle(), "inbox");
+      const a = recorder();
+      const att = track(await h.queue.attach(box.subject, box.group, a.handler));
+      att.quiesce();
+      await h.queue.publish(box.subject, enc("m1"));
+      const b = recorder();
+      const batt = track(await h.peer.attach(box.subject, box.group, b.handler));
+      await eventually("peer has m1", () => b.seen.length === 1);
+      expect(b.seen[0]!.deliveryCount).toBe(1);
+      await batt.detach();
+      att.resume();
+      await h.queue.publish(box.subject, enc("m2"));
+      await eventually("resumed", () => a.seen.length === 1);
+      expect(a.texts()).toEqual(["m2"]);
+    });
+
+    test("an unsettled delivery comes back after the ack wait with count + 1", async () => {
+      const box = mailbox(handle(), "inbox");
+      const never = recorder(() => new Promise<Outcome>(() => undefined)); // a dead node's turn
+      const att = track(await h.queue.attach(box.subject, box.group, never.handler));
+      await h.queue.publish(box.subject, enc("m1"));
+      await eventually("taken", () => att.inFlight === 1);
+      await att.detach();
+      const next = recorder();
+      track(await h.queue.attach(box.subject, box.group, next.handler));
+      await h.elapse(h.ackWait_ms + 1);
+      await eventually("redelivered after the ack wait", () => next.seen.length === 1);
+      expect(next.seen[0]!.deliveryCount).toBe(2);
+      expect(text(next.seen[0]!)).toBe("m1");
+    });
+
+    test("a batch is pulled only when it can be run; a defer hands back what it left unrun", async () => {
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await publishAll(box.subject, ["m1", "m2", "m3", "m4", "m5", "m6"]);
+      let maxInFlight = 0;
+      let att: Attachment | null = null;
+      const a = recorder((d) => {
+        maxInFlight = Math.max(maxInFlight, att?.inFlight ?? 0);
+        return text(d) === "m2" ? defer("handoff") : ack();
+      });
+      att = track(await h.queue.attach(box.subject, box.group, a.handler, { batch: 4 }));
+      await eventually("deferred", () => a.seen.length === 2 && att!.quiesced && att!.inFlight === 0);
+      expect(maxInFlight).toBeLessThanOrEqual(1);
+      const b = recorder();
+      track(await h.queue.attach(box.subject, box.group, b.handler));
+      await eventually("rest delivered", () => b.seen.length >= 5);
+      const counts = Object.fromEntries(b.seen.map((d) => [text(d), d.deliveryCount]));
+      // m2 was deferred, m3 and m4 were taken by the batch and handed back; m5, m6 never taken.
+      expect(counts).toEqual({ m2: 2, m3: 2, m4: 2, m5: 1, m6: 1 });
+      expect(a.texts()).toEqual(["m1", "m2"]);
+    });
+
+    test("publishing with a message id de-duplicates", async () => {
+      const box = mailbox(handle(), "inbox");
+      const rec = recorder();
+      track(await h.queue.attach(box.subject, box.group, rec.handler));
+      const first = await h.queue.publish(box.subject, enc("once"), { msgId: `wake-${box.group}` });
+      const again = await h.queue.publish(box.subject, enc("once"), { msgId: `wake-${box.group}` });
+      expect(first.duplicate).toBe(false);
+      expect(again.duplicate).toBe(true);
+      expect(again.seq).toBe(first.seq);
+      await throughSentinel(box.subject, rec);
+      expect(rec.texts().filter((t) => t === "once")).toHaveLength(1);
+      expect(rec.seen[0]!.msgId).toBe(`wake-${box.group}`);
+    });
+
+    test("ensureMailbox is idempotent, and a mailbox a peer created first is the same mailbox", async () => {
+      const box = mailbox(handle(), "control");
+      await h.peer.ensureMailbox(box.subject, box.group);
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await h.peer.publish(box.subject, enc("c1"));
+      const rec = recorder();
+      track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await eventually("delivered", () => rec.seen.length === 1);
+      expect(rec.texts()).toEqual(["c1"]);
+    });
+
+    test("listMailboxes returns what the grammar produces, parsed back to handle and kind", async () => {
+      const a = handle();
+      const b = handle();
+      const tricky = `${b}-control`; // its inbox group agent-{b}-control reads like b's control group
+      await ensureSeatMailboxes(h.queue, [a], systemClock, memoryLogger().log);
+      await h.queue.ensureMailbox(mailboxSubject(tricky, "inbox"), mailboxGroup(tricky, "inbox"));
+      await h.queue.ensureMailbox(mailboxSubject(a, "inbox"), `audit-${a}`); // somebody else's consumer
+      const key = (r: { handle: string; kind: string }) => `${r.handle}/${r.kind}`;
+      const mine = (await h.queue.listMailboxes()).filter((r) => [a, b, tricky].includes(r.handle));
+      expect(mine.map(key).sort()).toEqual([`${a}/control`, `${a}/inbox`, `${a}/reflect`, `${tricky}/inbox`].sort());
+      await h.queue.deleteMailbox(mailboxSubject(a, "reflect"), mailboxGroup(a, "reflect"));
+      await h.queue.deleteMailbox(mailboxSubject(a, "reflect"), mailboxGroup(a, "reflect")); // gone already: fine
+      const after = (await h.queue.listMailboxes()).filter((r) => r.handle === a);
+      expect(after.map(key).sort()).toEqual([`${a}/control`, `${a}/inbox`]);
+    });
+
+    test("a group already used on another subject is refused, not silently shared", async () => {
+      const b = handle();
+      const tricky = `${b}-control`;
+      await h.queue.ensureMailbox(mailboxSubject(tricky, "inbox"), mailboxGroup(tricky, "inbox"));
+      // b's control group has the same name as tricky's inbox group: the grammar collides.
+      await expect(h.queue.ensureMailbox(mailboxSubject(b, "control"), mailboxGroup(b, "control"))).rejects.toThrow();
+    });
+
+    test("deleting a mailbox deletes its mail; a new one starts empty", async () => {
+      const box = mailbox(handle(), "reflect");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await h.queue.publish(box.subject, enc("old"));
+      await h.queue.deleteMailbox(box.subject, box.group);
+      await h.queue.ensureMailbox(box.subject, box.group);
+      const rec = recorder();
+      track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await throughSentinel(box.subject, rec);
+      expect(rec.texts()).toHaveLength(1);
+      expect(rec.texts()[0]).toStartWith("sentinel-");
+    });
+
+    test("the boot walk ensures every seat's three mailboxes and logs seat_mailbox_created once", async () => {
+      const handles = [handle(), handle(), handle(), handle(), handle()];
+      const { log, sink } = memoryLogger();
+      const res = await ensureSeatMailboxes(h.queue, [...handles, handles[0]!], systemClock, log, 4);
+      expect(res.count).toBe(15);
+      const lines = sink.events("seat_mailbox_created");
+      expect(lines).toHaveLength(1);
+      expect(lines[0]!.fields.count).toBe(15);
+      expect(typeof lines[0]!.fields.elapsed_ms).toBe("number");
+      const listed = (await h.queue.listMailboxes()).filter((r) => handles.includes(r.handle));
+      expect(listed).toHaveLength(15);
+    });
+
+    test("scatter collects answers from up to N responders; silence and the budget end it", async () => {
+      const subject = `crewlet.test.scatter.${handle()}`;
+      const s1 = await h.queue.serve(subject, async (r) => enc(`a:${new TextDecoder().decode(r.data)}`));
+      const s2 = await h.peer.serve(subject, async () => enc("b"));
+      const s3 = await h.peer.serve(subject, async () => null); // silent
+      const both = await h.queue.scatter(subject, enc("q"), { responders: 2, budget_ms: 60_000 });
+      expect(both.map((a) => new TextDecoder().decode(a.data)).sort()).toEqual(["a:q", "b"]);
+      const pending = h.queue.scatter(subject, enc("q"), { responders: 3, budget_ms: 500 });
+      await h.elapse(600);
+      const partial = await pending;
+      expect(partial).toHaveLength(2);
+      s1.stop();
+      s2.stop();
+      s3.stop();
+      expect(await h.queue.scatter(`crewlet.test.nobody.${handle()}`, enc("q"), { responders: 1, budget_ms: 60_000 })).toEqual([]);
+    });
+
+    test("serve with a queue group: one member of the group answers each request", async () => {
+      const subject = `crewlet.test.group.${handle()}`;
+      const s1 = await h.queue.serve(subject, async () => enc("x"), "readers");
+      const s2 = await h.peer.serve(subject, async () => enc("y"), "readers");
+      const pending = h.queue.scatter(subject, enc("q"), { responders: 2, budget_ms: 500 });
+      await h.elapse(600);
+      expect(await pending).toHaveLength(1);
+      s1.stop();
+      s2.stop();
+    });
+  });
+}
+
