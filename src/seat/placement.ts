@@ -1,8 +1,8 @@
 // The placement planner (spec: Seat Ownership § Placement). A PURE function from one
 // snapshot of the fleet to this node's decisions for one sweep: which seats to claim,
 // which to give back, which no live node can run, and whether the fleet is already full.
-// No I/O and no clock reads: the caller passes the store's time in, so every rule below is
-// a table test (test/seat/placement.test.ts) and the seat host is a thin caller.
+// No I/O and no clock reads (lease liveness arrives judged by the store's clock), so every
+// rule below is a table test (test/seat/placement.test.ts) and the seat host is a thin caller.
 
 /** Seats a node may claim in one pass. Each takeover costs the seat's MCP spawn, so four
  * per five-second sweep absorbs twenty seats in ~25 s and never forks more than four
@@ -60,8 +60,8 @@ export interface SeatLeaseFact {
   node_id: string;
   /** Held by this very incarnation. */
   mine: boolean;
-  /** Store clock, ms. */
-  expires_at: number;
+  /** Judged against the store's clock when it was read. */
+  live: boolean;
   protocol: number;
 }
 
@@ -90,8 +90,6 @@ export interface Holdings {
 }
 
 export interface PlanInput {
-  /** Store clock, ms: judges which leases are live. */
-  now_ms: number;
   self: SelfFacts;
   seats: readonly SeatSpec[];
   /** Live presences (this node's own row may be absent or stale; self facts win). */
@@ -298,7 +296,7 @@ export function plan(input: PlanInput): Plan {
   const tracked = new Set(heldHere);
   if (input.leases) {
     for (const [h, l] of input.leases) {
-      if (l.mine && l.expires_at > input.now_ms && !tracked.has(h)) orphans.push(h);
+      if (l.mine && l.live && !tracked.has(h)) orphans.push(h);
     }
     orphans.sort(byText);
   }
@@ -312,7 +310,7 @@ export function plan(input: PlanInput): Plan {
     const free = (h: string): boolean => {
       if (tracked.has(h)) return false;
       const l = leases.get(h);
-      if (!l || l.expires_at <= input.now_ms) return true;
+      if (!l || !l.live) return true;
       // A live lease naming this node id under another incarnation is a dead
       // predecessor's, provably so only while this process holds the store-dir lock.
       return self.takeover && !l.mine && l.node_id === self.node_id;

@@ -15,7 +15,6 @@ import {
   type SelfFacts,
 } from "../../src/seat/placement.ts";
 
-const NOW = 1_000_000;
 const ALL_ROLES = ["data", "ingress", "seats", "workers"];
 
 function node(id: string, over: Partial<PresenceFact> = {}): PresenceFact {
@@ -56,11 +55,10 @@ function run(c: Case) {
     leases = new Map();
     for (const [h, v] of Object.entries(c.leases)) {
       const o = typeof v === "string" ? { node: v } : v;
-      leases.set(h, { node_id: o.node, mine: o.mine ?? false, expires_at: o.expired ? NOW - 1 : NOW + 10_000, protocol: 4 });
+      leases.set(h, { node_id: o.node, mine: o.mine ?? false, live: !o.expired, protocol: 4 });
     }
   }
   const input: PlanInput = {
-    now_ms: NOW,
     self,
     seats: c.seats,
     presences: c.peers ?? [],

@@ -1,0 +1,891 @@
+// The seat host (spec: Seat Ownership). A seat is not a thing you can half-own: this node
+// either holds a seat's lease, runs its agent and consumes its inbox, or does none of it.
+// The host holds the presence row, renews every lease on one heartbeat (TTL / 3), runs the
+// placement sweep (placement.ts decides, this file acts), establishes and gives back seats
+// through hooks the agent engine fills in, and answers the two ownership questions a turn
+// asks: may I start (admission: freshness, not membership) and am I still the owner
+// (fence: the epoch).
+import { randomBytes } from "node:crypto";
+import type { Clock } from "../clock.ts";
+import { LEASE_PROTOCOL, type LeaseStore, type LeaseView } from "../coord/contract.ts";
+import type { Logger } from "../log.ts";
+import { defer, type Attachment, type Delivery, type Outcome, type Queue } from "../queue/contract.ts";
+import { mailbox } from "../queue/topics.ts";
+import { BoundedLeaseStore } from "./bounded-store.ts";
+import { DutyLoop } from "./loop.ts";
+import {
+  heartbeatMs,
+  ownerNodeId,
+  placementKey,
+  plan,
+  unmannedRoles,
+  SWEEP_INTERVAL_MS,
+  UNDEAD_ALARM_EVERY_HEARTBEATS,
+  type Plan,
+  type PresenceFact,
+  type SeatLeaseFact,
+  type SeatSpec,
+  type SelfFacts,
+} from "./placement.ts";
+import { PRESENCE_PREFIX, PresenceLease, parsePresence, SEAT_PREFIX, seatKey, type PresenceMeta, type PresenceRow } from "./presence.ts";
+import type { Watchdog } from "./watchdog.ts";
+
+/** A voluntary release waits this many heartbeats for the in-flight handler. The lease is
+ * renewed throughout, so the bound is about how long a rebalance may take, not safety; two
+ * heartbeats let an ordinary turn finish, and a longer one is stopped by the fence. */
+export const VOLUNTARY_WAIT_HEARTBEATS = 2;
+/** A voluntary release whose store answer was lost is retried on the heartbeat until this
+ * many TTLs have passed; by then the lease has lapsed on its own. */
+export const PENDING_RELEASE_TTLS = 1;
+
+/** One tenure of one seat: what hooks and turns are handed. */
+export interface SeatGrant {
+  handle: string;
+  epoch: number;
+  /** Store clock, ms: when this tenure began. */
+  acquired_at: number;
+}
+
+export type ReleaseMode = "voluntary" | "fenced";
+
+export interface ReleaseInfo {
+  mode: ReleaseMode;
+  reason: string;
+}
+
+/** What a turn gets with its delivery: the grant it was admitted under and its fence. */
+export interface TurnContext {
+  handle: string;
+  epoch: number;
+  /** False once this seat's current grant here is not `epoch`: stop before the next round
+   * or tool call, and return defer(). */
+  fence(): boolean;
+}
+
+export type InboxHandler = (delivery: Delivery, turn: TurnContext) => Promise<Outcome>;
+
+export interface SeatHooks {
+  /** Acquire steps, run in order before the inbox attaches (MCP children, memory, the
+   * reflection and control subscriptions, run recovery). A throw is an acquire hook
+   * failure: a fenced release. */
+  prepare?: ((grant: SeatGrant) => Promise<void>)[];
+  /** Holds the inbox attaches under, taken before its first fetch (a paused seat: "pause"). */
+  attachHolds?: (handle: string) => string[] | Promise<string[]>;
+  /** The teardown mirror of prepare (the seat's children die with its lease). A throw
+   * leaves the seat undead: lease kept and renewed, teardown retried every heartbeat. */
+  onRelease?: (grant: SeatGrant, info: ReleaseInfo) => Promise<void>;
+  /** The acquire hook returned and the seat admits turns. */
+  onEstablished?: (grant: SeatGrant) => void;
+  /** A renew proved ownership again after one that could not (a store blip ended). */
+  onAdmitted?: (grant: SeatGrant) => void;
+}
+
+export interface SeatHostOptions {
+  node_id: string;
+  /** This node's roles (data, ingress, seats, workers). */
+  roles: readonly string[];
+  labels?: Readonly<Record<string, string>>;
+  /** Lease protocol this build speaks; LEASE_PROTOCOL unless a test says otherwise. */
+  protocol?: number;
+  /** Broker kind for the presence row (member | leaf | external). */
+  broker?: string | null;
+  leases: LeaseStore;
+  queue: Queue;
+  clock: Clock;
+  log: Logger;
+  /** The lease TTL in force (Coordination.lease_ttl_ms); read on every use. */
+  lease_ttl_ms: number | (() => number);
+  /** This process holds the store-dir lock: a live lease naming this node id is a dead
+   * predecessor's and may be taken over (bumping its epoch). */
+  takeover?: boolean;
+  /** The seat inbox's handler (the agent engine), screened by the host. */
+  handler: InboxHandler;
+  hooks?: SeatHooks;
+  watchdog?: Watchdog;
+  /** Process incarnation; `{node_id}:{random}` minted here unless given (simulations). */
+  owner?: string;
+  /** The host attaches each seat's inbox as the last acquire step (default true). */
+  attachInbox?: boolean;
+}
+
+export type SeatPhase = "establishing" | "established" | "releasing" | "undead";
+
+interface SeatState {
+  handle: string;
+  key: string;
+  epoch: number;
+  acquired_at: number;
+  phase: SeatPhase;
+  /** The lease is still ours to renew (false once lost or released). */
+  lease_held: boolean;
+  /** The grant is revoked here: fence() fails, nothing new starts. */
+  fenced: boolean;
+  /** The teardown has run to completion (or been handed to the undead retries). */
+  finished: boolean;
+  attachment: Attachment | null;
+  /** Local clock, ms: when the last successful renew (or the acquire) was sent. */
+  last_renew_ok_ms: number;
+  /** A renew came back unknown: consumers quiesced until one succeeds. */
+  stale: boolean;
+  /** A deferral quiesced the inbox; the next successful renew resumes it. */
+  deferred: boolean;
+  undead: { since_ms: number; attempts: number; heartbeats: number; info: ReleaseInfo; retrying: boolean } | null;
+}
+
+export interface HealthSeats {
+  node_id: string;
+  held: string[];
+  capacity: number;
+  live_nodes: number;
+  protocol_floor: number | null;
+  fleet_full: boolean;
+  draining: boolean;
+  withdrawn: boolean;
+  unplaceable: string[];
+  /** handle → seconds its teardown has been failing; absent when nothing is stranded. */
+  unproven_seconds?: Record<string, number>;
+}
+
+export interface FleetNode {
+  id: string;
+  roles: string[];
+  labels: Record<string, string>;
+  protocol: number;
+  broker: string | null;
+  seats_held: number;
+  expires_in_ms: number;
+  draining: boolean;
+  withdrawn: boolean;
+}
+
+export interface FleetLease {
+  handle: string;
+  node: string;
+  owner: string;
+  epoch: number;
+  /** acquired_at: when this tenure began (store clock, ms). */
+  since: number;
+  expires_in_ms: number;
+}
+
+export interface FleetView {
+  nodes: FleetNode[];
+  leases: FleetLease[];
+  unplaceable: string[];
+  unmanned_roles: string[];
+}
+
+export type ClaimOutcome = "claimed" | "held" | "protocol" | "unknown" | "skipped" | "failed";
+
+export class SeatHost {
+  readonly node_id: string;
+  readonly owner: string;
+  private readonly store: LeaseStore;
+  private readonly queue: Queue;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly hooks: SeatHooks;
+  private readonly protocol: number;
+  private readonly presence: PresenceLease;
+  private readonly heartbeatLoop: DutyLoop;
+  private readonly sweepLoop: DutyLoop;
+
+  private seatsSpec: SeatSpec[] = [];
+  private readonly seats = new Map<string, SeatState>();
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly background = new Set<Promise<unknown>>();
+  /** Releases whose answer was lost: retried on the heartbeat until the lease has lapsed. */
+  private readonly pendingReleases = new Map<string, { epoch: number; until_ms: number }>();
+
+  private draining = false;
+  private drained: Promise<void> | null = null;
+  private withdrawn = false;
+  private behind = false;
+  private started = false;
+  private stopped = false;
+  private readonly started_at: number;
+  private lastEarlySweep_ms = Number.NEGATIVE_INFINITY;
+  private lastPlan: Plan | null = null;
+  private livePresences: PresenceRow[] = [];
+  private protocolFloor: number | null = null;
+  private lastUnplaceable = "";
+  private lastUnmanned = "";
+
+  constructor(private readonly opts: SeatHostOptions) {
+    this.node_id = opts.node_id;
+    this.owner = opts.owner ?? `${opts.node_id}:${randomBytes(4).toString("hex")}`;
+    this.clock = opts.clock;
+    this.log = opts.log;
+    this.hooks = opts.hooks ?? {};
+    this.protocol = opts.protocol ?? LEASE_PROTOCOL;
+    this.queue = opts.queue;
+    // A store call slower than a heartbeat has missed what it was for: the admission
+    // window closed while it waited. Answered unknown, it keeps the seat and quiesces.
+    this.store = new BoundedLeaseStore(opts.leases, opts.clock, () => this.heartbeat_ms);
+    this.started_at = opts.clock.now();
+    this.presence = new PresenceLease(this.store, {
+      node_id: opts.node_id,
+      owner: this.owner,
+      ttl_ms: () => this.ttl_ms,
+      takeover: opts.takeover ?? false,
+      log: opts.log,
+    });
+    this.heartbeatLoop = new DutyLoop("seat_heartbeat", opts.clock, () => this.heartbeat_ms, () => this.heartbeat(), opts.log, opts.watchdog);
+    this.sweepLoop = new DutyLoop("seat_sweep", opts.clock, () => SWEEP_INTERVAL_MS, () => this.sweep(), opts.log, opts.watchdog);
+  }
+
+  get ttl_ms(): number {
+    const t = this.opts.lease_ttl_ms;
+    return typeof t === "function" ? t() : t;
+  }
+
+  get heartbeat_ms(): number {
+    return heartbeatMs(this.ttl_ms);
+  }
+
+  // ---- lifecycle --------------------------------------------------------------------------
+
+  /** Takes the presence row and starts the heartbeat and the sweep (first pass at once). */
+  async start(seats?: readonly SeatSpec[]): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    if (seats) this.seatsSpec = [...seats];
+    this.heartbeatLoop.start();
+    // The first heartbeat takes the presence row; a sweep before it would size shares on
+    // a fleet that cannot see this node yet.
+    await this.heartbeatLoop.current;
+    this.sweepLoop.start();
+  }
+
+  /** The company's agent seats changed (an applied revision): one early pass, at most one
+   * per interval, so many revisions never run more than two passes' claims in one. */
+  setSeats(seats: readonly SeatSpec[]): void {
+    const key = (list: readonly SeatSpec[]) =>
+      JSON.stringify([...list].map((s) => [s.handle, placementKey(s.placement)]).sort());
+    const changed = key(seats) !== key(this.seatsSpec);
+    this.seatsSpec = [...seats];
+    if (!changed || !this.started) return;
+    const now = this.clock.now();
+    if (now - this.lastEarlySweep_ms >= SWEEP_INTERVAL_MS) {
+      this.lastEarlySweep_ms = now;
+      this.sweepLoop.poke();
+    }
+  }
+
+  /** Unserviceable: give every seat back, say so on the presence row, claim nothing. */
+  setWithdrawn(withdrawn: boolean): void {
+    if (this.withdrawn === withdrawn) return;
+    this.withdrawn = withdrawn;
+    this.log.warn(withdrawn ? "seats_withdrawn" : "seats_withdrawn_cleared", {});
+    this.sweepLoop.poke();
+  }
+
+  /** The estate copy is catching up: keep every seat, claim none until level. */
+  setBehind(behind: boolean): void {
+    this.behind = behind;
+  }
+
+  /**
+   * Drain: presence given up first (peers stop counting this node), claim nothing, give
+   * every seat back voluntarily. The heartbeat keeps renewing what is still being handed
+   * over; call stop() afterwards.
+   */
+  drain(): Promise<void> {
+    if (!this.drained) this.drained = this.runDrain();
+    return this.drained;
+  }
+
+  private async runDrain(): Promise<void> {
+    this.draining = true;
+    this.log.info("seat_drain_started", { held: this.heldHandles().length });
+    await this.presence.giveUp();
+    // A pass under way re-checks the drain under each seat's lock before it attaches.
+    await this.sweepLoop.current;
+    const releases = [...this.seats.values()]
+      .filter((s) => s.phase !== "undead" && !s.fenced)
+      .map((s) => this.withLock(s.handle, () => this.releaseVoluntarilyLocked(s, "drain")));
+    await Promise.allSettled(releases);
+    await this.settleBackground();
+    const undead = [...this.seats.values()].filter((s) => s.phase === "undead").map((s) => s.handle);
+    this.log.info("seat_drain_finished", { undead });
+  }
+
+  /** Stops the loops. Leases still held lapse at their TTL; drain() first to hand them over. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    await Promise.all([this.sweepLoop.stop(), this.heartbeatLoop.stop()]);
+    await this.settleBackground();
+  }
+
+  /**
+   * The process died under it (a simulation's crash): stop every loop and forget without
+   * releasing or detaching anything, as a kill -9 would.
+   */
+  async abandon(): Promise<void> {
+    this.stopped = true;
+    await Promise.all([this.sweepLoop.stop(), this.heartbeatLoop.stop()]);
+  }
+
+  private async settleBackground(): Promise<void> {
+    // Bounded: each round awaits what exists now; work a round starts is awaited next.
+    for (let i = 0; i < 8 && this.background.size > 0; i++) {
+      await Promise.allSettled([...this.background]);
+    }
+  }
+
+  // ---- admission and fencing --------------------------------------------------------------
+
+  /**
+   * The epoch to run a turn under, or false. A successful renew sent at t bought
+   * exclusivity through t + ttl, so a turn admitted within one heartbeat of it is
+   * certified owned for at least ttl − heartbeat.
+   */
+  mayStart(handle: string): number | false {
+    const s = this.seats.get(handle);
+    if (!s || s.phase !== "established" || s.fenced || !s.lease_held) return false;
+    const age_ms = this.clock.now() - s.last_renew_ok_ms;
+    if (age_ms > this.heartbeat_ms) {
+      this.log.warn("seat_admission_stale", { seat: handle, epoch: s.epoch, renewed_ms_ago: age_ms });
+      return false;
+    }
+    return s.epoch;
+  }
+
+  /** False once the seat's current grant here is not `epoch`. An unreachable store does
+   * not close it, nor does a stuck teardown (the lease is kept, the grant has not moved). */
+  fence(handle: string, epoch: number): boolean {
+    const s = this.seats.get(handle);
+    return !!s && !s.fenced && s.lease_held && s.epoch === epoch;
+  }
+
+  /** A screening path deferred a delivery: the attachment is quiesced, and the next
+   * successful renew resumes it (without this the seat is owned, attached and deaf). */
+  recordDeferral(handle: string, epoch?: number): void {
+    const s = this.seats.get(handle);
+    if (s && (epoch === undefined || s.epoch === epoch)) s.deferred = true;
+  }
+
+  private screened(handle: string, epoch: number): (d: Delivery) => Promise<Outcome> {
+    return async (delivery) => {
+      const admitted = this.mayStart(handle);
+      if (admitted === false || admitted !== epoch) {
+        this.recordDeferral(handle, epoch);
+        return defer(`seat "${handle}" is not owned here`);
+      }
+      const out = await this.opts.handler(delivery, { handle, epoch, fence: () => this.fence(handle, epoch) });
+      if (out.kind === "defer") this.recordDeferral(handle, epoch);
+      return out;
+    };
+  }
+
+  // ---- heartbeat --------------------------------------------------------------------------
+
+  private presenceMeta(): PresenceMeta {
+    return {
+      roles: [...this.opts.roles],
+      labels: { ...(this.opts.labels ?? {}) },
+      broker: this.opts.broker ?? null,
+      started_at: this.started_at,
+      draining: this.draining,
+      withdrawn: this.withdrawn,
+      seats_held: this.seatsHeldCount(),
+    };
+  }
+
+  /** Seats whose lease this node holds and some live node may run. */
+  private seatsHeldCount(): number {
+    const unplaceable = new Set(this.lastPlan?.unplaceable ?? []);
+    const inCompany = new Set(this.seatsSpec.map((s) => s.handle));
+    let n = 0;
+    for (const s of this.seats.values()) {
+      if (s.lease_held && inCompany.has(s.handle) && !unplaceable.has(s.handle)) n++;
+    }
+    return n;
+  }
+
+  private async heartbeat(): Promise<void> {
+    const sent = this.clock.now();
+    const presence = this.draining ? Promise.resolve() : this.presence.beat(this.presenceMeta());
+    const renewals = [...this.seats.values()].filter((s) => s.lease_held).map((s) => this.renewSeat(s, sent));
+    await Promise.all([presence, ...renewals]);
+    this.retryUndead();
+    await this.retryPendingReleases();
+  }
+
+  private async renewSeat(s: SeatState, sent: number): Promise<void> {
+    const r = await this.store.renew(s.key, this.owner, s.epoch);
+    if (this.seats.get(s.handle) !== s || !s.lease_held) return;
+    if (r.status === "renewed") {
+      s.last_renew_ok_ms = Math.max(s.last_renew_ok_ms, sent);
+      const wasStale = s.stale;
+      s.stale = false;
+      if (s.phase === "established" && !s.fenced && s.attachment && (wasStale || s.deferred)) {
+        s.deferred = false;
+        s.attachment.resume();
+        if (wasStale) {
+          this.log.info("seat_admission_restored", { seat: s.handle, epoch: s.epoch });
+          this.hooks.onAdmitted?.(this.grantOf(s));
+        }
+      }
+      return;
+    }
+    if (r.status === "lost") {
+      s.lease_held = false;
+      this.fenceSeat(s, "lease_lost");
+      return;
+    }
+    // Unknown says nothing about ownership: keep the seat, stop starting turns on it.
+    if (!s.stale) {
+      s.stale = true;
+      if (s.phase === "established") s.attachment?.quiesce();
+      this.log.warn("seat_renew_unknown", { seat: s.handle, epoch: s.epoch, error: r.error });
+    }
+    // Past the TTL since the last renew that worked, the store has let the lease go (its
+    // clock started no earlier than ours): the grant is gone whatever it would answer.
+    if (this.clock.now() - s.last_renew_ok_ms >= this.ttl_ms) {
+      s.lease_held = false;
+      this.fenceSeat(s, "ttl_grace_expired");
+    }
+  }
+
+  // ---- sweep ------------------------------------------------------------------------------
+
+  private selfFacts(): SelfFacts {
+    return {
+      node_id: this.node_id,
+      roles: this.opts.roles,
+      labels: this.opts.labels ?? {},
+      protocol: this.protocol,
+      draining: this.draining,
+      withdrawn: this.withdrawn,
+      behind: this.behind,
+      takeover: this.opts.takeover ?? false,
+    };
+  }
+
+  private holdings() {
+    const healthy: string[] = [];
+    const undead: string[] = [];
+    const not_ready: string[] = [];
+    for (const s of this.seats.values()) {
+      if (s.phase === "undead") {
+        if (s.lease_held) undead.push(s.handle);
+      } else if (s.phase === "established" && !s.fenced) healthy.push(s.handle);
+      else if (s.lease_held || !s.finished) not_ready.push(s.handle);
+    }
+    return { healthy, undead, not_ready };
+  }
+
+  private async sweep(): Promise<void> {
+    if (this.draining || this.stopped) return;
+    const views = await this.store.list(PRESENCE_PREFIX);
+    const presences = views.filter((v) => v.live).map((v) => parsePresence(v, this.log));
+    this.livePresences = presences;
+    let floor = minProtocol(presences.map((p) => p.protocol));
+    const base = {
+      self: this.selfFacts(),
+      seats: this.seatsSpec,
+      presences: presences as PresenceFact[],
+      holdings: this.holdings(),
+      preferred: new Map([...this.seats.keys()].map((h) => [h, this.node_id] as const)),
+    };
+    let p = plan({ ...base, leases: null, protocol_floor: floor });
+    if (p.leases_needed) {
+      const seatViews = await this.store.list(SEAT_PREFIX);
+      const leases = new Map<string, SeatLeaseFact>();
+      const preferred = new Map<string, string>();
+      for (const v of seatViews) {
+        const handle = v.key.slice(SEAT_PREFIX.length);
+        leases.set(handle, { node_id: ownerNodeId(v.owner), mine: v.owner === this.owner, live: v.live, protocol: v.protocol });
+        if (v.preferred) preferred.set(handle, v.preferred);
+      }
+      floor = minProtocol([...presences.map((x) => x.protocol), ...seatViews.filter((v) => v.live).map((v) => v.protocol)]);
+      // Holdings are re-read: a heartbeat may have fenced a seat while the list was out.
+      p = plan({ ...base, holdings: this.holdings(), preferred, leases, protocol_floor: floor });
+    }
+    this.lastPlan = p;
+    this.protocolFloor = floor;
+    this.reportFleet(p, presences);
+
+    if (p.withheld === "protocol") {
+      this.log.warn("seat_claims_blocked_by_older_protocol", { floor, protocol: this.protocol });
+    } else if (p.withheld === "behind" && p.leases_needed === false) {
+      this.log.debug("seat_claims_withheld", { reason: "behind" });
+    }
+
+    for (const r of p.releases) {
+      const s = this.seats.get(r.handle);
+      if (!s) continue;
+      if (r.reason === "role_gone") this.log.info("seat_released_role_gone", { seat: r.handle, epoch: s.epoch });
+      this.track(this.withLock(r.handle, () => this.releaseVoluntarilyLocked(s, r.reason)));
+    }
+    for (const h of p.orphans) this.track(this.withLock(h, () => this.releaseOrphanLocked(h)));
+
+    let claimed = 0;
+    for (const h of p.claims) {
+      const out = await this.claim(h);
+      if (out === "claimed") claimed++;
+      if (out === "protocol") break; // every other claim in the pass would be refused alike
+    }
+    if (claimed > 0 || p.releases.length > 0) await this.advertise();
+    this.log.info("seat_sweep", {
+      held: this.heldHandles().length,
+      capacity: p.capacity,
+      live_nodes: presences.filter((x) => x.node_id !== this.node_id).length + 1,
+      claimed,
+      released: p.releases.length,
+      fleet_full: p.fleetFull,
+      withheld: p.withheld,
+    });
+  }
+
+  private reportFleet(p: Plan, presences: PresenceRow[]): void {
+    const unplaceable = JSON.stringify(p.unplaceable);
+    if (unplaceable !== this.lastUnplaceable) {
+      this.lastUnplaceable = unplaceable;
+      if (p.unplaceable.length > 0) this.log.warn("seats_unplaceable", { seats: p.unplaceable });
+    }
+    const unmanned = unmannedRoles(presences, this.selfFacts());
+    const key = JSON.stringify(unmanned);
+    if (key !== this.lastUnmanned) {
+      this.lastUnmanned = key;
+      if (unmanned.length > 0) this.log.warn("fleet_role_unmanned", { roles: unmanned });
+    }
+  }
+
+  /** The presence row says the new count now, so a seat given back is taken at the next
+   * sweep rather than after this node's next heartbeat. */
+  private async advertise(): Promise<void> {
+    if (this.draining || this.stopped) return;
+    await this.presence.beat(this.presenceMeta());
+  }
+
+  // ---- claiming ---------------------------------------------------------------------------
+
+  /** Claims and establishes one seat (the sweep's unit of work; exposed for tests). */
+  claim(handle: string): Promise<ClaimOutcome> {
+    return this.withLock(handle, () => this.claimLocked(handle));
+  }
+
+  private async claimLocked(handle: string): Promise<ClaimOutcome> {
+    if (this.draining || this.stopped || this.seats.has(handle)) return "skipped";
+    const key = seatKey(handle);
+    const sent = this.clock.now();
+    const r = await this.store.acquire(key, {
+      owner: this.owner,
+      preferred: this.node_id,
+      ttl_ms: this.ttl_ms,
+      meta: { node: this.node_id },
+      gate: true,
+      takeoverNodeId: this.opts.takeover ? this.node_id : undefined,
+    });
+    if (!r.ok) {
+      if (r.rule === "protocol") this.log.warn("seat_claims_blocked_by_older_protocol", { seat: handle, floor: r.floor });
+      else if (r.rule === "unknown") this.log.warn("seat_claim_unknown", { seat: handle, error: r.error });
+      else this.log.debug("seat_claim_lost", { seat: handle, holder: r.holder });
+      return r.rule;
+    }
+    // Re-checked under the seat's own lock: a lease taken while a drain began goes straight
+    // back before anything attaches, or the pass would keep a seat on a node that is leaving.
+    if (this.draining || this.stopped) {
+      await this.giveBackLease(key, r.lease.epoch);
+      this.log.info("seat_claim_handed_back", { seat: handle, epoch: r.lease.epoch, reason: "draining" });
+      return "skipped";
+    }
+    const s: SeatState = {
+      handle,
+      key,
+      epoch: r.lease.epoch,
+      acquired_at: r.lease.acquired_at,
+      phase: "establishing",
+      lease_held: true,
+      fenced: false,
+      finished: false,
+      attachment: null,
+      last_renew_ok_ms: sent,
+      stale: false,
+      deferred: false,
+      undead: null,
+    };
+    this.seats.set(handle, s);
+    this.log.info("seat_claimed", { seat: handle, epoch: s.epoch });
+    const grant = this.grantOf(s);
+    try {
+      for (const step of this.hooks.prepare ?? []) {
+        await step(grant);
+        if (s.fenced) throw new Error(`seat fenced while establishing`);
+      }
+      if (this.draining || this.stopped) {
+        await this.releaseVoluntarilyLocked(s, "drain");
+        return "skipped";
+      }
+      if (this.opts.attachInbox ?? true) {
+        const holds = (await this.hooks.attachHolds?.(handle)) ?? [];
+        const { subject, group } = mailbox(handle, "inbox");
+        s.attachment = await this.queue.attach(subject, group, this.screened(handle, s.epoch), { holds });
+        if (s.fenced) throw new Error(`seat fenced while attaching`);
+        if (s.stale) s.attachment.quiesce();
+        this.log.info("seat_attached", { seat: handle, epoch: s.epoch, holds });
+      }
+      s.phase = "established";
+    } catch (err) {
+      this.log.error("seat_acquire_failed", { seat: handle, epoch: s.epoch, error: err as Error });
+      s.fenced = true;
+      await this.releaseFencedLocked(s, s.lease_held ? "acquire_hook_failed" : "lease_lost");
+      return "failed";
+    }
+    this.hooks.onEstablished?.(grant);
+    return "claimed";
+  }
+
+  // ---- releasing --------------------------------------------------------------------------
+
+  /** Gives a held seat back voluntarily (rebalance, drain, role gone …); exposed for the
+   * node's own reasons (unprepared). */
+  release(handle: string, reason: string): Promise<void> {
+    const s = this.seats.get(handle);
+    if (!s) return Promise.resolve();
+    return this.withLock(handle, () => this.releaseVoluntarilyLocked(s, reason));
+  }
+
+  /** Fenced release for a posture that went shed/stuck: detach first, abandon, republish
+   * nothing. */
+  fenceRelease(handle: string, reason: string): void {
+    const s = this.seats.get(handle);
+    if (s) this.fenceSeat(s, reason);
+  }
+
+  /** Quiesce → bounded wait for the in-flight handler → detach → teardown → release. */
+  private async releaseVoluntarilyLocked(s: SeatState, reason: string): Promise<void> {
+    if (this.seats.get(s.handle) !== s || s.finished || s.fenced || s.phase === "undead") return;
+    s.phase = "releasing";
+    const att = s.attachment;
+    if (att) {
+      att.quiesce();
+      if (att.inFlight > 0) {
+        const stop = new AbortController();
+        await Promise.race([att.idle(), this.clock.sleep(VOLUNTARY_WAIT_HEARTBEATS * this.heartbeat_ms, stop.signal).catch(() => {})]);
+        stop.abort();
+      }
+      s.attachment = null;
+      await att.detach();
+      this.log.info("seat_detached", { seat: s.handle, epoch: s.epoch, reason, mode: "voluntary" });
+    }
+    await this.teardown(s, { mode: "voluntary", reason });
+  }
+
+  /** Revokes the grant at once (sync: fence fails, nothing new starts), then tears down
+   * under the seat's lock. */
+  private fenceSeat(s: SeatState, reason: string): void {
+    if (s.fenced) return;
+    s.fenced = true;
+    s.attachment?.quiesce();
+    this.track(this.withLock(s.handle, () => this.releaseFencedLocked(s, reason)));
+  }
+
+  /** Detach first, abandon in-flight work, republish nothing, then teardown. */
+  private async releaseFencedLocked(s: SeatState, reason: string): Promise<void> {
+    if (this.seats.get(s.handle) !== s || s.finished) return;
+    s.fenced = true;
+    const att = s.attachment;
+    s.attachment = null;
+    if (att) {
+      await att.detach();
+      this.log.info("seat_detached", { seat: s.handle, epoch: s.epoch, reason, mode: "fenced" });
+    }
+    if (s.phase === "undead") return; // its retries own the teardown
+    await this.teardown(s, { mode: "fenced", reason });
+  }
+
+  private async teardown(s: SeatState, info: ReleaseInfo): Promise<void> {
+    try {
+      await this.hooks.onRelease?.(this.grantOf(s), info);
+    } catch (err) {
+      // Not proven torn down: the lease is not released (one released too early costs
+      // correctness, one held too long only latency). Out of the held set, still renewed.
+      s.phase = "undead";
+      s.undead = { since_ms: this.clock.now(), attempts: 1, heartbeats: 0, info, retrying: false };
+      this.log.error("seat_release_unproven", { seat: s.handle, epoch: s.epoch, reason: info.reason, error: err as Error });
+      return;
+    }
+    await this.finish(s);
+  }
+
+  private async finish(s: SeatState): Promise<void> {
+    s.finished = true;
+    this.seats.delete(s.handle);
+    if (s.lease_held) {
+      s.lease_held = false;
+      await this.giveBackLease(s.key, s.epoch);
+    }
+    await this.advertise();
+  }
+
+  private async giveBackLease(key: string, epoch: number): Promise<void> {
+    const r = await this.store.release(key, this.owner, epoch);
+    if (r === "unknown") this.pendingReleases.set(key, { epoch, until_ms: this.clock.now() + PENDING_RELEASE_TTLS * this.ttl_ms });
+  }
+
+  private async releaseOrphanLocked(handle: string): Promise<void> {
+    if (this.seats.has(handle)) return;
+    const v = await this.store.get(seatKey(handle)).catch(() => null);
+    if (!v || !v.live || v.owner !== this.owner) return;
+    this.log.info("seat_orphan_released", { seat: handle, epoch: v.epoch });
+    await this.giveBackLease(v.key, v.epoch);
+  }
+
+  private async retryPendingReleases(): Promise<void> {
+    const now = this.clock.now();
+    for (const [key, p] of [...this.pendingReleases]) {
+      if (now >= p.until_ms) {
+        this.pendingReleases.delete(key);
+        continue;
+      }
+      const r = await this.store.release(key, this.owner, p.epoch);
+      if (r !== "unknown") this.pendingReleases.delete(key);
+    }
+  }
+
+  /** Undead is a state, not a grave: the teardown is retried every heartbeat and the lease
+   * goes the instant one succeeds. Still failing re-raises the alarm every 20 heartbeats. */
+  private retryUndead(): void {
+    for (const s of this.seats.values()) {
+      const u = s.undead;
+      if (s.phase !== "undead" || !u || u.retrying) continue;
+      u.heartbeats++;
+      u.retrying = true;
+      this.track(
+        this.withLock(s.handle, async () => {
+          try {
+            await this.hooks.onRelease?.(this.grantOf(s), u.info);
+          } catch {
+            u.attempts++;
+            if (u.heartbeats % UNDEAD_ALARM_EVERY_HEARTBEATS === 0) {
+              this.log.error("seat_still_unproven", {
+                seat: s.handle,
+                epoch: s.epoch,
+                attempts: u.attempts,
+                elapsed_seconds: Math.round((this.clock.now() - u.since_ms) / 1000),
+              });
+            }
+            return;
+          } finally {
+            u.retrying = false;
+          }
+          this.log.info("seat_release_recovered", {
+            seat: s.handle,
+            epoch: s.epoch,
+            attempts: u.attempts + 1,
+            elapsed_seconds: Math.round((this.clock.now() - u.since_ms) / 1000),
+          });
+          await this.finish(s);
+        }),
+      );
+    }
+  }
+
+  // ---- plumbing ---------------------------------------------------------------------------
+
+  private grantOf(s: SeatState): SeatGrant {
+    return { handle: s.handle, epoch: s.epoch, acquired_at: s.acquired_at };
+  }
+
+  /** One seat's acquisition, release and teardown never interleave. */
+  private withLock<T>(handle: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(handle) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const tail = run.catch(() => {});
+    this.locks.set(handle, tail);
+    void tail.then(() => {
+      if (this.locks.get(handle) === tail) this.locks.delete(handle);
+    });
+    return run;
+  }
+
+  private track(p: Promise<unknown>): void {
+    const t = p.catch((err) => this.log.error("seat_task_failed", { error: err as Error }));
+    this.background.add(t);
+    void t.finally(() => this.background.delete(t));
+  }
+
+  private heldHandles(): string[] {
+    return [...this.seats.values()].filter((s) => s.phase === "established" && !s.fenced).map((s) => s.handle).sort();
+  }
+
+  // ---- what ownership looks like from outside ---------------------------------------------
+
+  /** Seats this node runs now (established, admitting turns once fresh). */
+  held(): string[] {
+    return this.heldHandles();
+  }
+
+  /** For GET /health: answered from what the host already knows, no store read. */
+  health(): HealthSeats {
+    const unproven: Record<string, number> = {};
+    for (const s of this.seats.values()) {
+      if (s.phase === "undead" && s.undead) unproven[s.handle] = Math.round((this.clock.now() - s.undead.since_ms) / 1000);
+    }
+    const out: HealthSeats = {
+      node_id: this.node_id,
+      held: this.heldHandles(),
+      capacity: this.lastPlan?.capacity ?? 0,
+      live_nodes: this.livePresences.filter((p) => p.node_id !== this.node_id).length + (this.draining ? 0 : 1),
+      protocol_floor: this.protocolFloor,
+      fleet_full: this.lastPlan?.fleetFull ?? false,
+      draining: this.draining,
+      withdrawn: this.withdrawn,
+      unplaceable: this.lastPlan?.unplaceable ?? [],
+    };
+    if (Object.keys(unproven).length > 0) out.unproven_seconds = unproven;
+    return out;
+  }
+
+  /** For GET /fleet and /query/fleet: every live node and every live seat lease, read now. */
+  async fleet(): Promise<FleetView> {
+    const [nodeViews, seatViews, now] = await Promise.all([this.store.list(PRESENCE_PREFIX), this.store.list(SEAT_PREFIX), this.store.now()]);
+    const presences = nodeViews.filter((v) => v.live).map((v) => parsePresence(v, this.log));
+    const nodes: FleetNode[] = presences.map((p) => ({
+      id: p.node_id,
+      roles: [...p.roles],
+      labels: { ...p.labels },
+      protocol: p.protocol,
+      broker: p.broker,
+      seats_held: p.seats_held,
+      expires_in_ms: Math.max(0, p.expires_at - now),
+      draining: p.draining,
+      withdrawn: p.withdrawn,
+    }));
+    const leases: FleetLease[] = seatViews
+      .filter((v: LeaseView) => v.live)
+      .map((v) => ({
+        handle: v.key.slice(SEAT_PREFIX.length),
+        node: ownerNodeId(v.owner),
+        owner: v.owner,
+        epoch: v.epoch,
+        since: v.acquired_at,
+        expires_in_ms: Math.max(0, v.expires_at - now),
+      }));
+    const p = plan({
+      self: this.selfFacts(),
+      seats: this.seatsSpec,
+      presences,
+      holdings: this.holdings(),
+      preferred: new Map(),
+      leases: null,
+      protocol_floor: null,
+    });
+    return { nodes, leases, unplaceable: p.unplaceable, unmanned_roles: unmannedRoles(presences, this.selfFacts()) };
+  }
+
+  /** Per-seat facts for tests and simulations. */
+  seatState(handle: string): { phase: SeatPhase; epoch: number; fenced: boolean; lease_held: boolean; stale: boolean; attached: boolean } | null {
+    const s = this.seats.get(handle);
+    if (!s) return null;
+    return { phase: s.phase, epoch: s.epoch, fenced: s.fenced, lease_held: s.lease_held, stale: s.stale, attached: s.attachment !== null };
+  }
+}
+
+function minProtocol(values: number[]): number | null {
+  return values.length === 0 ? null : Math.min(...values);
+}
