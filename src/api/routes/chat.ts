@@ -1,0 +1,81 @@
+// Chat: GET /chat/channels, GET /chat/channels/{id}/messages?cursor=,
+// POST /chat/channels/{id}/messages. A DM is addressed by its derived id (`dm.alice.bob`)
+// and exists from its first message.
+import { Hono } from "hono";
+import { z } from "zod";
+import type { RouteGroup } from "../app.ts";
+import type { AuthEnv } from "../auth.ts";
+import { ApiError, parseJsonBody, parseQuery } from "../errors.ts";
+import type { Company } from "../../config/company.ts";
+import { callerActor, estateCall, writeReply } from "../../estate/http.ts";
+import { dmMembers, parseMentions } from "../../estate/mentions.ts";
+import { actor, channelId, chatPost, handle, opId } from "../../estate/records.ts";
+import type { EstateRouter } from "../../estate/router.ts";
+
+const channelsQuery = z.strictObject({ member: handle.optional() });
+const messagesQuery = z.strictObject({
+  cursor: z.coerce.number().int().min(0).optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+});
+const postBody = z.strictObject({
+  body: chatPost.shape.body,
+  author: actor.optional(),
+  thread_parent: opId.nullable().default(null),
+});
+
+function channelParam(raw: string): string {
+  const parsed = channelId.safeParse(raw);
+  if (!parsed.success) throw new ApiError(400, "invalid_input", `params.id: ${parsed.error.issues[0]?.message}`, "id");
+  return parsed.data;
+}
+
+export function chatRoutes(router: EstateRouter, company: () => Company): RouteGroup {
+  return {
+    prefix: "/chat",
+    routes: (auth) => {
+      const app = new Hono<AuthEnv>();
+      app.get("/channels", auth.require("state:read"), async (c) => {
+        const q = parseQuery(c, channelsQuery);
+        return c.json({ channels: await estateCall(() => router.read({ q: "chat.channels", member: q.member })) });
+      });
+      app.get("/channels/:id/messages", auth.require("state:read"), async (c) => {
+        const id = channelParam(c.req.param("id"));
+        const q = parseQuery(c, messagesQuery);
+        const channel = await estateCall(() => router.read({ q: "chat.channel", id }));
+        if (!channel) throw new ApiError(404, "unknown_channel", `no channel ${id}`, "id");
+        return c.json(await estateCall(() => router.read({ q: "chat.messages", channel: id, cursor: q.cursor, limit: q.limit })));
+      });
+      app.post("/channels/:id/messages", auth.require("chat:write"), async (c) => {
+        const id = channelParam(c.req.param("id"));
+        const b = await parseJsonBody(c, postBody);
+        const channel = await estateCall(() => router.read({ q: "chat.channel", id }));
+        let dm: { members: string[] } | null = null;
+        if (!channel) {
+          // A DM that has not been written to yet: its id names its participants, who must
+          // all be seats of the company.
+          const members = dmMembers(id);
+          const known = new Set(company().roles.map((r) => r.handle));
+          if (!members || members.some((m) => !known.has(m))) throw new ApiError(404, "unknown_channel", `no channel ${id}`, "id");
+          dm = { members };
+        }
+        if (b.thread_parent !== null) {
+          const parent = await estateCall(() => router.read({ q: "chat.message", id: b.thread_parent! }));
+          if (!parent || parent.channel !== id) throw new ApiError(404, "unknown_message", `no message ${b.thread_parent} in ${id}`, "thread_parent");
+        }
+        const out = await estateCall(() =>
+          router.write("chat", {
+            op: "chat.post",
+            channel: id,
+            author: b.author ?? callerActor(c),
+            body: b.body,
+            thread_parent: b.thread_parent,
+            mentions: parseMentions(b.body),
+            dm,
+          }),
+        );
+        return writeReply(c, out);
+      });
+      return app;
+    },
+  };
+}

@@ -1,0 +1,66 @@
+// The knowledge base: GET /pages?container=&q= (a list, or a ranked search with snippets),
+// GET /pages/{container}/{title}, PUT /pages/{container}/{title}.
+import { Hono } from "hono";
+import { z } from "zod";
+import type { RouteGroup } from "../app.ts";
+import type { AuthEnv } from "../auth.ts";
+import { ApiError, parseJsonBody, parseQuery } from "../errors.ts";
+import { callerActor, estateCall, writeReply } from "../../estate/http.ts";
+import { actor, containerKey, labels, pagePut, pageTitle } from "../../estate/records.ts";
+import type { EstateRouter } from "../../estate/router.ts";
+
+const listQuery = z.strictObject({
+  container: containerKey.optional(),
+  q: z.string().min(1, "is empty").max(500).optional(),
+  limit: z.coerce.number().int().min(1).max(500).optional(),
+});
+
+const putBody = z.strictObject({
+  body: pagePut.shape.body,
+  labels: labels.default([]),
+  author: actor.optional(),
+  /** Apply only over this revision (0: only if new); omitted: last writer wins, in log order. */
+  base_revision: z.number().int().min(0).nullable().default(null),
+});
+
+function param<T>(schema: z.ZodType<T>, raw: string, name: string): T {
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) throw new ApiError(400, "invalid_input", `params.${name}: ${parsed.error.issues[0]?.message}`, name);
+  return parsed.data;
+}
+
+export function pagesRoutes(router: EstateRouter): RouteGroup {
+  return {
+    prefix: "/pages",
+    routes: (auth) => {
+      const app = new Hono<AuthEnv>();
+      app.get("/", auth.require("state:read"), async (c) => {
+        const q = parseQuery(c, listQuery);
+        if (q.q !== undefined) {
+          const found = await estateCall(() => router.read({ q: "pages.search", text: q.q!, container: q.container, limit: q.limit ?? 20 }));
+          return c.json(found);
+        }
+        return c.json({ pages: await estateCall(() => router.read({ q: "pages.list", container: q.container, limit: q.limit ?? 100 })) });
+      });
+      app.get("/:container/:title", auth.require("state:read"), async (c) => {
+        const container = param(containerKey, c.req.param("container"), "container");
+        const title = param(pageTitle, c.req.param("title"), "title");
+        const page = await estateCall(() => router.read({ q: "pages.get", container, title }));
+        if (!page) throw new ApiError(404, "unknown_page", `no page "${title}" in ${container}`, "title");
+        return c.json(page);
+      });
+      app.put("/:container/:title", auth.require("knowledge:write"), async (c) => {
+        const container = param(containerKey, c.req.param("container"), "container");
+        const title = param(pageTitle, c.req.param("title"), "title");
+        const b = await parseJsonBody(c, putBody);
+        const known = await estateCall(() => router.read({ q: "pages.containers" }));
+        if (!known.some((k) => k.key === container)) throw new ApiError(404, "unknown_container", `no container ${container}`, "container");
+        const out = await estateCall(() =>
+          router.write("pages", { op: "page.put", container, title, body: b.body, labels: b.labels, author: b.author ?? callerActor(c), base_revision: b.base_revision }),
+        );
+        return writeReply(c, out);
+      });
+      return app;
+    },
+  };
+}

@@ -1,0 +1,92 @@
+// Work items: GET /work, GET /work/{key}, POST /work, PATCH /work/{key},
+// POST /work/{key}/comments. Every call goes through the estate router.
+import { Hono } from "hono";
+import { z } from "zod";
+import type { RouteGroup } from "../app.ts";
+import type { AuthEnv } from "../auth.ts";
+import { ApiError, parseJsonBody, parseQuery } from "../errors.ts";
+import { callerActor, estateCall, writeReply } from "../../estate/http.ts";
+import { actor, workFields, workKey, projectKey } from "../../estate/records.ts";
+import type { EstateRouter } from "../../estate/router.ts";
+import { DEFAULT_PROJECT_KEY } from "../../estate/seed.ts";
+import { WORK_STATUSES } from "../../estate/schema.ts";
+
+const listQuery = z.strictObject({
+  project: projectKey.optional(),
+  status: z.enum(WORK_STATUSES).optional(),
+  assignee: z.string().min(1).max(128).optional(),
+  after: z.coerce.number().int().min(0).optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+});
+
+const createBody = z.strictObject({
+  project: projectKey.default(DEFAULT_PROJECT_KEY),
+  type: workFields.shape.type.default("task"),
+  title: workFields.shape.title,
+  body: workFields.shape.body.default(""),
+  status: workFields.shape.status.default("todo"),
+  priority: workFields.shape.priority.default("none"),
+  assignee: workFields.shape.assignee.default(null),
+  reporter: actor.optional(),
+  parent: workFields.shape.parent.default(null),
+  labels: workFields.shape.labels.default([]),
+  due: workFields.shape.due.default(null),
+});
+
+const patchBody = workFields
+  .partial()
+  .extend({ actor: actor.optional() })
+  .refine((p) => Object.keys(p).some((k) => k !== "actor"), "changes nothing: send at least one field");
+
+const commentBody = z.strictObject({ body: z.string().min(1, "is empty"), author: actor.optional() });
+
+function keyParam(raw: string): string {
+  const parsed = workKey.safeParse(raw);
+  if (!parsed.success) throw new ApiError(400, "invalid_input", `params.key: ${parsed.error.issues[0]?.message}`, "key");
+  return parsed.data;
+}
+
+export function workRoutes(router: EstateRouter): RouteGroup {
+  const exists = async (key: string) => (await estateCall(() => router.read({ q: "work.get", key }))) !== null;
+  return {
+    prefix: "/work",
+    routes: (auth) => {
+      const app = new Hono<AuthEnv>();
+      app.get("/", auth.require("state:read"), async (c) => {
+        const q = parseQuery(c, listQuery);
+        return c.json(await estateCall(() => router.read({ q: "work.list", ...q })));
+      });
+      app.get("/:key", auth.require("state:read"), async (c) => {
+        const key = keyParam(c.req.param("key"));
+        const got = await estateCall(() => router.read({ q: "work.get", key }));
+        if (!got) throw new ApiError(404, "unknown_work_item", `no work item ${key}`, "key");
+        return c.json(got);
+      });
+      app.post("/", auth.require("work:write"), async (c) => {
+        const b = await parseJsonBody(c, createBody);
+        const projects = await estateCall(() => router.read({ q: "projects.list" }));
+        if (!projects.some((p) => p.key === b.project)) throw new ApiError(404, "unknown_project", `no project ${b.project}`, "project");
+        if (b.parent !== null && !(await exists(b.parent))) throw new ApiError(404, "unknown_work_item", `no work item ${b.parent}`, "parent");
+        const { reporter, ...fields } = b;
+        const out = await estateCall(() => router.write("tracker", { op: "work.create", ...fields, reporter: reporter ?? callerActor(c) }));
+        return writeReply(c, out);
+      });
+      app.patch("/:key", auth.require("work:write"), async (c) => {
+        const key = keyParam(c.req.param("key"));
+        const { actor: who, ...patch } = await parseJsonBody(c, patchBody);
+        if (!(await exists(key))) throw new ApiError(404, "unknown_work_item", `no work item ${key}`, "key");
+        if (patch.parent && !(await exists(patch.parent))) throw new ApiError(404, "unknown_work_item", `no work item ${patch.parent}`, "parent");
+        const out = await estateCall(() => router.write("tracker", { op: "work.update", key, actor: who ?? callerActor(c), patch }));
+        return writeReply(c, out);
+      });
+      app.post("/:key/comments", auth.require("work:write"), async (c) => {
+        const key = keyParam(c.req.param("key"));
+        const b = await parseJsonBody(c, commentBody);
+        if (!(await exists(key))) throw new ApiError(404, "unknown_work_item", `no work item ${key}`, "key");
+        const out = await estateCall(() => router.write("tracker", { op: "work.comment", key, author: b.author ?? callerActor(c), body: b.body }));
+        return writeReply(c, out);
+      });
+      return app;
+    },
+  };
+}

@@ -1,0 +1,146 @@
+// The estate as the node sees it: on a data node, the copy (estate.db + appliers + the
+// soundness check), the rpc answerer, the wake feeds and the seeding; on every node, the
+// router every tracker, knowledge and chat call goes through, and the API route groups.
+import { join } from "node:path";
+import type { NatsConnection } from "nats";
+import type { RouteGroup } from "../api/app.ts";
+import { chatRoutes } from "../api/routes/chat.ts";
+import { pagesRoutes } from "../api/routes/pages.ts";
+import { workRoutes } from "../api/routes/work.ts";
+import type { Clock } from "../clock.ts";
+import type { Company } from "../config/company.ts";
+import type { NodeRole } from "../config/tier-a.ts";
+import type { Logger } from "../log.ts";
+import { EstateCopy, type DomainHealth } from "./copy.ts";
+import { RECORD_VERSION } from "./records.ts";
+import { EstateRouter } from "./router.ts";
+import type { Domain } from "./schema.ts";
+import { seedRecords } from "./seed.ts";
+import { EstateServer } from "./serve.ts";
+import { StateLog } from "./statelog.ts";
+import { WakeFeeds, type WakeClaims } from "./wake.ts";
+
+export const ESTATE_DB_FILE = "estate.db";
+
+export interface EstateOptions {
+  nc: NatsConnection;
+  /** The node's store dir; estate.db lives here on a data node. */
+  storeDir: string;
+  /** stream.replicas: the state logs' replica count when this node creates them. */
+  replicas: number;
+  nodeId: string;
+  roles: readonly NodeRole[];
+  company: Company;
+  clock: Clock;
+  log: Logger;
+  /** Live data nodes (from presence leases); a test passes a fixed list. */
+  dataNodes: () => readonly string[] | Promise<readonly string[]>;
+  /** The `claims` coordination slot (coord.slot("claims")): wake de-duplication past the inbox window. */
+  claims?: WakeClaims;
+  /** Tuning for tests and the bench; every default is the shipped number. */
+  tuning?: {
+    check_interval_ms?: number;
+    undecodable_grace_ms?: number;
+    stall_ms?: number;
+    read_timeout_ms?: number;
+    write_timeout_ms?: number;
+    /** Newest record format this build reads (tests start an "older build" by lowering it). */
+    reads_version?: number;
+  };
+}
+
+export interface EstateHealth {
+  data: boolean;
+  in_service: boolean;
+  domains: Record<Domain, DomainHealth> | null;
+}
+
+export interface Estate {
+  router: EstateRouter;
+  routeGroups: RouteGroup[];
+  /** This node's copy, or null when it holds no data. */
+  copy: EstateCopy | null;
+  health(): EstateHealth;
+  /** Replace the company (a config activation): reseeds, and wakes read the new seats. */
+  setCompany(company: Company): Promise<void>;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function openEstate(o: EstateOptions): Estate {
+  const log = o.log.child({ component: "estate" });
+  const isData = o.roles.includes("data");
+  const stateLog = new StateLog(o.nc, log);
+  let company = o.company;
+  const copy = isData
+    ? new EstateCopy({
+        path: join(o.storeDir, ESTATE_DB_FILE),
+        stateLog,
+        clock: o.clock,
+        log,
+        reads_version: o.tuning?.reads_version ?? RECORD_VERSION,
+        ...(o.tuning?.check_interval_ms !== undefined ? { check_interval_ms: o.tuning.check_interval_ms } : {}),
+        ...(o.tuning?.undecodable_grace_ms !== undefined ? { undecodable_grace_ms: o.tuning.undecodable_grace_ms } : {}),
+        ...(o.tuning?.stall_ms !== undefined ? { stall_ms: o.tuning.stall_ms } : {}),
+      })
+    : null;
+  const router = new EstateRouter({
+    nc: o.nc,
+    nodeId: o.nodeId,
+    copy,
+    dataNodes: o.dataNodes,
+    clock: o.clock,
+    log,
+    ...(o.tuning?.read_timeout_ms !== undefined ? { read_timeout_ms: o.tuning.read_timeout_ms } : {}),
+    ...(o.tuning?.write_timeout_ms !== undefined ? { write_timeout_ms: o.tuning.write_timeout_ms } : {}),
+  });
+  const server = copy ? new EstateServer(o.nc, o.nodeId, copy, log) : null;
+  const wakes =
+    copy && o.claims
+      ? new WakeFeeds({
+          js: stateLog.jetstream,
+          jsm: () => o.nc.jetstreamManager({ checkAPI: false, timeout: 10_000 }),
+          copy,
+          claims: o.claims,
+          company: () => company,
+          clock: o.clock,
+          log,
+        })
+      : null;
+
+  const seed = async () => {
+    for (const record of seedRecords(company, o.nodeId)) {
+      const out = await router.writeRecord(record);
+      log.info("estate_seeded", { domain: record.domain, op_id: record.op_id, status: out.status, ...("position" in out ? { position: out.position } : {}) });
+    }
+  };
+
+  return {
+    router,
+    copy,
+    routeGroups: [workRoutes(router), pagesRoutes(router), chatRoutes(router, () => company)],
+    health() {
+      if (!copy) return { data: false, in_service: false, domains: null };
+      const domains = copy.health();
+      return { data: true, in_service: Object.values(domains).every((d) => d.in_service), domains };
+    },
+    async setCompany(next) {
+      company = next;
+      if (copy) await seed();
+    },
+    async start() {
+      if (!copy) return;
+      await stateLog.ensureStreams(o.replicas);
+      copy.start();
+      server!.start();
+      await seed();
+      if (wakes) await wakes.start();
+      else log.warn("estate_wakes_off", { reason: "no claims slot given" });
+    },
+    async stop() {
+      await wakes?.stop();
+      await server?.stop();
+      await copy?.stop();
+    },
+  };
+}

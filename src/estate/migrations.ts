@@ -1,0 +1,152 @@
+// The estate's migrations as TS strings, so `bun build --compile` carries them inside the
+// binary and nothing reads a migrations folder (or runs drizzle-kit) at runtime. Append
+// only: a shipped migration is never edited, because a node that applied it already
+// would never see the edit. test/estate/schema.test.ts holds these against schema.ts.
+
+export interface Migration {
+  id: number;
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    id: 1,
+    name: "estate",
+    sql: `
+CREATE TABLE estate_checkpoints (
+  domain TEXT PRIMARY KEY,
+  stream TEXT NOT NULL,
+  stream_created TEXT NOT NULL,
+  applied_seq INTEGER NOT NULL
+);
+CREATE TABLE estate_ops (
+  op_id TEXT PRIMARY KEY,
+  domain TEXT NOT NULL,
+  position INTEGER NOT NULL,
+  outcome TEXT NOT NULL
+);
+
+CREATE TABLE tracker_projects (
+  key TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  unit_id TEXT,
+  next_number INTEGER NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE tracker_items (
+  key TEXT PRIMARY KEY,
+  project TEXT NOT NULL,
+  number INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  title TEXT NOT NULL,
+  body TEXT NOT NULL,
+  status TEXT NOT NULL,
+  priority TEXT NOT NULL,
+  assignee TEXT,
+  reporter TEXT NOT NULL,
+  parent TEXT,
+  labels TEXT NOT NULL,
+  due TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  position INTEGER NOT NULL
+);
+CREATE INDEX tracker_items_project ON tracker_items (project, number);
+CREATE INDEX tracker_items_assignee ON tracker_items (assignee);
+CREATE TABLE tracker_comments (
+  id TEXT PRIMARY KEY,
+  item_key TEXT NOT NULL,
+  author TEXT NOT NULL,
+  body TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  position INTEGER NOT NULL
+);
+CREATE INDEX tracker_comments_item ON tracker_comments (item_key, position);
+CREATE TABLE tracker_activity (
+  id TEXT PRIMARY KEY,
+  item_key TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  position INTEGER NOT NULL
+);
+CREATE INDEX tracker_activity_item ON tracker_activity (item_key, position);
+
+CREATE TABLE kb_containers (
+  key TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  unit_id TEXT,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE kb_pages (
+  id INTEGER PRIMARY KEY,
+  container TEXT NOT NULL,
+  title TEXT NOT NULL,
+  body TEXT NOT NULL,
+  labels TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  author TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX kb_pages_address ON kb_pages (container, title);
+CREATE TABLE kb_revisions (
+  container TEXT NOT NULL,
+  title TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  body TEXT NOT NULL,
+  author TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  PRIMARY KEY (container, title, revision)
+);
+-- External-content FTS over kb_pages: the index holds no second copy of the text, and
+-- the triggers keep it in the same transaction as the row, so search never sees a page
+-- the table does not hold. porter+unicode61 so "deploying" finds "deploy".
+CREATE VIRTUAL TABLE kb_fts USING fts5(
+  title, body, content='kb_pages', content_rowid='id', tokenize='porter unicode61'
+);
+CREATE TRIGGER kb_pages_fts_insert AFTER INSERT ON kb_pages BEGIN
+  INSERT INTO kb_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+END;
+CREATE TRIGGER kb_pages_fts_delete AFTER DELETE ON kb_pages BEGIN
+  INSERT INTO kb_fts (kb_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+END;
+CREATE TRIGGER kb_pages_fts_update AFTER UPDATE ON kb_pages BEGIN
+  INSERT INTO kb_fts (kb_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+  INSERT INTO kb_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+END;
+
+CREATE TABLE chat_channels (
+  id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL,
+  name TEXT NOT NULL,
+  unit_id TEXT,
+  members TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE chat_messages (
+  id TEXT PRIMARY KEY,
+  channel TEXT NOT NULL,
+  author TEXT NOT NULL,
+  body TEXT NOT NULL,
+  thread_parent TEXT,
+  mentions TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  edited_at INTEGER,
+  deleted_at INTEGER,
+  position INTEGER NOT NULL
+);
+CREATE INDEX chat_messages_channel ON chat_messages (channel, position);
+CREATE TABLE chat_message_edits (
+  message_id TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  previous_body TEXT NOT NULL,
+  editor TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  PRIMARY KEY (message_id, revision)
+);
+`,
+  },
+];

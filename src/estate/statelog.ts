@@ -1,0 +1,150 @@
+// The state logs: one JetStream stream per domain (CREWLET_{TRACKER,PAGES,CHAT}_LOG on
+// `crewlet.{domain}.log.>`). A write is a record appended here under its operation id;
+// the log's order is the estate's order, and every data node's applier follows it.
+import {
+  DiscardPolicy,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamClient,
+  type JetStreamManager,
+  type NatsConnection,
+  type StreamConfig,
+} from "nats";
+import type { Logger } from "../log.ts";
+import { stateLogStream, stateLogSubject, stateLogSubjects } from "../queue/topics.ts";
+import { encodeRecord, opToken, type StateRecord } from "./records.ts";
+import { DOMAINS, type Domain } from "./schema.ts";
+
+const MINUTE_MS = 60_000;
+const NS_PER_MS = 1_000_000;
+
+/**
+ * Msg-id de-duplication window on the logs. A write may be retried under its op id for as
+ * long as the router's write budget (60 s) runs, through any data node, so the broker must
+ * still recognise the id when the last retry lands; two budgets cover a retry that starts
+ * at the very end of one. Beyond the window the ledger (estate_ops) still applies an op id
+ * once, so the window only saves log space, never correctness.
+ */
+export const LOG_DUPLICATE_WINDOW_MS = 2 * MINUTE_MS;
+
+/** Largest record: the stream cap matches the broker's default max_payload (1 MiB). */
+export const MAX_RECORD_BYTES = 1024 * 1024;
+
+/**
+ * Waits this long for the log to acknowledge an append. A stream leader's death stops
+ * writes for ~4 s while a new one is elected; 10 s rides that out and still leaves the
+ * router most of its 60 s write budget to try another node.
+ */
+export const APPEND_TIMEOUT_MS = 10_000;
+
+export function logStreamConfig(domain: Domain, replicas: number): StreamConfig {
+  return {
+    name: stateLogStream(domain),
+    subjects: [stateLogSubjects(domain)],
+    // The log IS the history every copy is rebuilt from: nothing ages out by itself; a
+    // retention duty trims it below every copy's applied position.
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    num_replicas: replicas,
+    max_consumers: -1,
+    max_msgs: -1,
+    max_bytes: -1,
+    max_age: 0,
+    max_msgs_per_subject: -1,
+    max_msg_size: MAX_RECORD_BYTES,
+    // Never drop a record to make room: a full log refuses the write instead (discard new),
+    // and the writer hears `unknown` rather than a copy silently losing history.
+    discard: DiscardPolicy.New,
+    duplicate_window: LOG_DUPLICATE_WINDOW_MS * NS_PER_MS,
+    no_ack: false,
+    sealed: false,
+    // A deleted record would be a hole no copy could fill.
+    deny_delete: true,
+    deny_purge: false,
+    allow_rollup_hdrs: false,
+    allow_direct: false,
+    mirror_direct: false,
+  } as StreamConfig;
+}
+
+/** JetStream API error: stream name already in use with a different configuration. */
+const STREAM_NAME_IN_USE = 10058;
+
+function apiErrorCode(err: unknown): number | undefined {
+  const api = (err as { api_error?: { err_code?: number } } | null)?.api_error;
+  return typeof api?.err_code === "number" ? api.err_code : undefined;
+}
+
+export interface LogPosition {
+  first_seq: number;
+  last_seq: number;
+  /** ISO time the broker created the stream: names this log, not a rebuilt one. */
+  created: string;
+}
+
+export type AppendResult = { ok: true; seq: number; duplicate: boolean } | { ok: false; error: string };
+
+export class StateLog {
+  private readonly js: JetStreamClient;
+  private jsmP: Promise<JetStreamManager> | null = null;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly log: Logger,
+  ) {
+    this.js = nc.jetstream({ timeout: APPEND_TIMEOUT_MS });
+  }
+
+  private jsm(): Promise<JetStreamManager> {
+    this.jsmP ??= this.nc.jetstreamManager({ timeout: APPEND_TIMEOUT_MS, checkAPI: false });
+    return this.jsmP;
+  }
+
+  /**
+   * Creates the three logs when missing, concurrently (an R3 stream costs a raft campaign
+   * each). An existing log is left as it is: its settings were a peer's decision, and
+   * replacing a log's configuration under live copies is an operator's act.
+   */
+  async ensureStreams(replicas: number): Promise<void> {
+    const jsm = await this.jsm();
+    await Promise.all(
+      DOMAINS.map(async (domain) => {
+        try {
+          await jsm.streams.add(logStreamConfig(domain, replicas));
+          this.log.info("estate_log_created", { stream: stateLogStream(domain), replicas });
+        } catch (err) {
+          if (apiErrorCode(err) !== STREAM_NAME_IN_USE) throw new Error(`estate: creating ${stateLogStream(domain)} failed: ${String(err)}`);
+        }
+      }),
+    );
+  }
+
+  async position(domain: Domain): Promise<LogPosition> {
+    const jsm = await this.jsm();
+    const info = await jsm.streams.info(stateLogStream(domain));
+    return { first_seq: info.state.first_seq, last_seq: info.state.last_seq, created: info.created };
+  }
+
+  /** Appends a record under its op id; `ok: false` means the log did not answer (unknown). */
+  async append(record: StateRecord): Promise<AppendResult> {
+    return this.appendRaw(record.domain, stateLogSubject(record.domain, opToken(record.body.op)), encodeRecord(record), record.op_id);
+  }
+
+  /** Appends bytes as they are (the repair and test path for records this build cannot write). */
+  async appendRaw(domain: Domain, subject: string, data: Uint8Array, msg_id: string): Promise<AppendResult> {
+    try {
+      const ack = await this.js.publish(subject, data, {
+        msgID: msg_id,
+        expect: { streamName: stateLogStream(domain) },
+        timeout: APPEND_TIMEOUT_MS,
+      });
+      return { ok: true, seq: ack.seq, duplicate: ack.duplicate };
+    } catch (err) {
+      return { ok: false, error: (err as Error).message };
+    }
+  }
+
+  get jetstream(): JetStreamClient {
+    return this.js;
+  }
+}

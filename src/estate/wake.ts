@@ -1,0 +1,177 @@
+// The wake feeds: one fleet-wide durable consumer group per domain on the state logs,
+// attached by every data node (a node without data joins none: its handler would answer
+// from nothing). Each record is handed to one data node, which waits until its copy has
+// applied it, derives the triggers (wakes.ts) and publishes each to the seat's inbox.
+//
+// Exactly one trigger per (record, seat), through two layers, because they cover different
+// windows:
+//  1. The inbox message id is the trigger's event id, so the agent stream drops a second
+//     publish within its duplicate window (35 min). A node that published and died before
+//     acking has its record redelivered after WAKE_ACK_WAIT_MS (30 s) — well inside it.
+//  2. A redelivery can also come much later than any window: every data node down for an
+//     hour with the record unacked, or the feed's consumer re-created and the log replayed.
+//     So after publishing, the node writes a claim (`crewlet_claims`, key = event id), and
+//     a trigger whose claim exists is not published again. Publish-then-claim, never the
+//     reverse: a claim written before a publish that then failed would lose the wake, while
+//     a publish whose claim failed is still covered by layer 1 on the prompt redelivery.
+import { AckPolicy, DeliverPolicy, ReplayPolicy, type ConsumerMessages, type JsMsg, type JetStreamClient, type JetStreamManager } from "nats";
+import type { Clock } from "../clock.ts";
+import type { Company } from "../config/company.ts";
+import { CasConflict, type KvSlot } from "../coord/contract.ts";
+import type { Logger } from "../log.ts";
+import { encodeTrigger } from "../org/trigger.ts";
+import { durableName, mailboxSubject, STREAM_AGENT, stateLogStream } from "../queue/topics.ts";
+import type { EstateCopy } from "./copy.ts";
+import { decodeRecord } from "./records.ts";
+import { DOMAINS, type Domain } from "./schema.ts";
+import { deriveTriggers } from "./wakes.ts";
+
+/** The group every data node's wake feed for `domain` joins. */
+export function wakeGroup(domain: Domain): string {
+  return `wake-${domain}`;
+}
+
+/**
+ * A wake handler publishes a few small messages; one that has not acked in 30 s has died,
+ * and its record should go to another data node while the inbox dedupe window (35 min)
+ * still covers a second publish.
+ */
+export const WAKE_ACK_WAIT_MS = 30_000;
+/** Redeliveries before a record's wakes are given up (logged as wake_dropped). */
+export const WAKE_MAX_DELIVER = 25;
+/** Records one node holds unacked at once: a small batch, so a dead node strands little. */
+export const WAKE_MAX_ACK_PENDING = 64;
+const WAKE_PULL_MSGS = 16;
+/** How long a handler waits for its copy to apply the record before handing it back. */
+const WAKE_APPLY_WAIT_MS = 5_000;
+/** A handed-back record returns after this long: time for the copy to catch up or a peer to take it. */
+const WAKE_RETRY_DELAY_MS = 2_000;
+const RESTART_BACKOFF_MS = 1_000;
+const NS_PER_MS = 1_000_000;
+
+/** The claims slot's two operations the feed uses (coord.slot("claims") satisfies it). */
+export type WakeClaims = Pick<KvSlot, "get" | "create">;
+
+export interface WakeFeedOptions {
+  js: JetStreamClient;
+  jsm: () => Promise<JetStreamManager>;
+  copy: EstateCopy;
+  claims: WakeClaims;
+  company: () => Company;
+  clock: Clock;
+  log: Logger;
+}
+
+export class WakeFeeds {
+  private iters = new Map<Domain, ConsumerMessages>();
+  private loops: Promise<void>[] = [];
+  private closed = false;
+
+  constructor(private readonly o: WakeFeedOptions) {}
+
+  /** Creates each domain's group consumer (idempotent) and starts consuming. */
+  async start(): Promise<void> {
+    const jsm = await this.o.jsm();
+    for (const domain of DOMAINS) {
+      await jsm.consumers.add(stateLogStream(domain), {
+        durable_name: durableName(wakeGroup(domain)),
+        ack_policy: AckPolicy.Explicit,
+        // From the log's start: a feed created after the first records (boot order) must
+        // still see them; the claims stop a re-created feed from waking anyone twice.
+        deliver_policy: DeliverPolicy.All,
+        replay_policy: ReplayPolicy.Instant,
+        ack_wait: WAKE_ACK_WAIT_MS * NS_PER_MS,
+        max_deliver: WAKE_MAX_DELIVER,
+        max_ack_pending: WAKE_MAX_ACK_PENDING,
+        // Never reaped while every data node is down: the feed's cursor is the fleet's.
+        inactive_threshold: 0,
+      });
+    }
+    for (const domain of DOMAINS) this.loops.push(this.run(domain));
+  }
+
+  async stop(): Promise<void> {
+    this.closed = true;
+    for (const it of this.iters.values()) it.stop();
+    await Promise.all(this.loops);
+  }
+
+  private async run(domain: Domain): Promise<void> {
+    while (!this.closed) {
+      try {
+        const consumer = await this.o.js.consumers.get(stateLogStream(domain), durableName(wakeGroup(domain)));
+        const iter = await consumer.consume({ max_messages: WAKE_PULL_MSGS });
+        this.iters.set(domain, iter);
+        if (this.closed) iter.stop();
+        for await (const m of iter) await this.handle(domain, m);
+      } catch (err) {
+        if (this.closed) return;
+        this.o.log.warn("wake_feed_restarting", { domain, error: (err as Error).message });
+      } finally {
+        this.iters.delete(domain);
+      }
+      if (this.closed) return;
+      await this.o.clock.sleep(RESTART_BACKOFF_MS);
+    }
+  }
+
+  private handBack(m: JsMsg, domain: Domain, why: string): void {
+    if (m.info.deliveryCount >= WAKE_MAX_DELIVER) {
+      this.o.log.error("wake_dropped", { domain, seq: m.seq, deliveries: m.info.deliveryCount, reason: why });
+      m.term();
+      return;
+    }
+    this.o.log.debug("wake_handed_back", { domain, seq: m.seq, reason: why });
+    m.nak(WAKE_RETRY_DELAY_MS);
+  }
+
+  /** Handles one record; exported behaviour is only through the consumer. */
+  private async handle(domain: Domain, m: JsMsg): Promise<void> {
+    const copy = this.o.copy;
+    if (!copy.inService(domain)) return this.handBack(m, domain, "copy out of service");
+    const decoded = decodeRecord(domain, m.data);
+    // A peer running a newer build may read it; this node's applier is the one that judges.
+    if (!decoded.ok) return this.handBack(m, domain, `undecodable: ${decoded.error}`);
+    const applier = copy.appliers[domain];
+    if (!(await applier.waitApplied(m.seq, WAKE_APPLY_WAIT_MS))) return this.handBack(m, domain, "not applied here yet");
+    const record = decoded.record;
+    const done = applier.outcomeOf(record.op_id);
+    if (!done) return this.handBack(m, domain, "no ledger entry");
+    // Wake only for the record's first position: a retried op id appended again past the
+    // log's window is applied once, and wakes once.
+    if (done.position !== m.seq) {
+      m.ack();
+      return;
+    }
+    const roles = new Map(this.o.company().roles.map((r) => [r.handle, r.kind] as const));
+    const triggers = deriveTriggers(record, m.seq, {
+      seatKind: (h) => roles.get(h) ?? null,
+      outcome: done.outcome,
+      workItem: (key) =>
+        copy.sqlite.query<{ assignee: string | null; title: string }, [string]>("SELECT assignee, title FROM tracker_items WHERE key = ?").get(key),
+      channel: (id) => {
+        const row = copy.sqlite.query<{ kind: string; members: string }, [string]>("SELECT kind, members FROM chat_channels WHERE id = ?").get(id);
+        return row ? { kind: row.kind, members: JSON.parse(row.members) as string[] } : null;
+      },
+    });
+    try {
+      for (const t of triggers) {
+        if (await this.o.claims.get(t.event_id)) continue;
+        await this.o.js.publish(mailboxSubject(t.seat, "inbox"), encodeTrigger(t), {
+          msgID: t.event_id,
+          expect: { streamName: STREAM_AGENT },
+          timeout: WAKE_ACK_WAIT_MS / 3,
+        });
+        try {
+          await this.o.claims.create(t.event_id, new TextEncoder().encode(String(m.seq)));
+        } catch (err) {
+          if (!(err instanceof CasConflict)) throw err;
+        }
+        this.o.log.debug("wake_published", { seat: t.seat, type: t.type, event_id: t.event_id });
+      }
+    } catch (err) {
+      return this.handBack(m, domain, `publish failed: ${(err as Error).message}`);
+    }
+    m.ack();
+  }
+}

@@ -1,0 +1,82 @@
+// A trigger: what lands in a seat's inbox (`crewlet.agent.{handle}.inbox`) and wakes its
+// agent. The estate's wake feeds publish them; webhooks, schedules and colleagues will too.
+// The agent engine parses every delivery with triggerSchema: a bad one names its field.
+import { z } from "zod";
+
+export const TRIGGER_TYPES = [
+  /** A work item was assigned to the seat. */
+  "task_assigned",
+  /** Somebody else commented on a work item the seat is assigned. */
+  "task_comment",
+  /** A chat message mentioned @seat. */
+  "chat_mention",
+  /** A chat message in a DM the seat is part of. */
+  "chat_direct",
+  /** Something outside the company: a webhook, an inbound e-mail. */
+  "external_notification",
+  /** A colleague asks the seat for something and waits for the answer. */
+  "a2a_request",
+  /** A colleague tells the seat something; no answer is owed. */
+  "a2a_message",
+  /** A schedule fired. */
+  "schedule",
+] as const;
+export type TriggerType = (typeof TRIGGER_TYPES)[number];
+
+/** What a trigger points at in the estate, so the agent can read the rest itself. */
+export const triggerRefsSchema = z.strictObject({
+  channel: z.string().min(1).optional(),
+  message_id: z.string().min(1).optional(),
+  work_key: z.string().min(1).optional(),
+  comment_id: z.string().min(1).optional(),
+  /** The state-log position of the record that caused it, when one did. */
+  position: z.number().int().min(0).optional(),
+});
+
+/**
+ * A trigger's text is a summary plus the words that caused it; the agent reads anything
+ * longer from the estate through refs. 32 KiB matches the largest chat message.
+ */
+export const MAX_TRIGGER_TEXT_BYTES = 32 * 1024;
+
+export const triggerSchema = z.strictObject({
+  type: z.enum(TRIGGER_TYPES),
+  /** Unique per (cause, seat): also the inbox message id, so a redelivered cause wakes nobody twice. */
+  event_id: z.string().min(1).max(256).regex(/^[A-Za-z0-9_\-.:]+$/, "event ids are letters, digits and _ - . :"),
+  /** The seat handle whose inbox this is. */
+  seat: z.string().regex(/^[a-z0-9][a-z0-9_\-]{0,47}$/, "seat handles are lower-case letters, digits, _ and -"),
+  /**
+   * The conversation this continues: `chat:{channel}:{thread root}`, `work:{key}`,
+   * `a2a:{exchange}`. Turns on one key share context; different keys do not.
+   */
+  conversation: z.string().min(1).max(512),
+  /** Who caused it (a seat handle, a person, `token:{id}`, an integration). */
+  from: z.string().min(1).max(128),
+  text: z.string().refine((s) => Buffer.byteLength(s, "utf8") <= MAX_TRIGGER_TEXT_BYTES, `is over ${MAX_TRIGGER_TEXT_BYTES} bytes`),
+  refs: triggerRefsSchema,
+  /** Clock ms of the cause (the record's time), not of the publish. */
+  created_at: z.number().int().min(0),
+});
+
+export type Trigger = z.output<typeof triggerSchema>;
+
+export function encodeTrigger(t: Trigger): Uint8Array {
+  return new TextEncoder().encode(JSON.stringify(triggerSchema.parse(t)));
+}
+
+export type DecodedTrigger = { ok: true; trigger: Trigger } | { ok: false; error: string };
+
+export function decodeTrigger(data: Uint8Array): DecodedTrigger {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(data));
+  } catch (err) {
+    return { ok: false, error: `not JSON: ${(err as Error).message}` };
+  }
+  const parsed = triggerSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return { ok: false, error: `${issue?.path.join(".") || "trigger"}: ${issue?.message ?? "invalid"}` };
+  }
+  return { ok: true, trigger: parsed.data };
+}
