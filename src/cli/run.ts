@@ -1,0 +1,56 @@
+// crewlet run [crewlet.yaml]: boot this node and keep it up until a signal. The first
+// SIGINT/SIGTERM drains gracefully (the sidecar stops last); a second exits at once.
+import { ConfigError, loadConfigFile } from "../config/load.ts";
+import { createLogger, fileSink, streamSink, type LogSink } from "../log.ts";
+import { CrewletNode, EXIT_FAILURE } from "../node/node.ts";
+import { parseFlags } from "./args.ts";
+
+export const EXIT_BAD_CONFIG = 2;
+/** What a process killed by a second signal reports: 128 + SIGINT, as a shell would. */
+const EXIT_SECOND_SIGNAL = 130;
+
+export async function runRun(args: string[]): Promise<number> {
+  const { positionals } = parseFlags(args, {}, 1);
+  const file = positionals[0] ?? "crewlet.yaml";
+  let loaded;
+  try {
+    loaded = loadConfigFile(file);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      return EXIT_BAD_CONFIG;
+    }
+    throw err;
+  }
+  const lc = loaded.config.logging;
+  const sinks: LogSink[] = [];
+  if (lc.stderr) sinks.push(streamSink(2, lc.format));
+  if (lc.file) sinks.push(fileSink(lc.file, lc.format));
+  const log = createLogger({ level: lc.level, sinks, fields: { node: loaded.nodeId } });
+
+  let node: CrewletNode | null = null;
+  let signals = 0;
+  const onSignal = (sig: string) => {
+    signals++;
+    if (signals > 1 || !node) {
+      process.stderr.write(`crewlet: second ${sig}, exiting now\n`);
+      process.exit(EXIT_SECOND_SIGNAL);
+    }
+    log.info("node_signal", { signal: sig, action: "drain" });
+    void node.stop(0, sig);
+  };
+  process.on("SIGINT", () => onSignal("SIGINT"));
+  process.on("SIGTERM", () => onSignal("SIGTERM"));
+
+  try {
+    node = await CrewletNode.start({
+      loaded,
+      log,
+      announce: (lines) => process.stdout.write(lines.join("\n") + "\n"),
+    });
+  } catch (err) {
+    console.error(`crewlet: ${loaded.nodeId} failed to start: ${(err as Error).message}`);
+    return EXIT_FAILURE;
+  }
+  return node.stopped;
+}

@@ -1,0 +1,182 @@
+// Real `crewlet run` processes on 127.0.0.1 for fleet tests: each node its own store dir,
+// ports and log file; members cluster with each other, leaves join a member's leaf port.
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { stringify } from "yaml";
+import { freePort } from "./ports.ts";
+
+const MAIN = resolve(import.meta.dir, "../../src/main.ts");
+/** Test token: fixed so the tests can call every route; ≥ 24 chars like any token. */
+export const TEST_TOKEN = "test-token-0123456789abcdef";
+
+export interface NodeSpec {
+  id: string;
+  kind: "member" | "leaf";
+  roles?: string[];
+  labels?: Record<string, string>;
+}
+
+export interface FleetNode {
+  id: string;
+  dir: string;
+  configFile: string;
+  apiUrl: string;
+  apiPort: number;
+  clientPort: number;
+  monitorPort: number;
+  clusterPort: number;
+  leafPort: number;
+  proc: ReturnType<typeof Bun.spawn> | null;
+  logFile: string;
+  start(): Promise<void>;
+  waitReady(timeout_ms?: number): Promise<void>;
+  /** SIGTERM and wait for the exit code. */
+  stop(): Promise<number>;
+  kill(signal?: NodeJS.Signals): void;
+  exited(): Promise<number>;
+  get(path: string): Promise<Response>;
+  post(path: string, body: unknown): Promise<Response>;
+  log(): string;
+  events(name: string): Record<string, unknown>[];
+}
+
+export interface FleetOptions {
+  nodes: NodeSpec[];
+  leaseTtlSeconds?: number;
+  company?: unknown;
+  replicas?: number;
+  env?: Record<string, string>;
+}
+
+export interface Fleet {
+  root: string;
+  nodes: FleetNode[];
+  node(id: string): FleetNode;
+  stop(): Promise<void>;
+}
+
+export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
+  const root = mkdtempSync(join(tmpdir(), "crewlet-fleet-"));
+  const members = opts.nodes.filter((n) => n.kind === "member");
+  const ports = new Map<string, { api: number; client: number; monitor: number; cluster: number; leaf: number }>();
+  for (const n of opts.nodes) {
+    ports.set(n.id, { api: await freePort(), client: await freePort(), monitor: await freePort(), cluster: await freePort(), leaf: await freePort() });
+  }
+  const fleetShape = opts.nodes.length > 1;
+  const nodes = opts.nodes.map((spec): FleetNode => {
+    const p = ports.get(spec.id)!;
+    const dir = join(root, spec.id);
+    mkdirSync(dir, { recursive: true });
+    const stream: Record<string, unknown> = { client_port: p.client, monitor_port: p.monitor };
+    if (spec.kind === "member") {
+      if (members.length > 1) {
+        stream.cluster = {
+          port: p.cluster,
+          peers: members.filter((m) => m.id !== spec.id).map((m) => `127.0.0.1:${ports.get(m.id)!.cluster}`),
+        };
+        stream.replicas = opts.replicas ?? Math.min(3, members.length);
+      }
+      if (opts.nodes.some((n) => n.kind === "leaf")) stream.leaf = { port: p.leaf };
+    } else {
+      stream.leaf = { urls: members.map((m) => `nats://127.0.0.1:${ports.get(m.id)!.leaf}`) };
+    }
+    const config: Record<string, unknown> = {
+      node: { id: spec.id, roles: spec.roles ?? (spec.kind === "leaf" ? ["seats"] : undefined), labels: spec.labels },
+      store: { dir: join(dir, "store"), scratch: spec.kind === "leaf" },
+      stream,
+      coordination: { type: fleetShape ? "embedded-kv" : "local", lease_ttl_seconds: opts.leaseTtlSeconds ?? 45 },
+      api: { port: p.api, tokens: [{ id: "test", token: TEST_TOKEN }] },
+      logging: { level: "debug", format: "json", stderr: true },
+      ...(opts.company ? { company: opts.company } : {}),
+    };
+    const configFile = join(dir, "crewlet.yaml");
+    writeFileSync(configFile, stringify(JSON.parse(JSON.stringify(config))));
+    const logFile = join(dir, "node.log");
+    const apiUrl = `http://127.0.0.1:${p.api}`;
+    const node: FleetNode = {
+      id: spec.id,
+      dir,
+      configFile,
+      apiUrl,
+      apiPort: p.api,
+      clientPort: p.client,
+      monitorPort: p.monitor,
+      clusterPort: p.cluster,
+      leafPort: p.leaf,
+      proc: null,
+      logFile,
+      async start() {
+        const out = Bun.file(logFile);
+        node.proc = Bun.spawn([process.execPath, MAIN, "run", configFile], {
+          stdout: "ignore",
+          stderr: out,
+          env: { ...process.env, ...opts.env },
+        });
+      },
+      async waitReady(timeout_ms = 30_000) {
+        const deadline = Date.now() + timeout_ms;
+        for (;;) {
+          try {
+            const res = await fetch(`${apiUrl}/ready`);
+            if (res.ok) return;
+          } catch {
+            // not listening yet
+          }
+          if (node.proc && node.proc.exitCode !== null) throw new Error(`${spec.id} exited ${node.proc.exitCode} before ready:\n${node.log().slice(-3000)}`);
+          if (Date.now() > deadline) throw new Error(`${spec.id} not ready within ${timeout_ms} ms:\n${node.log().slice(-3000)}`);
+          await Bun.sleep(50);
+        }
+      },
+      async stop() {
+        if (!node.proc || node.proc.exitCode !== null) return node.proc?.exitCode ?? 0;
+        node.proc.kill("SIGTERM");
+        return node.proc.exited;
+      },
+      kill(signal = "SIGKILL") {
+        node.proc?.kill(signal);
+      },
+      exited() {
+        return node.proc ? node.proc.exited : Promise.resolve(0);
+      },
+      get: (path) => fetch(`${apiUrl}${path}`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } }),
+      post: (path, body) =>
+        fetch(`${apiUrl}${path}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${TEST_TOKEN}`, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        }),
+      log() {
+        try {
+          return readFileSync(logFile, "utf8");
+        } catch {
+          return "";
+        }
+      },
+      events(name) {
+        return node
+          .log()
+          .split("\n")
+          .filter((l) => l.includes(`"event":"${name}"`))
+          .map((l) => {
+            try {
+              return JSON.parse(l) as Record<string, unknown>;
+            } catch {
+              return {};
+            }
+          });
+      },
+    };
+    return node;
+  });
+  return {
+    root,
+    nodes,
+    node: (id) => nodes.find((n) => n.id === id) ?? (() => { throw new Error(`no node ${id}`); })(),
+    async stop() {
+      for (const n of nodes) if (n.proc && n.proc.exitCode === null) n.proc.kill("SIGKILL");
+      await Promise.all(nodes.map((n) => n.proc?.exited));
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
