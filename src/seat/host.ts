@@ -390,7 +390,20 @@ export class SeatHost {
       draining: this.draining,
       withdrawn: this.withdrawn,
       seats_held: this.seatsHeldCount(),
+      seats_by_group: this.seatsByGroup(),
     };
+  }
+
+  /** Seats held per placement group (healthy, establishing or leaving; not stuck ones). */
+  private seatsByGroup(): Record<string, number> {
+    const keyOf = new Map(this.seatsSpec.map((s) => [s.handle, placementKey(s.placement)]));
+    const out: Record<string, number> = {};
+    for (const s of this.seats.values()) {
+      const key = keyOf.get(s.handle);
+      if (key === undefined || s.phase === "undead" || (!s.lease_held && s.finished)) continue;
+      out[key] = (out[key] ?? 0) + 1;
+    }
+    return out;
   }
 
   /** Seats whose lease this node holds and some live node may run. */

@@ -50,6 +50,9 @@ export interface PresenceFact {
   protocol: number;
   /** Seats it runs plus stuck ones, placeable only; an unreadable count reads as 0. */
   seats_held: number;
+  /** Seats it holds per placement group (placementKey → count); absent when the row does
+   * not say, and then it takes no part in balancing. */
+  seats_by_group?: Readonly<Record<string, number>>;
   draining: boolean;
   withdrawn: boolean;
 }
@@ -120,6 +123,11 @@ export interface GroupPlan {
   /** Held here (healthy + not ready). */
   held: number;
   self_matches: boolean;
+  /** floor(size / matching nodes): anyone may claim up to this; past it only a node
+   * holding no more of the group than any peer does (see `balance`). */
+  floor: number;
+  /** Fewest seats of the group a matching peer says it holds; null when none says. */
+  peer_min: number | null;
 }
 
 export interface Plan {
@@ -135,6 +143,8 @@ export interface Plan {
   placeable: number;
   /** Seats this node would advertise as seats_held (placeable ones only). */
   seats_held: number;
+  /** What this node would advertise as seats_by_group. */
+  seats_by_group: Record<string, number>;
   withheld: WithheldReason | null;
   /** There is room and claiming is allowed, but the caller passed no leases to judge. */
   leases_needed: boolean;
@@ -215,7 +225,19 @@ export function plan(input: PlanInput): Plan {
     const matching_nodes = placing.filter((p) => nodeMatches(p, g.placement)).length + (self_matches ? 1 : 0);
     const share = matching_nodes > 0 ? Math.ceil(g.seats.length / matching_nodes) : 0;
     const held = g.seats.filter((h) => healthy.has(h) || notReady.has(h)).length;
-    const gp: GroupPlan = { key, placement: g.placement, seats: [...g.seats].sort(byText), matching_nodes, share, allowance: 0, held, self_matches };
+    const floor = matching_nodes > 0 ? Math.floor(g.seats.length / matching_nodes) : 0;
+    const gp: GroupPlan = {
+      key,
+      placement: g.placement,
+      seats: [...g.seats].sort(byText),
+      matching_nodes,
+      share,
+      allowance: 0,
+      held,
+      self_matches,
+      floor,
+      peer_min: null,
+    };
     groups.push(gp);
     for (const h of g.seats) groupOf.set(h, gp);
   }
@@ -274,6 +296,35 @@ export function plan(input: PlanInput): Plan {
     }
   }
 
+  // Balance. Ceiling shares alone leave a node that joined a full fleet short for good
+  // (12 seats on 5 nodes can rest at 3/3/3/3/0: nobody is over its share of 3). Peers say
+  // per group what they hold, so: past the floor only a node holding no more of a group
+  // than any peer may claim in it, and when the group is fully held and its counts differ
+  // by two or more, the one node at the top (highest node id among those at the maximum,
+  // so exactly one moves) gives one seat back. Each such move takes a seat from a node at
+  // the maximum to one at least two below it, so the sum of squared counts falls and the
+  // moves stop; nothing is claimed on the counts, so a stale one costs a move, never a
+  // seat held twice.
+  for (const g of mine) {
+    const counts: { node_id: string; held: number }[] = [{ node_id: self.node_id, held: g.held }];
+    for (const p of placing) {
+      if (!p.seats_by_group || !nodeMatches(p, g.placement)) continue;
+      counts.push({ node_id: p.node_id, held: Math.max(0, p.seats_by_group[g.key] ?? 0) });
+    }
+    const peers = counts.slice(1);
+    g.peer_min = peers.length > 0 ? Math.min(...peers.map((c) => c.held)) : null;
+    if (releases.length >= releaseLimit || releases.some((r) => groupOf.get(r.handle) === g)) continue;
+    if (peers.length + 1 < g.matching_nodes) continue; // someone's count is unknown
+    const total = counts.reduce((n, c) => n + c.held, 0);
+    const max = Math.max(...counts.map((c) => c.held));
+    const min = Math.min(...counts.map((c) => c.held));
+    if (total < g.seats.length || max - min < 2 || g.held !== max) continue;
+    const top = counts.filter((c) => c.held === max).map((c) => c.node_id).sort(byText).at(-1);
+    if (top !== self.node_id) continue;
+    const candidate = g.seats.filter((h) => healthy.has(h)).sort(keepOrder)[0];
+    if (candidate) releases.push({ handle: candidate, reason: "rebalance" });
+  }
+
   // Presences' counts (this node's own from its holdings) covering every placeable seat
   // means nothing is free: try nothing. The counts err toward trying (unreadable = 0, a
   // lapsed presence is not listed), and nothing is claimed on them.
@@ -302,7 +353,11 @@ export function plan(input: PlanInput): Plan {
   }
 
   const claims: string[] = [];
-  const room = mine.some((g) => g.allowance - g.held > 0);
+  const roomIn = (g: GroupPlan): number => {
+    const cap = g.peer_min === null ? Number.POSITIVE_INFINITY : Math.max(g.floor, g.peer_min + 1);
+    return Math.min(g.allowance, cap) - g.held;
+  };
+  const room = mine.some((g) => roomIn(g) > 0);
   const mayClaim = withheld === null && !fleetFull && room;
   const leases_needed = mayClaim && input.leases === null;
   if (mayClaim && input.leases) {
@@ -322,7 +377,7 @@ export function plan(input: PlanInput): Plan {
     };
     for (const g of mine) {
       if (claims.length >= CLAIM_LIMIT_PER_SWEEP) break;
-      const roomHere = g.allowance - g.held;
+      const roomHere = roomIn(g);
       if (roomHere <= 0) continue;
       const candidates = g.seats.filter(free).sort(claimOrder);
       for (const h of candidates.slice(0, roomHere)) {
@@ -332,5 +387,8 @@ export function plan(input: PlanInput): Plan {
     }
   }
 
-  return { claims, releases, orphans, unplaceable, fleetFull, capacity, placeable, seats_held, withheld, leases_needed, groups };
+  const seats_by_group: Record<string, number> = {};
+  for (const g of groups) if (g.held > 0) seats_by_group[g.key] = g.held;
+
+  return { claims, releases, orphans, unplaceable, fleetFull, capacity, placeable, seats_held, seats_by_group, withheld, leases_needed, groups };
 }

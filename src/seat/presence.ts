@@ -29,6 +29,8 @@ export interface PresenceMeta {
   /** seats_withdrawn: unserviceable, so peers leave it out of every share. */
   withdrawn: boolean;
   seats_held: number;
+  /** Seats held per placement group (placementKey → count), for balancing. */
+  seats_by_group: Record<string, number>;
 }
 
 // A peer's row is input from outside: parsed, never trusted. Strictly first, so a bad
@@ -42,6 +44,7 @@ const strictMeta = z.object({
   draining: z.boolean(),
   withdrawn: z.boolean(),
   seats_held: z.number().int().nonnegative(),
+  seats_by_group: z.record(z.string(), z.number().int().nonnegative()),
 });
 const lenientMeta = z.object({
   roles: z.array(z.string()).catch([]),
@@ -51,6 +54,7 @@ const lenientMeta = z.object({
   draining: z.boolean().catch(false),
   withdrawn: z.boolean().catch(false),
   seats_held: z.number().int().nonnegative().catch(0),
+  seats_by_group: z.record(z.string(), z.number().int().nonnegative()).optional().catch(undefined),
 });
 
 export interface PresenceRow extends PresenceFact {
@@ -74,6 +78,7 @@ export function parsePresence(view: LeaseView, log?: Logger): PresenceRow {
     labels: meta.labels,
     protocol: view.protocol,
     seats_held: meta.seats_held,
+    seats_by_group: meta.seats_by_group,
     draining: meta.draining,
     withdrawn: meta.withdrawn,
     broker: meta.broker,

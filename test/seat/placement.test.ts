@@ -395,33 +395,46 @@ describe("unplaceable and fleet full", () => {
   });
 });
 
+function byGroup(all: SeatSpec[], hs: Set<string>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const s of all) if (hs.has(s.handle)) out[placementKey(s.placement)] = (out[placementKey(s.placement)] ?? 0) + 1;
+  return out;
+}
+function converge(
+  nodeIds: string[],
+  labels: Record<string, Record<string, string>>,
+  all: SeatSpec[],
+  start?: Map<string, Set<string>>,
+) {
+  const held = start ?? new Map<string, Set<string>>(nodeIds.map((n) => [n, new Set<string>()]));
+  for (let round = 0; round < 200; round++) {
+    let moved = false;
+    for (const id of nodeIds) {
+      const others = nodeIds.filter((n) => n !== id);
+      const leases: Record<string, string> = {};
+      for (const [n, hs] of held) for (const h of hs) leases[h] = n;
+      const p = run({
+        self: { node_id: id, labels: labels[id] ?? {} },
+        seats: all,
+        peers: others.map((n) =>
+          node(n, { labels: labels[n] ?? {}, seats_held: held.get(n)!.size, seats_by_group: byGroup(all, held.get(n)!) }),
+        ),
+        healthy: [...held.get(id)!],
+        leases,
+      });
+      for (const r of p.releases) held.get(id)!.delete(r.handle);
+      for (const c of p.claims) held.get(id)!.add(c);
+      if (p.releases.length || p.claims.length) moved = true;
+    }
+    if (!moved) return { held, rounds: round };
+  }
+  throw new Error("did not converge");
+}
+
+
 describe("convergence", () => {
   // Repeatedly plan every node against the others' holdings until nothing moves: shares
   // over the nodes that match a group cover it, and a node at its share never re-claims.
-  function converge(nodeIds: string[], labels: Record<string, Record<string, string>>, all: SeatSpec[]) {
-    const held = new Map<string, Set<string>>(nodeIds.map((n) => [n, new Set<string>()]));
-    for (let round = 0; round < 200; round++) {
-      let moved = false;
-      for (const id of nodeIds) {
-        const others = nodeIds.filter((n) => n !== id);
-        const leases: Record<string, string> = {};
-        for (const [n, hs] of held) for (const h of hs) leases[h] = n;
-        const p = run({
-          self: { node_id: id, labels: labels[id] ?? {} },
-          seats: all,
-          peers: others.map((n) => node(n, { labels: labels[n] ?? {}, seats_held: held.get(n)!.size })),
-          healthy: [...held.get(id)!],
-          leases,
-        });
-        for (const r of p.releases) held.get(id)!.delete(r.handle);
-        for (const c of p.claims) held.get(id)!.add(c);
-        if (p.releases.length || p.claims.length) moved = true;
-      }
-      if (!moved) return { held, rounds: round };
-    }
-    throw new Error("did not converge");
-  }
-
   test("12 seats over 3 nodes settle 4/4/4 from an empty fleet", () => {
     const { held } = converge(["a", "b", "c"], {}, seats("s", 12));
     expect([...held.values()].map((s) => s.size)).toEqual([4, 4, 4]);
@@ -438,6 +451,57 @@ describe("convergence", () => {
     expect(owners.get("pin")).toEqual(["c"]);
     const gpu = ["a", "b"].map((n) => [...held.get(n)!].filter((h) => h.startsWith("g")).length);
     expect(Math.max(...gpu) - Math.min(...gpu)).toBeLessThanOrEqual(1);
+  });
+});
+
+describe("balancing", () => {
+  const all = seats("s", 12);
+  const key = placementKey(undefined);
+  const full = (counts: Record<string, number>) =>
+    Object.entries(counts).map(([id, n]) => node(id, { seats_held: n, seats_by_group: n > 0 ? { [key]: n } : {} }));
+  const mine = (n: number) => all.slice(0, n).map((s) => s.handle);
+
+  test("a full group whose counts differ by two gives one seat back, from exactly one node", () => {
+    // 12 seats on 5 nodes rest at 3/3/3/3/0 on ceiling shares alone.
+    const movers = ["a", "b", "c", "d"].filter((id) => {
+      const peers = full({ a: 3, b: 3, c: 3, d: 3, e: 0 }).filter((p) => p.node_id !== id);
+      return run({ self: { node_id: id }, seats: all, peers, healthy: mine(3) }).releases.length > 0;
+    });
+    expect(movers).toEqual(["d"]);
+  });
+
+  test("past the floor only a node holding no more than every peer may claim", () => {
+    // d just gave one back: 3/3/3/2/0. d (at 2 = floor) may not take it back; e may.
+    const leases = Object.fromEntries(all.slice(1).map((s) => [s.handle, "x"]));
+    const d = run({ self: { node_id: "d" }, seats: all, peers: full({ a: 3, b: 3, c: 3, e: 0 }), healthy: mine(2), leases });
+    expect(d.groups[0]!.floor).toBe(2);
+    expect(d.claims).toEqual([]);
+    const e = run({ self: { node_id: "e" }, seats: all, peers: full({ a: 3, b: 3, c: 3, d: 2 }), leases });
+    expect(e.claims).toEqual(["s01"]);
+  });
+
+  test("a group that is not fully held does not balance: the free seats are claimed instead", () => {
+    const p = run({ self: { node_id: "d" }, seats: all, peers: full({ a: 3, b: 3, e: 0 }), healthy: mine(3) });
+    expect(p.releases).toEqual([]);
+  });
+
+  test("a peer whose row does not carry per-group counts stops balancing, never starts it", () => {
+    const peers = [...full({ a: 3, b: 3, c: 3 }), node("e", { seats_held: 0 })];
+    const p = run({ self: { node_id: "d" }, seats: all, peers, healthy: mine(3) });
+    expect(p.releases).toEqual([]);
+  });
+
+  test("nodes joining a full fleet one at a time end within one seat of each other", () => {
+    const ids = ["a", "b", "c", "d", "e"];
+    let held = new Map<string, Set<string>>();
+    for (let i = 1; i <= ids.length; i++) {
+      const present = ids.slice(0, i);
+      for (const id of present) if (!held.has(id)) held.set(id, new Set());
+      held = converge(present, {}, all, held).held;
+    }
+    const counts = [...held.values()].map((s) => s.size);
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(12);
+    expect(Math.max(...counts) - Math.min(...counts)).toBeLessThanOrEqual(1);
   });
 });
 
