@@ -69,6 +69,8 @@ export function logStreamConfig(domain: Domain, replicas: number): StreamConfig 
 
 /** JetStream API error: stream name already in use with a different configuration. */
 const STREAM_NAME_IN_USE = 10058;
+/** JetStream API error: stream not found. */
+const STREAM_NOT_FOUND = 10059;
 
 function apiErrorCode(err: unknown): number | undefined {
   const api = (err as { api_error?: { err_code?: number } } | null)?.api_error;
@@ -109,6 +111,12 @@ export class StateLog {
     const jsm = await this.jsm();
     await Promise.all(
       DOMAINS.map(async (domain) => {
+        try {
+          await jsm.streams.info(stateLogStream(domain));
+          return;
+        } catch (err) {
+          if (apiErrorCode(err) !== STREAM_NOT_FOUND) throw new Error(`estate: reading ${stateLogStream(domain)} failed: ${String(err)}`);
+        }
         try {
           await jsm.streams.add(logStreamConfig(domain, replicas));
           this.log.info("estate_log_created", { stream: stateLogStream(domain), replicas });
