@@ -114,6 +114,8 @@ export class GateView {
       const waiter = { revision, resolve: () => (timer.cancel(), resolve()) };
       const timer = this.clock.setTimeout(() => {
         this.waiters = this.waiters.filter((w) => w !== waiter);
+        // A watch that fell behind may sit on a member that died: start afresh next time.
+        this.stop();
         reject(new StoreUnavailable(`gate view did not reach revision ${revision} in ${this.wait_ms} ms`));
       }, this.wait_ms);
       this.waiters.push(waiter);

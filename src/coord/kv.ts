@@ -37,6 +37,10 @@ const STREAM_NAME_IN_USE_ERR_CODE = 10058;
 const DUPLICATE_WINDOW_MAX_MS = 2 * 60 * 1000;
 /** The key the store-clock probe writes; outside every lease kind, so no lease view counts it. */
 const CLOCK_KEY = "_clock";
+/** Listing attempts: on a cluster that just lost a member, the server may place the
+ *  listing's ephemeral consumer on the dead member, where it never answers; a fresh one
+ *  lands elsewhere. Three bounds the cost of a store that is really down. */
+const LIST_ATTEMPTS = 3;
 /** Bound on one listing (keys/entries): far above any fleet's seat count. */
 const LIST_LIMIT = 1_000_000;
 
@@ -152,6 +156,18 @@ export class JetStreamBucket implements Bucket {
   /** A snapshot: an ordered consumer on the last message per key, until it has them all. */
   async entries(filter = ">"): Promise<KvEntry[]> {
     validateWireKey(filter, true);
+    let lastErr: unknown = null;
+    for (let attempt = 0; attempt < LIST_ATTEMPTS; attempt++) {
+      try {
+        return await this.listOnce(filter);
+      } catch (err) {
+        lastErr = err;
+      }
+    }
+    throw lastErr;
+  }
+
+  private async listOnce(filter: string): Promise<KvEntry[]> {
     const out: KvEntry[] = [];
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
