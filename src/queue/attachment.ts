@@ -223,6 +223,7 @@ export class AttachmentCore implements Attachment {
   }
 
   private handBack(m: RawMessage, reason: string): void {
+    this.log.debug("queue_delivery_handed_back", { subject: m.delivery.subject, seq: m.delivery.streamSeq, delivery_count: m.delivery.deliveryCount, reason });
     void this.settle(m, "handback", reason);
   }
 
