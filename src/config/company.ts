@@ -5,7 +5,16 @@
 import { z } from "zod";
 
 export const HANDLE_RE = /^[a-z0-9][a-z0-9_\-]{0,47}$/;
-const handle = z.string().regex(HANDLE_RE, "handles are lower-case letters, digits, _ and -, at most 48 chars");
+/**
+ * A seat's control and reflect groups are `agent-{handle}-control` / `-reflect`: a handle
+ * ending that way would name another seat's group, and one durable name cannot be two
+ * mailboxes.
+ */
+export const RESERVED_HANDLE_SUFFIX = /-(control|reflect)$/;
+const handle = z
+  .string()
+  .regex(HANDLE_RE, "handles are lower-case letters, digits, _ and -, at most 48 chars")
+  .refine((h) => !RESERVED_HANDLE_SUFFIX.test(h), "a handle may not end in -control or -reflect (those name a seat's other mailboxes)");
 
 /** Derives a handle from a role name: "Chief Technology Officer" → "chief-technology-officer". */
 export function handleFromName(name: string): string {
@@ -124,7 +133,7 @@ const companyShape = z.strictObject({
 export const companySchema = companyShape.transform((c, ctx) => {
   const roles = c.roles.map((r, i) => {
     const h = r.handle ?? handleFromName(r.name);
-    if (!HANDLE_RE.test(h)) {
+    if (!HANDLE_RE.test(h) || RESERVED_HANDLE_SUFFIX.test(h)) {
       ctx.addIssue({ code: "custom", path: ["roles", i, "handle"], message: `cannot derive a handle from name "${r.name}"; set handle` });
     }
     return { ...r, handle: h };

@@ -17,7 +17,18 @@ import { CREWLET_VERSION, LEASE_PROTOCOL } from "../version.ts";
 import { startBroker, type RunningBroker } from "../broker/index.ts";
 import { loadOrMintToken, TokenAuth, type ApiToken } from "../api/auth.ts";
 import { createApp, type RouteGroup } from "../api/app.ts";
+import { fleetGroups } from "../api/routes/fleet.ts";
+import { agentSeats, companySchema, type Company } from "../config/company.ts";
+import { createCoordination, type CoordinationHandle } from "../coord/index.ts";
+import { openEstate, type Estate } from "../estate/estate.ts";
+import { defer, type Delivery, type Outcome } from "../queue/contract.ts";
+import { JetStreamQueue } from "../queue/jetstream.ts";
+import { ensureSeatMailboxes } from "../queue/mailboxes.ts";
+import { SeatHost, type TurnContext } from "../seat/host.ts";
+import { Watchdog } from "../seat/watchdog.ts";
 import { brokerPlanFor } from "./broker-plan.ts";
+import { CompanyRevisions, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "./company-revisions.ts";
+import { dataNodesFrom } from "./data-nodes.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
 
 export interface NodeOptions {
@@ -27,6 +38,9 @@ export interface NodeOptions {
   /** Called once with the boot summary lines (URL, minted token) meant for a person. */
   announce?: (lines: string[]) => void;
 }
+
+/** A node whose fleet has no company yet runs with none: no seats, an empty estate. */
+const EMPTY_COMPANY: Company = companySchema.parse({ name: "Crewlet" });
 
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
@@ -43,6 +57,14 @@ export class CrewletNode {
   private broker: RunningBroker | null = null;
   private nc: NatsConnection | null = null;
   private server: ReturnType<typeof Bun.serve> | null = null;
+  private fetchHandler: (req: Request) => Response | Promise<Response> = () => new Response("booting", { status: 503 });
+  private queue: JetStreamQueue | null = null;
+  private coord: CoordinationHandle | null = null;
+  private revisions: RevisionFollower | null = null;
+  private estate: Estate | null = null;
+  private seats: SeatHost | null = null;
+  private watchdog: Watchdog | null = null;
+  private company: Company | null = null;
   private bootStep = "starting";
   private readyFlag = false;
   private stopping: Promise<number> | null = null;
@@ -88,6 +110,8 @@ export class CrewletNode {
   }
 
   health(): Record<string, unknown> {
+    const seats = this.seats?.health();
+    const { unproven_seconds, ...seatFacts } = seats ?? { unproven_seconds: undefined };
     return {
       node: this.nodeId,
       roles: this.config.node.roles,
@@ -96,6 +120,10 @@ export class CrewletNode {
       broker: brokerKind(this.config),
       uptime_seconds: Math.round((this.clock.now() - this.startedAt) / 1000),
       ready: this.readyFlag,
+      company_epoch: this.revisions?.epoch ?? null,
+      ...(seats ? { seats: seatFacts } : {}),
+      ...(unproven_seconds ? { unproven_seconds } : {}),
+      ...(this.estate ? { estate: this.estate.health() } : {}),
     };
   }
 
@@ -115,8 +143,8 @@ export class CrewletNode {
     this.step("api");
     const { tokens, minted } = this.apiTokens(storeDir);
     const auth = new TokenAuth(tokens);
-    this.groups = [];
-    this.serveApi(auth);
+    this.serveApi();
+    this.mountApi(auth, []);
 
     this.step("broker");
     const plan = brokerPlanFor(c, this.nodeId);
@@ -142,6 +170,94 @@ export class CrewletNode {
     });
     this.watchConnection(this.nc);
 
+    const nc = this.nc;
+    const ttl_ms = c.coordination.lease_ttl_seconds * 1000;
+    const replicas = c.stream.replicas;
+
+    this.step("streams");
+    this.queue = new JetStreamQueue({ nc, replicas, clock: this.clock, log: this.log });
+    await this.queue.ensureStreams();
+
+    this.step("coordination");
+    this.coord = await createCoordination({ type: c.coordination.type, nc, replicas, lease_ttl_ms: ttl_ms, clock: this.clock, log: this.log });
+    const coord = this.coord;
+    this.onStop(() => coord.close());
+
+    this.step("company");
+    const revisions = new CompanyRevisions(coord.slot("config"), coord.slot("status"), this.nodeId, this.clock, this.log);
+    if (c.company) {
+      const { changed } = await revisions.activate(c.company);
+      if (changed) nc.publish(REVISION_ACTIVATED_SUBJECT);
+    }
+    const active = await revisions.active();
+    this.company = active?.company ?? null;
+
+    // Every seat's mailbox exists before anything publishes to it.
+    this.step("mailboxes");
+    if (this.company) await ensureSeatMailboxes(this.queue, agentSeats(this.company).map((s) => s.handle), this.clock, this.log);
+
+    const roles = c.node.roles;
+    this.step("estate");
+    this.estate = openEstate({
+      nc,
+      storeDir,
+      replicas,
+      nodeId: this.nodeId,
+      roles,
+      company: this.company ?? EMPTY_COMPANY,
+      clock: this.clock,
+      log: this.log,
+      dataNodes: dataNodesFrom(coord.leases, this.clock),
+      claims: coord.slot("claims"),
+    });
+    const estate = this.estate;
+    await estate.start();
+    this.onStop(() => estate.stop());
+
+    // Every node holds a presence lease (the fleet's size is counted from them); only a
+    // node with the seats role claims seats.
+    this.step("seats");
+    this.watchdog = new Watchdog({ clock: this.clock, threshold_ms: () => coord.lease_ttl_ms });
+    this.seats = new SeatHost({
+      node_id: this.nodeId,
+      roles,
+      labels: c.node.labels,
+      broker: brokerKind(c),
+      leases: coord.leases,
+      queue: this.queue,
+      clock: this.clock,
+      log: this.log,
+      lease_ttl_ms: () => coord.lease_ttl_ms,
+      takeover: true,
+      handler: (d, turn) => this.handleInbox(d, turn),
+      watchdog: this.watchdog,
+    });
+    const seats = this.seats;
+    await seats.start(this.company ? agentSeats(this.company) : []);
+    this.watchdog.arm();
+    this.onStop(async () => {
+      this.watchdog?.disarm();
+      await seats.drain();
+      await seats.stop();
+    });
+
+    this.step("revisions");
+    this.revisions = new RevisionFollower(revisions, (a) => this.applyRevision(a, revisions), this.clock, this.log);
+    if (active) await this.revisions.check();
+    this.revisions.start();
+    const follower = this.revisions;
+    const nudges = nc.subscribe(REVISION_ACTIVATED_SUBJECT, { callback: () => void follower.check() });
+    this.onStop(() => {
+      follower.stop();
+      nudges.unsubscribe();
+    });
+
+    this.step("api");
+    this.mountApi(auth, [
+      ...(roles.includes("ingress") ? estate.routeGroups : []),
+      ...fleetGroups({ fleet: () => seats.fleet(), drain: () => void this.stop(EXIT_OK, "drain requested") }),
+    ]);
+
     this.step("ready");
     this.readyFlag = true;
     this.log.info("node_ready", { node: this.nodeId, roles: c.node.roles, boot_ms: this.clock.now() - this.startedAt });
@@ -150,7 +266,21 @@ export class CrewletNode {
     this.opts.announce?.(lines);
   }
 
-  private groups: RouteGroup[] = [];
+  /** A newer company revision: mailboxes first, then the estate, then the seats. */
+  private async applyRevision(active: ActiveRevision, revisions: CompanyRevisions): Promise<void> {
+    const seats = agentSeats(active.company);
+    if (this.queue) await ensureSeatMailboxes(this.queue, seats.map((s) => s.handle), this.clock, this.log);
+    this.company = active.company;
+    await this.estate?.setCompany(active.company);
+    this.seats?.setSeats(seats);
+    await revisions.recordApplied(active, seats.length);
+    this.log.info("config_revision_applied", { digest: active.digest, epoch: active.epoch, seats: seats.length });
+  }
+
+  private async handleInbox(delivery: Delivery, turn: TurnContext): Promise<Outcome> {
+    void delivery;
+    return defer(`no agent engine runs seat ${turn.handle} on this node yet`);
+  }
 
   private apiTokens(storeDir: string): { tokens: ApiToken[]; minted: ApiToken | null } {
     const configured = this.config.api.tokens;
@@ -159,10 +289,15 @@ export class CrewletNode {
     return { tokens: [token], minted: minted ? token : null };
   }
 
-  private serveApi(auth: TokenAuth): void {
-    const app = createApp({ auth, log: this.log, health: this, groups: this.groups });
-    this.server = Bun.serve({ hostname: this.config.api.host, port: this.config.api.port, fetch: app.fetch });
+  private serveApi(): void {
+    this.server = Bun.serve({ hostname: this.config.api.host, port: this.config.api.port, fetch: (req) => this.fetchHandler(req) });
     this.log.info("api_listening", { url: this.apiUrl });
+  }
+
+  /** Swaps in an app with these route groups (probes are always there). */
+  private mountApi(auth: TokenAuth, groups: RouteGroup[]): void {
+    const app = createApp({ auth, log: this.log, health: this, groups });
+    this.fetchHandler = (req) => app.fetch(req);
   }
 
   private watchConnection(nc: NatsConnection): void {

@@ -81,3 +81,10 @@ test("the JSON Schema covers every top-level section and refuses unknown keys", 
   expect(Object.keys(schema.properties).sort()).toEqual(["api", "company", "coordination", "logging", "node", "store", "stream"]);
   expect(schema.additionalProperties).toBe(false);
 });
+
+test("a handle that would name another seat's control or reflect group is refused", () => {
+  const err = refuse(`company: {name: Acme, roles: [{name: Bob}, {name: "Bob Control", handle: bob-control}, {name: "Ops Reflect"}]}\n`);
+  const paths = err.problems.map((p) => p.path);
+  expect(paths).toContain("company.roles[1].handle");
+  expect(paths).toContain("company.roles[2].handle");
+});
