@@ -93,23 +93,25 @@ function applyTracker(db: EstateDb, b: BodyOf<"tracker">, op_id: string, at: num
         if (JSON.stringify(before[field]) !== JSON.stringify(value)) changed[field] = [before[field], value];
       }
       const fields = Object.keys(changed).sort();
-      if (fields.length === 0) return { ok: true, key: b.key, changed: [] };
+      if (fields.length === 0) return { ok: true, key: b.key, changed: [], title: item.title };
       const set: Record<string, unknown> = { updated_at: at };
       for (const f of fields) set[f] = f === "labels" ? JSON.stringify(changed[f]![1]) : changed[f]![1];
       db.update(workItems).set(set).where(eq(workItems.key, b.key)).run();
       db.insert(activity).values({ id: `${op_id}:0`, item_key: b.key, actor: b.actor, kind: "updated", detail: JSON.stringify(changed), at, position }).run();
-      return { ok: true, key: b.key, changed: fields };
+      // The title as it stands after this record: the wake feed reads facts from the
+      // outcome, because by the time it runs later records may have changed the row.
+      return { ok: true, key: b.key, changed: fields, title: (changed.title?.[1] as string | undefined) ?? item.title };
     }
     case "work.comment": {
-      if (!db.select({ key: workItems.key }).from(workItems).where(eq(workItems.key, b.key)).get()) {
-        return refuse("unknown_work_item", `no work item ${b.key}`, "key");
-      }
+      const item = db.select({ assignee: workItems.assignee, title: workItems.title }).from(workItems).where(eq(workItems.key, b.key)).get();
+      if (!item) return refuse("unknown_work_item", `no work item ${b.key}`, "key");
       db.insert(comments).values({ id: op_id, item_key: b.key, author: b.author, body: b.body, created_at: at, position }).run();
       db.update(workItems).set({ updated_at: at }).where(eq(workItems.key, b.key)).run();
       db.insert(activity)
         .values({ id: `${op_id}:0`, item_key: b.key, actor: b.author, kind: "commented", detail: JSON.stringify({ comment: op_id }), at, position })
         .run();
-      return { ok: true, key: b.key, comment_id: op_id };
+      // Who the item was assigned to when the comment landed: the seat the comment is for.
+      return { ok: true, key: b.key, comment_id: op_id, assignee: item.assignee, title: item.title };
     }
   }
 }

@@ -47,6 +47,13 @@ const WAKE_APPLY_WAIT_MS = 5_000;
 /** A handed-back record returns after this long: time for the copy to catch up or a peer to take it. */
 const WAKE_RETRY_DELAY_MS = 2_000;
 const RESTART_BACKOFF_MS = 1_000;
+/**
+ * A record older than this wakes nobody. The claims slot keeps a claim for a day, so past
+ * that a replayed record's claim may be gone and its wake could be a second one; 20 h leaves
+ * room for skew between the writer's clock and this one. A record that old is history, not
+ * news: the seat reads it from the estate when it matters.
+ */
+export const WAKE_HORIZON_MS = 20 * 60 * 60 * 1000;
 const NS_PER_MS = 1_000_000;
 
 /** The claims slot's two operations the feed uses (coord.slot("claims") satisfies it). */
@@ -143,12 +150,15 @@ export class WakeFeeds {
       m.ack();
       return;
     }
+    if (this.o.clock.now() - record.at > WAKE_HORIZON_MS) {
+      if (record.at > 0) this.o.log.debug("wake_skipped_stale", { domain, seq: m.seq, op_id: record.op_id });
+      m.ack();
+      return;
+    }
     const roles = new Map(this.o.company().roles.map((r) => [r.handle, r.kind] as const));
     const triggers = deriveTriggers(record, m.seq, {
       seatKind: (h) => roles.get(h) ?? null,
       outcome: done.outcome,
-      workItem: (key) =>
-        copy.sqlite.query<{ assignee: string | null; title: string }, [string]>("SELECT assignee, title FROM tracker_items WHERE key = ?").get(key),
       channel: (id) => {
         const row = copy.sqlite.query<{ kind: string; members: string }, [string]>("SELECT kind, members FROM chat_channels WHERE id = ?").get(id);
         return row ? { kind: row.kind, members: JSON.parse(row.members) as string[] } : null;

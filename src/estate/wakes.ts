@@ -17,8 +17,7 @@ export interface WakeFacts {
   seatKind(handle: string): "agent" | "human" | null;
   /** The record's outcome in this copy's ledger. */
   outcome: Outcome;
-  /** A work item as it stands after the record was applied. */
-  workItem(key: string): { assignee: string | null; title: string } | null;
+  /** A channel's kind and a DM's participants (neither changes once the channel exists). */
   channel(id: string): { kind: string; members: string[] } | null;
 }
 
@@ -75,24 +74,25 @@ export function deriveTriggers(record: StateRecord, position: number, facts: Wak
       const changed = facts.outcome.changed;
       const assignee = b.patch.assignee;
       if (!Array.isArray(changed) || !changed.includes("assignee") || !assignee || assignee === b.actor) return [];
-      const item = facts.workItem(b.key);
+      const title = typeof facts.outcome.title === "string" ? facts.outcome.title : "";
       wake(assignee, {
         type: "task_assigned",
         conversation: `work:${b.key}`,
         from: b.actor,
-        text: `${b.key} assigned to you by ${b.actor}: ${item?.title ?? ""}`,
+        text: `${b.key} assigned to you by ${b.actor}: ${title}`,
         refs: { work_key: b.key, position },
       });
       return out;
     }
     case "work.comment": {
-      const item = facts.workItem(b.key);
-      if (!item || item.assignee === null || item.assignee === b.author) return [];
-      wake(item.assignee, {
+      const assignee = facts.outcome.assignee;
+      const title = typeof facts.outcome.title === "string" ? facts.outcome.title : "";
+      if (typeof assignee !== "string" || assignee === b.author) return [];
+      wake(assignee, {
         type: "task_comment",
         conversation: `work:${b.key}`,
         from: b.author,
-        text: `${b.author} commented on ${b.key} (${item.title}): ${quote(b.body)}`,
+        text: `${b.author} commented on ${b.key} (${title}): ${quote(b.body)}`,
         refs: { work_key: b.key, comment_id: record.op_id, position },
       });
       return out;

@@ -163,7 +163,7 @@ test("a node holding no data reads its own writes at once through the router", a
     expect(seen.messages.map((m) => m.body)).toContain(`leaf ${i}`);
     const item = await r.write("tracker", { op: "work.create", project: "GEN", type: "task", title: `leaf ${i}`, body: "", status: "todo", priority: "none", assignee: null, reporter: "alice", parent: null, labels: [], due: null });
     expect(item.status).toBe("applied");
-    const key = item.status === "applied" ? (item.outcome as { key: string }).key : "";
+    const key = item.status === "applied" ? (item.outcome as unknown as { key: string }).key : "";
     expect((await r.read({ q: "work.get", key }))?.item.title).toBe(`leaf ${i}`);
   }
   expect(leaf.estate.router.writeFloor.chat).toBeGreaterThan(0);
