@@ -1,0 +1,338 @@
+// The engine's built-in tools: work items, pages, chat and colleagues, every one over the
+// estate port (the one router) or the queue. Names are the ones the company file's
+// scripted rules use (work_create, work_comment, work_update …). Estate writes carry the
+// seat as their actor; what a write proves about reaching outside is decided from the
+// router's answer, not assumed (see writeResult).
+import { randomUUID } from "node:crypto";
+import { z } from "zod";
+import type { Clock } from "../../clock.ts";
+import { EstateInvalid, EstateUnavailable } from "../../estate/router.ts";
+import { parseMentions } from "../../estate/mentions.ts";
+import type { Message } from "../../estate/queries.ts";
+import { WORK_PRIORITIES, WORK_STATUSES, WORK_TYPES } from "../../estate/schema.ts";
+import { encodeTrigger, type Trigger } from "../../org/trigger.ts";
+import type { Org } from "../../org/org.ts";
+import { routeFor } from "../../org/routing.ts";
+import { defineTool, fail, ok, type Tool, type ToolContext, type ToolResult } from "./contract.ts";
+import type { EstatePort, PublishPort, WriteOutcome } from "./estate-port.ts";
+
+/** Messages one chat read/search walks at most: a tool answer is for a model's context,
+ * and a channel longer than this is searched by its newest pages' worth. */
+export const CHAT_SCAN_MAX = 5_000;
+/** Work items one work_search walks at most, for the same reason. */
+export const WORK_SCAN_MAX = 5_000;
+/** Page size of the walks above (the estate's own list bound). */
+const PAGE = 500;
+
+export interface ChatPostedFact {
+  channel: string;
+  /** The thread the post went into (its root message id), or null for a top-level post. */
+  thread_root: string | null;
+  message_id: string | null;
+}
+
+export interface BuiltinDeps {
+  /** The org in force (a company revision may replace it between calls). */
+  org: () => Org;
+  estate: EstatePort;
+  queue: PublishPort;
+  clock: Clock;
+  /** Told of every chat post a tool made (the turn's reply obligation reads it). */
+  onChatPosted?: (ctx: ToolContext, fact: ChatPostedFact) => void;
+}
+
+/** What a write's answer proves: refused or never answered → nothing left the engine. */
+export async function writeResult(write: () => Promise<WriteOutcome>, describe: (o: Record<string, unknown>) => unknown): Promise<ToolResult> {
+  let out: WriteOutcome;
+  try {
+    out = await write();
+  } catch (err) {
+    if (err instanceof EstateUnavailable || err instanceof EstateInvalid) return fail(err.message, false);
+    throw err;
+  }
+  if (out.status === "applied") {
+    if (!out.outcome.ok) {
+      const refused = out.outcome as { code: string; message: string; field?: string };
+      return fail(`refused (${refused.code}): ${refused.message}${refused.field ? ` [${refused.field}]` : ""}`, false);
+    }
+    return { ...ok(describe(out.outcome as Record<string, unknown>)), reached: true };
+  }
+  if (out.status === "pending") return { ...ok({ status: "pending", op_id: out.op_id }), reached: true };
+  // unknown: it may have run; count it, and tell the model the truth.
+  return { content: `the write may or may not have been applied: ${out.error}`, is_error: true, reached: true };
+}
+
+const text = (max: number) => z.string().min(1).max(max);
+
+export function builtinTools(deps: BuiltinDeps): Tool[] {
+  const { estate } = deps;
+  const readOnly = { readOnly: true, openWorld: false, estateWrite: false };
+  const estateWrite = { readOnly: false, openWorld: false, estateWrite: true };
+
+  const postChat = async (ctx: ToolContext, channel: string, body: string, thread_root: string | null): Promise<ToolResult> => {
+    const result = await writeResult(
+      () => estate.write("chat", { op: "chat.post", channel, author: ctx.seat, body, thread_parent: thread_root, mentions: parseMentions(body), dm: null }),
+      (o) => ({ channel, message_id: o.message_id, thread: thread_root }),
+    );
+    if (result.reached) {
+      const parsed = safeJson(result.content) as { message_id?: string } | null;
+      deps.onChatPosted?.(ctx, { channel, thread_root, message_id: parsed?.message_id ?? null });
+    }
+    return result;
+  };
+
+  const walkChannel = async (channel: string, visit: (m: Message) => void): Promise<void> => {
+    let cursor: number | undefined;
+    for (let scanned = 0; scanned < CHAT_SCAN_MAX; scanned += PAGE) {
+      const page = await estate.read({ q: "chat.messages", channel, cursor, limit: PAGE });
+      for (const m of page.messages) visit(m);
+      if (page.next === null) return;
+      cursor = page.next;
+    }
+  };
+
+  return [
+    defineTool({
+      name: "work_list",
+      description: "List work items, optionally filtered by project, status or assignee.",
+      input: z.strictObject({
+        project: z.string().optional(),
+        status: z.enum(WORK_STATUSES).optional(),
+        assignee: z.string().optional(),
+        limit: z.number().int().min(1).max(100).default(50),
+      }),
+      annotations: readOnly,
+      run: async (a) => ok(await estate.read({ q: "work.list", project: a.project, status: a.status, assignee: a.assignee, limit: a.limit })),
+    }),
+    defineTool({
+      name: "work_get",
+      description: "Get one work item with its comments and activity.",
+      input: z.strictObject({ key: z.string().describe("e.g. ENG-12") }),
+      annotations: readOnly,
+      run: async (a) => {
+        const got = await estate.read({ q: "work.get", key: a.key });
+        return got === null ? fail(`no work item ${a.key}`) : ok(got);
+      },
+    }),
+    defineTool({
+      name: "work_search",
+      description: "Find work items whose key, title or body contains the text.",
+      input: z.strictObject({ text: text(200), project: z.string().optional(), limit: z.number().int().min(1).max(50).default(20) }),
+      annotations: readOnly,
+      run: async (a) => {
+        const needle = a.text.toLowerCase();
+        const hits: unknown[] = [];
+        let after: number | undefined;
+        for (let scanned = 0; scanned < WORK_SCAN_MAX && hits.length < a.limit; scanned += PAGE) {
+          const page = await estate.read({ q: "work.list", project: a.project, after, limit: PAGE });
+          for (const it of page.items) {
+            if (`${it.key}\n${it.title}\n${it.body}`.toLowerCase().includes(needle)) hits.push({ key: it.key, title: it.title, status: it.status, assignee: it.assignee });
+            if (hits.length >= a.limit) break;
+          }
+          if (page.next === null) break;
+          after = page.next;
+        }
+        return ok({ hits });
+      },
+    }),
+    defineTool({
+      name: "work_create",
+      description: "Create a work item in a project, optionally assigned to a seat.",
+      input: z.strictObject({
+        project: z.string().describe("Project key, e.g. ENG"),
+        title: text(300),
+        body: z.string().default(""),
+        assignee: z.string().optional().describe("A seat handle, without @"),
+        type: z.enum(WORK_TYPES).default("task"),
+        priority: z.enum(WORK_PRIORITIES).default("none"),
+        labels: z.array(z.string()).default([]),
+        due: z.string().optional().describe("YYYY-MM-DD"),
+        parent: z.string().optional(),
+      }),
+      annotations: estateWrite,
+      run: (a, ctx) =>
+        writeResult(
+          () =>
+            estate.write("tracker", {
+              op: "work.create",
+              project: a.project,
+              reporter: ctx.seat,
+              type: a.type,
+              title: a.title,
+              body: a.body,
+              status: "todo",
+              priority: a.priority,
+              assignee: a.assignee?.replace(/^@/, "") ?? null,
+              parent: a.parent ?? null,
+              labels: [...new Set(a.labels)].sort(),
+              due: a.due ?? null,
+            }),
+          (o) => ({ key: o.key }),
+        ),
+    }),
+    defineTool({
+      name: "work_update",
+      description: "Change a work item's status, title, body, assignee, priority, labels or due date.",
+      input: z.strictObject({
+        key: z.string(),
+        status: z.enum(WORK_STATUSES).optional(),
+        title: text(300).optional(),
+        body: z.string().optional(),
+        assignee: z.string().nullable().optional(),
+        priority: z.enum(WORK_PRIORITIES).optional(),
+        labels: z.array(z.string()).optional(),
+        due: z.string().nullable().optional(),
+      }),
+      annotations: estateWrite,
+      run: (a, ctx) => {
+        const { key, ...rest } = a;
+        const patch = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined));
+        if (typeof patch.assignee === "string") patch.assignee = patch.assignee.replace(/^@/, "");
+        if (Array.isArray(patch.labels)) patch.labels = [...new Set(patch.labels as string[])].sort();
+        if (Object.keys(patch).length === 0) return Promise.resolve(fail("nothing to change"));
+        return writeResult(() => estate.write("tracker", { op: "work.update", key, actor: ctx.seat, patch }), () => ({ key, updated: Object.keys(patch) }));
+      },
+    }),
+    defineTool({
+      name: "work_comment",
+      description: "Comment on a work item.",
+      input: z.strictObject({ key: z.string(), body: text(256 * 1024) }),
+      annotations: estateWrite,
+      run: (a, ctx) => writeResult(() => estate.write("tracker", { op: "work.comment", key: a.key, author: ctx.seat, body: a.body }), (o) => ({ key: a.key, comment: o.comment_id ?? null })),
+    }),
+    defineTool({
+      name: "pages_search",
+      description: "Full-text search of the knowledge base.",
+      input: z.strictObject({ text: text(500), container: z.string().optional(), limit: z.number().int().min(1).max(50).default(10) }),
+      annotations: readOnly,
+      run: async (a) => ok(await estate.read({ q: "pages.search", text: a.text, container: a.container, limit: a.limit })),
+    }),
+    defineTool({
+      name: "pages_get",
+      description: "Read one knowledge page by container and title.",
+      input: z.strictObject({ container: z.string(), title: z.string() }),
+      annotations: readOnly,
+      run: async (a) => {
+        const page = await estate.read({ q: "pages.get", container: a.container, title: a.title });
+        return page === null ? fail(`no page "${a.title}" in ${a.container}`) : ok(page);
+      },
+    }),
+    defineTool({
+      name: "pages_write",
+      description: "Create or replace a knowledge page.",
+      input: z.strictObject({ container: z.string(), title: text(300), body: z.string(), labels: z.array(z.string()).default([]) }),
+      annotations: estateWrite,
+      run: (a, ctx) =>
+        writeResult(
+          () =>
+            estate.write("pages", {
+              op: "page.put",
+              container: a.container,
+              title: a.title,
+              body: a.body,
+              labels: [...new Set(a.labels)].sort(),
+              author: ctx.seat,
+              base_revision: null,
+            }),
+          (o) => ({ container: a.container, title: a.title, revision: o.revision ?? null }),
+        ),
+    }),
+    defineTool({
+      name: "chat_post",
+      description: "Post a message to a chat channel (top level).",
+      input: z.strictObject({ channel: z.string(), body: text(32 * 1024) }),
+      annotations: estateWrite,
+      run: (a, ctx) => postChat(ctx, a.channel, a.body, null),
+    }),
+    defineTool({
+      name: "chat_reply",
+      description: "Reply in the thread of a chat message.",
+      input: z.strictObject({ message_id: z.string(), body: text(32 * 1024) }),
+      annotations: estateWrite,
+      run: async (a, ctx) => {
+        const m = await estate.read({ q: "chat.message", id: a.message_id });
+        if (m === null) return fail(`no message ${a.message_id}`);
+        return postChat(ctx, m.channel, a.body, m.thread_parent ?? m.id);
+      },
+    }),
+    defineTool({
+      name: "chat_read",
+      description: "Read the newest messages of a chat channel.",
+      input: z.strictObject({ channel: z.string(), limit: z.number().int().min(1).max(100).default(30) }),
+      annotations: readOnly,
+      run: async (a) => {
+        const last: Message[] = [];
+        await walkChannel(a.channel, (m) => {
+          last.push(m);
+          if (last.length > a.limit) last.shift();
+        });
+        return ok({ messages: last.map(brief) });
+      },
+    }),
+    defineTool({
+      name: "chat_search",
+      description: "Find chat messages containing the text, in one channel or every channel you can see.",
+      input: z.strictObject({ text: text(200), channel: z.string().optional(), limit: z.number().int().min(1).max(50).default(20) }),
+      annotations: readOnly,
+      run: async (a, ctx) => {
+        const needle = a.text.toLowerCase();
+        const channels = a.channel !== undefined ? [a.channel] : (await estate.read({ q: "chat.channels", member: ctx.seat })).map((c) => c.id);
+        const hits: Message[] = [];
+        for (const ch of channels) {
+          await walkChannel(ch, (m) => {
+            if (!m.deleted && m.body.toLowerCase().includes(needle)) hits.push(m);
+          });
+        }
+        return ok({ hits: hits.slice(-a.limit).map(brief) });
+      },
+    }),
+    defineTool({
+      name: "ask_colleague",
+      description: "Ask a colleague (a seat handle) something. Returns at once; the answer arrives later as a message to you.",
+      input: z.strictObject({ handle: z.string(), question: text(16 * 1024) }),
+      annotations: { readOnly: false, openWorld: true, estateWrite: false },
+      run: async (a, ctx) => {
+        const route = routeFor(deps.org(), a.handle);
+        if (!route.ok) return fail(route.reason === "human_seat" ? `${a.handle} is a person; mention them in chat instead` : `no seat ${a.handle}`);
+        if (route.route.handle === ctx.seat) return fail("you cannot ask yourself");
+        const exchange = randomUUID();
+        const trigger: Trigger = {
+          type: "a2a_request",
+          event_id: `a2a-req-${exchange}`,
+          seat: route.route.handle,
+          conversation: `a2a:${exchange}`,
+          from: ctx.seat,
+          text: a.question,
+          refs: {},
+          created_at: deps.clock.now(),
+        };
+        try {
+          await deps.queue.publish(route.route.subject, encodeTrigger(trigger), { msgId: trigger.event_id });
+        } catch (err) {
+          // The publish may have reached the broker before the error: count it.
+          return { content: `could not reach ${route.route.handle}: ${(err as Error).message}`, is_error: true, reached: true };
+        }
+        return { ...ok({ asked: route.route.handle, exchange }), reached: true };
+      },
+    }),
+    defineTool({
+      name: "list_colleagues",
+      description: "Everyone in the company you work with: handle, name, human or agent, goal, and how they relate to you.",
+      input: z.strictObject({}),
+      annotations: readOnly,
+      run: async (_a, ctx) => ok(deps.org().colleaguesOf(ctx.seat)),
+    }),
+  ];
+}
+
+function brief(m: Message) {
+  return { id: m.id, author: m.author, body: m.body, thread: m.thread_parent, at: m.created_at };
+}
+
+function safeJson(s: string): unknown {
+  try {
+    return JSON.parse(s);
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,469 @@
+// The turn engine: one turn = rounds of model call → tool calls for one seat on one
+// conversation, with the spec's guarantees around it (Seat Ownership § "Fencing", "The
+// completion ledger", "A turn that broke halfway", "Keying a write on the work"):
+//   - the completion ledger is read first; recorded triggers are skipped;
+//   - the seat fence is checked at the top of every round and before every tool call,
+//     and a fenced turn stops (its delivery is deferred unless it already wrote outside);
+//   - a chat mention obliges a reply in its thread, an a2a_request an answer;
+//   - how a broken turn settles is decided by classify.ts from the turn's own record;
+//   - the ledger is written after the effects shipped; the episode row keyed on the work.
+import { createHash, randomUUID } from "node:crypto";
+import type { Clock } from "../clock.ts";
+import { EstateInvalid, EstateUnavailable } from "../estate/router.ts";
+import { parseMentions } from "../estate/mentions.ts";
+import type { Message } from "../estate/queries.ts";
+import type { Logger } from "../log.ts";
+import type { Org, Seat } from "../org/org.ts";
+import { routeFor } from "../org/routing.ts";
+import { encodeTrigger, type Trigger } from "../org/trigger.ts";
+import { dispose, type Disposition, type Settle, type TurnEndKind } from "./classify.ts";
+import type { EpisodeStore } from "./episodes.ts";
+import type { EventSink } from "./events.ts";
+import { workKeyOf, type CompletionLedger } from "./ledger.ts";
+import { systemPrompt, turnMessage, waitingMessages, type TurnContextData } from "./prompt.ts";
+import { ProviderError, type ChatMessage, type Provider, type ToolCall, type TurnFacts, type Usage } from "./providers/contract.ts";
+import { builtinTools, writeResult, type ChatPostedFact } from "./tools/builtins.ts";
+import { reachesOutside, toolSpec, type Tool, type ToolContext, type ToolResult } from "./tools/contract.ts";
+import type { EstatePort, PublishPort } from "./tools/estate-port.ts";
+
+/** Rounds per turn (model call → tool calls). Enough for a multi-step plan; a model still
+ * calling tools after 24 rounds is looping, and every round is a bill. */
+export const MAX_ROUNDS = 24;
+/** Tool calls one model answer may ask for; more are answered with an error, not run. */
+export const MAX_TOOL_CALLS_PER_ROUND = 16;
+/** A tool result longer than this is cut: it is context the model pays for every round. */
+export const MAX_TOOL_RESULT_CHARS = 16_000;
+/** Thread messages a turn's context shows (newest), and how many it walks to find them. */
+export const THREAD_CONTEXT_MESSAGES = 50;
+export const THREAD_SCAN_MAX = 2_000;
+/** Comments a work item's context shows (newest). */
+export const WORK_CONTEXT_COMMENTS = 30;
+const PAGE = 500;
+
+/** Chat trigger types whose mention obliges a reply in the thread. */
+const CHAT_TYPES = new Set(["chat_mention", "chat_direct"]);
+
+export interface TurnEngineOptions {
+  org: () => Org;
+  node_id: string;
+  clock: Clock;
+  log: Logger;
+  estate: EstatePort;
+  queue: PublishPort;
+  /** The seat's model provider (by its llm key), or undefined when none is configured. */
+  providerFor: (seat: Seat) => Provider | undefined;
+  /** The seat's MCP tools (its children's), offered beside the built-ins. */
+  mcpTools?: (handle: string) => readonly Tool[];
+  /** Null: no ledger (a test, or coordination without the slot) — every trigger runs. */
+  ledger: CompletionLedger | null;
+  episodes: EpisodeStore | null;
+  events: EventSink;
+  max_rounds?: number;
+}
+
+export interface TurnRequest {
+  seat: string;
+  epoch: number;
+  /** False once the seat's grant here is not `epoch` (seat.Host.Fence). */
+  fence: () => boolean;
+  /** The partition's triggers, one conversation, oldest first. */
+  triggers: readonly Trigger[];
+}
+
+export interface TurnReport {
+  turn_id: string | null;
+  settle: Settle;
+  outcome: Disposition["outcome"] | "skipped";
+  rounds: number;
+  tool_calls: number;
+  usage: Usage;
+  reached_outside: boolean;
+  /** Event ids the ledger said were done (dropped). */
+  skipped: string[];
+  /** Event ids this turn ran on. */
+  ran: string[];
+  final_text: string;
+  error: string | null;
+}
+
+export interface SeatTurnStatus {
+  busy: boolean;
+  turns: number;
+  last_turn_at: number | null;
+  last_outcome: string | null;
+  last_error: string | null;
+  input_tokens: number;
+  output_tokens: number;
+}
+
+class Fenced extends Error {
+  constructor() {
+    super("the seat fence failed: the seat moved");
+    this.name = "Fenced";
+  }
+}
+
+/** An expected failure: retrying it may succeed (NAK when nothing reached outside). */
+class Broken extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "Broken";
+  }
+}
+
+interface RunState {
+  turn_id: string;
+  seat: string;
+  rounds: number;
+  tool_calls: number;
+  usage: Usage;
+  reached_outside: boolean;
+  posts: ChatPostedFact[];
+  final_text: string;
+  /** The model was still calling tools when the round cap ended the turn. */
+  limit_hit: boolean;
+}
+
+function isExpected(err: unknown): boolean {
+  return err instanceof ProviderError || err instanceof EstateUnavailable || err instanceof EstateInvalid;
+}
+
+export class TurnEngine {
+  private readonly builtins: Tool[];
+  private readonly running = new Map<string, RunState>();
+  private readonly stats = new Map<string, SeatTurnStatus>();
+
+  constructor(private readonly o: TurnEngineOptions) {
+    this.builtins = builtinTools({
+      org: o.org,
+      estate: o.estate,
+      queue: o.queue,
+      clock: o.clock,
+      onChatPosted: (ctx, fact) => this.running.get(ctx.turn_id)?.posts.push(fact),
+    });
+  }
+
+  /** What GET /agents shows for a seat run here. */
+  status(handle: string): SeatTurnStatus {
+    return { ...(this.stats.get(handle) ?? blankStatus()) };
+  }
+
+  toolsFor(handle: string): Tool[] {
+    const mcp = this.o.mcpTools?.(handle) ?? [];
+    const names = new Set(this.builtins.map((t) => t.name));
+    return [...this.builtins, ...mcp.filter((t) => !names.has(t.name))];
+  }
+
+  async run(req: TurnRequest): Promise<TurnReport> {
+    const base = { rounds: 0, tool_calls: 0, usage: { input_tokens: 0, output_tokens: 0 }, reached_outside: false, final_text: "", error: null };
+    const org = this.o.org();
+    const seat = org.agentSeat(req.seat);
+    const trigger_ids = req.triggers.map((t) => t.event_id);
+    if (!seat) {
+      // Routing is org-derived: a trigger for a seat the org does not have is nobody's.
+      this.o.log.warn("turn_unknown_seat", { seat: req.seat, trigger_ids });
+      return { ...base, turn_id: null, settle: "ack", outcome: "skipped", skipped: trigger_ids, ran: [] };
+    }
+
+    // The completion ledger, read before the turn. Fails open inside check().
+    let toRun: Trigger[] = [...req.triggers];
+    const skipped: string[] = [];
+    if (this.o.ledger) {
+      const check = await this.o.ledger.check(req.triggers);
+      for (const s of check.skip) {
+        skipped.push(s.trigger.event_id);
+        this.o.events.emit("turn_trigger_skipped", {
+          seat: req.seat,
+          node: this.o.node_id,
+          event_id: s.trigger.event_id,
+          type: s.trigger.type,
+          reason: s.hit.record?.as === "answered_in_thread" ? "answered_in_thread" : "already_completed",
+          by_turn: s.hit.record?.turn_id ?? null,
+          by_node: s.hit.record?.node ?? null,
+        });
+      }
+      toRun = check.run;
+    }
+    if (toRun.length === 0) return { ...base, turn_id: null, settle: "ack", outcome: "skipped", skipped, ran: [] };
+
+    const provider = this.o.providerFor(seat);
+    const state: RunState = { turn_id: randomUUID(), seat: seat.handle, ...base, usage: { input_tokens: 0, output_tokens: 0 }, posts: [], limit_hit: false };
+    const work_key = workKeyOf(toRun);
+    const ran = toRun.map((t) => t.event_id);
+    const conversation = toRun[toRun.length - 1]!.conversation;
+    const stat = this.stats.get(seat.handle) ?? blankStatus();
+    this.stats.set(seat.handle, stat);
+    stat.busy = true;
+    this.running.set(state.turn_id, state);
+    this.o.events.emit("turn_started", {
+      seat: seat.handle,
+      node: this.o.node_id,
+      epoch: req.epoch,
+      turn_id: state.turn_id,
+      trigger_ids: ran,
+      conversation,
+      work_key,
+    });
+
+    let end: TurnEndKind;
+    let error: unknown = null;
+    let answered: string[] = [];
+    try {
+      if (!provider) throw new Broken(`seat ${seat.handle} has no model provider (llm ${seat.llm ?? "unset"})`);
+      answered = await this.converse(req, seat, provider, toRun, state);
+      end = state.limit_hit ? "round_limit" : "completed";
+    } catch (err) {
+      error = err;
+      if (err instanceof Fenced) end = "fenced";
+      else if (err instanceof Broken || isExpected(err)) end = "broken";
+      else {
+        end = "panicked";
+        this.o.log.error("turn_phase_panicked", { seat: seat.handle, turn_id: state.turn_id, error: err, stack: (err as Error)?.stack });
+      }
+    } finally {
+      this.running.delete(state.turn_id);
+    }
+
+    const d = dispose(end, state.reached_outside);
+    const message = error === null ? null : error instanceof Error ? error.message : String(error);
+    if (d.record && this.o.ledger) {
+      await this.o.ledger.record({ seat: seat.handle, turn_id: state.turn_id, node: this.o.node_id, outcome: d.outcome, triggers: toRun, answered_messages: answered });
+    }
+    if (d.settle === "ack" && this.o.episodes) {
+      try {
+        this.o.episodes.insert({
+          id: state.turn_id,
+          agent_handle: seat.handle,
+          work_key,
+          turn_id: state.turn_id,
+          trigger_ids: ran,
+          conversation,
+          outcome: d.outcome,
+          summary: state.final_text || (message ?? ""),
+          created_at: this.o.clock.now(),
+        });
+      } catch (err) {
+        // The node store is this node's memory; failing to write it must not fail a turn
+        // whose effects shipped.
+        this.o.log.warn("episode_write_failed", { seat: seat.handle, turn_id: state.turn_id, error: (err as Error).message });
+      }
+    }
+    if (d.gave_up) {
+      for (const t of toRun) {
+        this.o.events.emit("turn_trigger_skipped", { seat: seat.handle, node: this.o.node_id, event_id: t.event_id, type: t.type, reason: end === "panicked" ? "turn_panicked" : "turn_failed_after_reaching_outside", by_turn: state.turn_id });
+      }
+    }
+    if (d.guard_breach) {
+      this.o.events.emit("turn.guard_breach", { seat: seat.handle, node: this.o.node_id, turn_id: state.turn_id, kind: "unhandled_exception", error: message });
+    }
+    this.o.events.emit("turn_completed", {
+      seat: seat.handle,
+      node: this.o.node_id,
+      epoch: req.epoch,
+      turn_id: state.turn_id,
+      trigger_ids: ran,
+      rounds: state.rounds,
+      tool_calls: state.tool_calls,
+      tokens: { input: state.usage.input_tokens, output: state.usage.output_tokens },
+      outcome: d.outcome,
+      settle: d.settle,
+      reached_outside: state.reached_outside,
+      error: message,
+    });
+
+    stat.busy = false;
+    stat.turns += 1;
+    stat.last_turn_at = this.o.clock.now();
+    stat.last_outcome = d.outcome;
+    stat.input_tokens += state.usage.input_tokens;
+    stat.output_tokens += state.usage.output_tokens;
+    if (d.outcome === "failed" || d.outcome === "retry") stat.last_error = message;
+
+    return {
+      turn_id: state.turn_id,
+      settle: d.settle,
+      outcome: d.outcome,
+      rounds: state.rounds,
+      tool_calls: state.tool_calls,
+      usage: state.usage,
+      reached_outside: state.reached_outside,
+      skipped,
+      ran,
+      final_text: state.final_text,
+      error: message,
+    };
+  }
+
+  /** The rounds. Returns the waiting chat messages the thread showed (ledger's second key). */
+  private async converse(req: TurnRequest, seat: Seat, provider: Provider, triggers: Trigger[], state: RunState): Promise<string[]> {
+    const org = this.o.org();
+    const primary = triggers[triggers.length - 1]!;
+    const { ctx, woke, thread } = await this.readContext(triggers);
+    const answered = thread ? waitingMessages(seat.handle, thread, woke) : [];
+    const tools = this.toolsFor(seat.handle);
+    const byName = new Map(tools.map((t) => [t.name, t]));
+    const specs = tools.map(toolSpec);
+    const system = systemPrompt(org, seat);
+    const messages: ChatMessage[] = [{ role: "user", content: turnMessage(triggers, ctx) }];
+    const facts = this.factsFor(seat, primary, ctx);
+    const abort = new AbortController();
+    const toolCtx: ToolContext = { seat: seat.handle, epoch: req.epoch, turn_id: state.turn_id, signal: abort.signal };
+    const max_rounds = this.o.max_rounds ?? MAX_ROUNDS;
+
+    state.limit_hit = true;
+    for (let round = 1; round <= max_rounds; round++) {
+      if (!req.fence()) throw new Fenced();
+      state.rounds = round;
+      const answer = await provider.complete({ system, messages, tools: specs, facts, signal: abort.signal });
+      state.usage.input_tokens += answer.usage.input_tokens;
+      state.usage.output_tokens += answer.usage.output_tokens;
+      if (answer.toolCalls.length === 0) {
+        state.final_text = answer.text.trim();
+        state.limit_hit = false;
+        break;
+      }
+      messages.push({ role: "assistant", content: answer.text, tool_calls: answer.toolCalls });
+      for (const [i, call] of answer.toolCalls.entries()) {
+        if (!req.fence()) throw new Fenced();
+        const result = i < MAX_TOOL_CALLS_PER_ROUND ? await this.callTool(byName, call, toolCtx, state, round) : { content: `not run: at most ${MAX_TOOL_CALLS_PER_ROUND} tool calls per answer`, is_error: true };
+        messages.push({ role: "tool", tool_call_id: call.id, name: call.name, content: cut(result.content), is_error: result.is_error });
+      }
+    }
+
+    await this.keepObligations(req, seat, triggers, state, thread);
+    return answered;
+  }
+
+  private async callTool(byName: Map<string, Tool>, call: ToolCall, ctx: ToolContext, state: RunState, round: number): Promise<ToolResult> {
+    const tool = byName.get(call.name);
+    let result: ToolResult;
+    if (!tool) result = { content: `unknown tool ${call.name}`, is_error: true, reached: false };
+    else if (call.arguments === null) result = { content: `arguments are not a JSON object: ${call.raw_arguments.slice(0, 200)}`, is_error: true, reached: false };
+    else {
+      state.tool_calls += 1;
+      try {
+        result = await tool.call(call.arguments, ctx);
+      } catch (err) {
+        if (!isExpected(err)) throw err;
+        // A read the estate could not answer: the model hears it; nothing was written.
+        result = { content: (err as Error).message, is_error: true, reached: false };
+      }
+      const reached = result.reached ?? reachesOutside(tool.annotations);
+      if (reached) state.reached_outside = true;
+      result = { ...result, reached };
+    }
+    this.o.events.emit("tool_called", { seat: state.seat, node: this.o.node_id, turn_id: state.turn_id, round, tool: call.name, ok: !result.is_error, reached: result.reached ?? false });
+    return result;
+  }
+
+  /** A chat mention obliges a reply in its thread; an a2a_request obliges an answer. */
+  private async keepObligations(req: TurnRequest, seat: Seat, triggers: Trigger[], state: RunState, thread: Message[] | null): Promise<void> {
+    const text = state.final_text;
+    if (text === "") return;
+    const org = this.o.org();
+    const chat = [...triggers].reverse().find((t) => CHAT_TYPES.has(t.type) && t.refs.channel !== undefined);
+    if (chat) {
+      const root = thread?.find((m) => m.id === chat.refs.message_id);
+      const root_id = root ? (root.thread_parent ?? root.id) : (chat.refs.message_id ?? null);
+      const replied = state.posts.some((p) => p.channel === chat.refs.channel && (p.thread_root === root_id || p.message_id === root_id));
+      if (!replied) {
+        if (!req.fence()) throw new Fenced();
+        // Mentions of agent seats in an automatic reply wake nobody: agents answering each
+        // other's automatic replies would never stop. A person named is still notified.
+        const mentions = parseMentions(text).filter((h) => org.seat(h)?.kind !== "agent");
+        const result = await writeResult(
+          () => this.o.estate.write("chat", { op: "chat.post", channel: chat.refs.channel!, author: seat.handle, body: text, thread_parent: root_id, mentions, dm: null }),
+          (o) => o,
+        );
+        if (result.reached) state.reached_outside = true;
+        if (result.is_error) {
+          if (result.reached) this.o.log.warn("turn_reply_uncertain", { seat: seat.handle, turn_id: state.turn_id, error: result.content });
+          else throw new Broken(`could not post the reply: ${result.content}`);
+        }
+      }
+    }
+    const ask = [...triggers].reverse().find((t) => t.type === "a2a_request");
+    if (ask) {
+      const route = routeFor(org, ask.from);
+      if (route.ok) {
+        if (!req.fence()) throw new Fenced();
+        const answer: Trigger = {
+          type: "a2a_message",
+          // Derived from the request, so a re-run's answer is the same message id.
+          event_id: `a2a-ans-${createHash("sha256").update(ask.event_id).digest("hex").slice(0, 32)}`,
+          seat: route.route.handle,
+          conversation: ask.conversation,
+          from: seat.handle,
+          text: text.slice(0, 16 * 1024),
+          refs: {},
+          created_at: this.o.clock.now(),
+        };
+        state.reached_outside = true;
+        await this.o.queue.publish(route.route.subject, encodeTrigger(answer), { msgId: answer.event_id });
+      }
+    }
+  }
+
+  private factsFor(seat: Seat, t: Trigger, ctx: TurnContextData): TurnFacts {
+    const woke = ctx.thread?.messages.find((m) => m.id === t.refs.message_id);
+    return {
+      seat: seat.handle,
+      trigger_type: t.type,
+      vars: {
+        text: woke?.body ?? t.text,
+        seat: seat.handle,
+        author: t.from,
+        work_key: t.refs.work_key ?? "",
+        title: ctx.work?.item.title ?? "",
+        channel: t.refs.channel ?? "",
+        message_id: t.refs.message_id ?? "",
+        conversation: t.conversation,
+        trigger: t.type,
+        company: this.o.org().company_name,
+      },
+    };
+  }
+
+  /** The trigger's context from the estate: its chat thread, its work item. */
+  private async readContext(triggers: Trigger[]): Promise<{ ctx: TurnContextData; woke: Set<string>; thread: Message[] | null }> {
+    const primary = triggers[triggers.length - 1]!;
+    const woke = new Set(triggers.map((t) => t.refs.message_id).filter((m): m is string => m !== undefined));
+    const ctx: TurnContextData = { thread: null, work: null };
+    let thread: Message[] | null = null;
+    const work_key = [...triggers].reverse().find((t) => t.refs.work_key !== undefined)?.refs.work_key;
+    if (work_key !== undefined) {
+      const got = await this.o.estate.read({ q: "work.get", key: work_key });
+      if (got) {
+        const comments = got.comments.slice(-WORK_CONTEXT_COMMENTS);
+        ctx.work = { item: got.item, comments, truncated: comments.length < got.comments.length };
+      }
+    }
+    const msg_id = primary.refs.message_id ?? [...triggers].reverse().find((t) => t.refs.message_id !== undefined)?.refs.message_id;
+    if (msg_id !== undefined) {
+      const m = await this.o.estate.read({ q: "chat.message", id: msg_id });
+      if (m) {
+        const root_id = m.thread_parent ?? m.id;
+        const root = root_id === m.id ? m : await this.o.estate.read({ q: "chat.message", id: root_id });
+        const all: Message[] = [];
+        let cursor = Math.max(0, (root?.position ?? m.position) - 1);
+        for (let scanned = 0; scanned < THREAD_SCAN_MAX; scanned += PAGE) {
+          const page = await this.o.estate.read({ q: "chat.messages", channel: m.channel, cursor, limit: PAGE });
+          for (const x of page.messages) if (x.id === root_id || x.thread_parent === root_id) all.push(x);
+          if (page.next === null) break;
+          cursor = page.next;
+        }
+        thread = all.slice(-THREAD_CONTEXT_MESSAGES);
+        ctx.thread = { channel: m.channel, root_id, messages: thread, truncated: thread.length < all.length };
+      }
+    }
+    return { ctx, woke, thread };
+  }
+}
+
+function cut(s: string): string {
+  return s.length <= MAX_TOOL_RESULT_CHARS ? s : `${s.slice(0, MAX_TOOL_RESULT_CHARS)}\n…(cut at ${MAX_TOOL_RESULT_CHARS} characters)`;
+}
+
+function blankStatus(): SeatTurnStatus {
+  return { busy: false, turns: 0, last_turn_at: null, last_outcome: null, last_error: null, input_tokens: 0, output_tokens: 0 };
+}
