@@ -28,7 +28,9 @@ function flatten(units: readonly Unit[], out: FlatUnit[] = []): FlatUnit[] {
   return out;
 }
 
-export function seedBodies(company: Company): { tracker: BodyOf<"tracker">; pages: BodyOf<"pages">; chat: BodyOf<"chat"> } {
+type Seed<D extends Domain> = Extract<BodyOf<D>, { op: `${string}.seed` }>;
+
+export function seedBodies(company: Company): { tracker: Seed<"tracker">; pages: Seed<"pages">; chat: Seed<"chat"> } {
   const units = flatten(company.units);
   const projects = new Map<string, { key: string; name: string; unit_id: string | null }>();
   const containers = new Map<string, { key: string; name: string; unit_id: string | null }>();

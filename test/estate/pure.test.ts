@@ -16,7 +16,7 @@ import { testCompany } from "./support.ts";
 const NOW = 1_000_000_000;
 const base: CopyFacts = { applier: { kind: "running" }, applied_seq: 10, log: { first_seq: 1, last_seq: 10 }, last_moved_ms: NOW, now_ms: NOW };
 
-test.each([
+const cases: [string, CopyFacts, string][] = [
   ["level", base, "level"],
   ["behind by a million is behind, not wrong", { ...base, log: { first_seq: 1, last_seq: 1_000_010 }, last_moved_ms: NOW - 1000 }, "behind"],
   ["stalled a minute with records waiting", { ...base, log: { first_seq: 1, last_seq: 11 }, last_moved_ms: NOW - STALL_MS }, "wrong"],
@@ -29,7 +29,8 @@ test.each([
   ["log trimmed exactly to the copy is fine", { ...base, log: { first_seq: 11, last_seq: 12 } }, "behind"],
   ["log silent, nothing local wrong", { ...base, log: null }, "unknown"],
   ["log silent, applier stopped", { ...base, log: null, applier: { kind: "stopped", seq: 11, error: "x" } }, "wrong"],
-] as [string, CopyFacts, string][])("judgeCopy: %s", (_name, facts, want) => {
+];
+test.each(cases)("judgeCopy: %s", (_name, facts, want) => {
   expect(judgeCopy(facts).state).toBe(want);
 });
 
@@ -107,7 +108,7 @@ test("the migrations create every table and column the drizzle schema names", ()
   const db = new Database(":memory:");
   expect(migrate(db)).toEqual([1]);
   expect(migrate(db)).toEqual([]);
-  const tables = Object.values(schema).filter((v): v is SQLiteTable => typeof v === "object" && v !== null && Symbol.for("drizzle:IsDrizzleTable") in v);
+  const tables = Object.values(schema as Record<string, unknown>).filter((v): v is SQLiteTable => typeof v === "object" && v !== null && Symbol.for("drizzle:IsDrizzleTable") in v);
   expect(tables.length).toBe(12);
   for (const t of tables) {
     const cfg = getTableConfig(t);
