@@ -1,0 +1,279 @@
+import { Database } from "bun:sqlite";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { systemClock } from "../../src/clock.ts";
+import { MemoryCoordination, StoreFaults } from "../../src/coord/index.ts";
+import { memoryLogger } from "../../src/log.ts";
+import { EpisodeStore } from "../../src/agent/episodes.ts";
+import { MemoryEventSink } from "../../src/agent/events.ts";
+import { CompletionLedger } from "../../src/agent/ledger.ts";
+import { openAiProvider } from "../../src/agent/providers/openai.ts";
+import { buildProviders } from "../../src/agent/providers/index.ts";
+import type { Provider } from "../../src/agent/providers/contract.ts";
+import { TurnEngine } from "../../src/agent/turn.ts";
+import { buildOrg } from "../../src/org/org.ts";
+import { MemoryQueue } from "../../src/queue/memory.ts";
+import type { Tool } from "../../src/agent/tools/contract.ts";
+import { LocalEstate, mentionTrigger, rootCompany, taskTrigger } from "./support.ts";
+import { openAiTextReply, openAiToolReply, startModelServer, type ModelServer } from "./model-server.ts";
+
+const company = rootCompany();
+const org = buildOrg(company);
+const { log } = memoryLogger("warn");
+let server: ModelServer;
+const estates: LocalEstate[] = [];
+const queues: MemoryQueue[] = [];
+
+beforeAll(() => {
+  server = startModelServer();
+});
+afterAll(() => server.stop());
+afterEach(async () => {
+  for (const e of estates.splice(0)) e.close();
+  for (const q of queues.splice(0)) await q.close();
+});
+
+interface Rig {
+  estate: LocalEstate;
+  events: MemoryEventSink;
+  episodes: EpisodeStore;
+  ledger: CompletionLedger;
+  faults: StoreFaults;
+  engine: (node: string, opts?: { provider?: Provider; extraTools?: Tool[] }) => TurnEngine;
+}
+
+function rig(): Rig {
+  const estate = new LocalEstate(company);
+  estates.push(estate);
+  const coord = new MemoryCoordination({ clock: systemClock, log });
+  const faults = new StoreFaults(systemClock);
+  const slot = coord.node({ faults }).slot("ledger");
+  const ledger = new CompletionLedger(slot, systemClock, log);
+  const events = new MemoryEventSink();
+  const episodes = new EpisodeStore(new Database(":memory:"));
+  const queue = new MemoryQueue({ clock: systemClock, log });
+  queues.push(queue);
+  const scripted = buildProviders(company.providers.llm, systemClock);
+  return {
+    estate,
+    events,
+    episodes,
+    ledger,
+    faults,
+    engine: (node, opts = {}) =>
+      new TurnEngine({
+        org: () => org,
+        node_id: node,
+        clock: systemClock,
+        log,
+        estate,
+        queue,
+        providerFor: (seat) => opts.provider ?? scripted.get(seat.llm ?? ""),
+        mcpTools: () => opts.extraTools ?? [],
+        ledger,
+        episodes,
+        events,
+      }),
+  };
+}
+
+const owned = () => true;
+
+function openai(): Provider {
+  return openAiProvider({ name: "gpt", base_url: server.url, model: "m", api_keys: [], timeout_ms: 5_000, clock: systemClock });
+}
+
+describe("the default company (scripted provider)", () => {
+  test("@ceo asked for a plan → work items for @cto and @pm and one reply in the thread; a redelivery is skipped", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@ceo we need a plan for the Q3 launch");
+    const trigger = mentionTrigger("ceo", "general", msg, "@ceo we need a plan for the Q3 launch");
+    const report = await r.engine("node-a").run({ seat: "ceo", epoch: 1, fence: owned, triggers: [trigger] });
+    expect(report.settle).toBe("ack");
+    expect(report.outcome).toBe("completed");
+    expect(report.tool_calls).toBe(2);
+    expect(report.rounds).toBe(2);
+
+    const eng = await r.estate.read({ q: "work.list", project: "ENG", limit: 10 });
+    const ops = await r.estate.read({ q: "work.list", project: "OPS", limit: 10 });
+    expect(eng.items.map((i) => [i.key, i.assignee, i.reporter])).toEqual([["ENG-1", "cto", "ceo"]]);
+    expect(ops.items.map((i) => [i.key, i.assignee])).toEqual([["OPS-1", "pm"]]);
+    expect(eng.items[0]!.title).toBe("Technical plan: @ceo we need a plan for the Q3 launch");
+
+    const thread = await r.estate.thread("general", msg);
+    expect(thread.map((m) => m.author)).toEqual(["founder", "ceo"]);
+    expect(thread[1]!.body).toContain("@cto owns the technical plan");
+    // An automatic reply wakes no agent seat (no agent ping-pong).
+    expect(thread[1]!.mentions).toEqual([]);
+
+    const started = r.events.named("turn_started")[0]!;
+    const done = r.events.named("turn_completed")[0]!;
+    expect(started).toMatchObject({ seat: "ceo", node: "node-a", epoch: 1, trigger_ids: [trigger.event_id] });
+    expect(done).toMatchObject({ seat: "ceo", outcome: "completed", rounds: 2, tool_calls: 2, settle: "ack" });
+    expect(r.episodes.recent("ceo", 10).length).toBe(1);
+
+    // The node died before the ack: the successor (another node) gets the redelivery.
+    const again = await r.engine("node-b").run({ seat: "ceo", epoch: 2, fence: owned, triggers: [trigger] });
+    expect(again.outcome).toBe("skipped");
+    expect(again.skipped).toEqual([trigger.event_id]);
+    expect(r.events.named("turn_trigger_skipped")).toEqual([
+      expect.objectContaining({ seat: "ceo", event_id: trigger.event_id, reason: "already_completed", by_node: "node-a" }),
+    ]);
+    expect((await r.estate.thread("general", msg)).length).toBe(2);
+    expect((await r.estate.read({ q: "work.list", limit: 10 })).items.length).toBe(2);
+  });
+
+  test("a task assigned to @cto → a comment and in_progress, no chat reply", async () => {
+    const r = rig();
+    await r.estate.write("tracker", { op: "work.create", project: "ENG", reporter: "ceo", type: "task", title: "Technical plan", body: "", status: "todo", priority: "none", assignee: "cto", parent: null, labels: [], due: null });
+    const report = await r.engine("node-a").run({ seat: "cto", epoch: 1, fence: owned, triggers: [taskTrigger("cto", "ENG-1", "Technical plan")] });
+    expect(report.outcome).toBe("completed");
+    expect(report.final_text).toBe("Started ENG-1.");
+    const got = await r.estate.read({ q: "work.get", key: "ENG-1" });
+    expect(got!.item.status).toBe("in_progress");
+    expect(got!.comments.map((c) => [c.author, c.body])).toEqual([["cto", "Picked up by @cto; first draft today."]]);
+    expect(r.estate.writes.filter((w) => w.domain === "chat").length).toBe(0);
+  });
+
+  test("the ledger fails open: unreadable → the turn runs; unwritable → still acked", async () => {
+    const r = rig();
+    r.faults.unreachable = true;
+    const msg = await r.estate.post("general", "founder", "@pm hello");
+    const report = await r.engine("node-a").run({ seat: "pm", epoch: 1, fence: owned, triggers: [mentionTrigger("pm", "general", msg, "@pm hello")] });
+    expect(report.settle).toBe("ack");
+    expect(report.outcome).toBe("completed");
+    expect((await r.estate.thread("general", msg)).map((m) => m.body)).toEqual(["@pm hello", "Noted, @founder. (pm)"]);
+  });
+});
+
+describe("a turn that broke", () => {
+  test("before anything reached outside → NAK; the redelivery runs and succeeds", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@cto status?");
+    const trigger = mentionTrigger("cto", "general", msg, "@cto status?");
+    server.script([{ status: 400, text: "model refuses" }]);
+    const first = await r.engine("node-a", { provider: openai() }).run({ seat: "cto", epoch: 1, fence: owned, triggers: [trigger] });
+    expect(first.settle).toBe("nak");
+    expect(first.outcome).toBe("retry");
+    expect(first.reached_outside).toBe(false);
+    expect(r.estate.writes.length).toBe(1); // only the person's post
+
+    server.script([openAiTextReply("All green.")]);
+    const second = await r.engine("node-a", { provider: openai() }).run({ seat: "cto", epoch: 1, fence: owned, triggers: [trigger] });
+    expect(second.settle).toBe("ack");
+    expect((await r.estate.thread("general", msg)).map((m) => [m.author, m.body])).toEqual([
+      ["founder", "@cto status?"],
+      ["cto", "All green."],
+    ]);
+  });
+
+  test("after an estate write → recorded and acked, published failed, never re-run", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@cto file it");
+    const trigger = mentionTrigger("cto", "general", msg, "@cto file it");
+    server.script([openAiToolReply([{ id: "c1", name: "work_create", args: { project: "ENG", title: "Filed" } }]), { status: 400, text: "context too long" }]);
+    const first = await r.engine("node-a", { provider: openai() }).run({ seat: "cto", epoch: 1, fence: owned, triggers: [trigger] });
+    expect(first).toMatchObject({ settle: "ack", outcome: "failed", reached_outside: true });
+    expect(r.events.named("turn_completed")[0]).toMatchObject({ outcome: "failed" });
+    expect(r.events.named("turn_trigger_skipped")[0]).toMatchObject({ event_id: trigger.event_id, reason: "turn_failed_after_reaching_outside" });
+
+    server.script([openAiToolReply([{ id: "c2", name: "work_create", args: { project: "ENG", title: "Filed twice" } }])]);
+    const again = await r.engine("node-b", { provider: openai() }).run({ seat: "cto", epoch: 2, fence: owned, triggers: [trigger] });
+    expect(again.outcome).toBe("skipped");
+    expect((await r.estate.read({ q: "work.list", project: "ENG", limit: 10 })).items.map((i) => i.title)).toEqual(["Filed"]);
+  });
+
+  test("an unexpected exception → recorded, acked, turn.guard_breach", async () => {
+    const r = rig();
+    const boom: Tool = {
+      name: "explode",
+      description: "a defect",
+      input_schema: { type: "object" },
+      annotations: { readOnly: true, openWorld: false, estateWrite: false, source: "mcp" },
+      call: async () => {
+        throw new TypeError("cannot read properties of undefined");
+      },
+    };
+    const msg = await r.estate.post("general", "founder", "@pm go");
+    const trigger = mentionTrigger("pm", "general", msg, "@pm go");
+    server.script([openAiToolReply([{ id: "c1", name: "explode", args: {} }])]);
+    const report = await r.engine("node-a", { provider: openai(), extraTools: [boom] }).run({ seat: "pm", epoch: 1, fence: owned, triggers: [trigger] });
+    expect(report).toMatchObject({ settle: "ack", outcome: "failed", reached_outside: false });
+    expect(r.events.named("turn.guard_breach")[0]).toMatchObject({ seat: "pm", kind: "unhandled_exception" });
+    const check = await r.ledger.check([trigger]);
+    expect(check.skip.length).toBe(1);
+  });
+});
+
+describe("the fence", () => {
+  test("trips mid-turn after a read → no further tool call, deferred, not recorded", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@cto plan");
+    const trigger = mentionTrigger("cto", "general", msg, "@cto plan");
+    let moved = false;
+    const probe: Tool = {
+      name: "probe",
+      description: "read-only probe; the seat moves while it runs",
+      input_schema: { type: "object" },
+      annotations: { readOnly: true, openWorld: false, estateWrite: false, source: "mcp" },
+      call: async () => {
+        moved = true;
+        return { content: "ok", is_error: false };
+      },
+    };
+    server.script([
+      openAiToolReply([
+        { id: "c1", name: "probe", args: {} },
+        { id: "c2", name: "work_create", args: { project: "ENG", title: "must not exist" } },
+      ]),
+    ]);
+    const report = await r.engine("node-a", { provider: openai(), extraTools: [probe] }).run({ seat: "cto", epoch: 3, fence: () => !moved, triggers: [trigger] });
+    expect(report).toMatchObject({ settle: "defer", outcome: "deferred", tool_calls: 1, reached_outside: false });
+    expect(r.events.named("tool_called").map((e) => e.tool)).toEqual(["probe"]);
+    expect((await r.estate.read({ q: "work.list", limit: 10 })).items).toEqual([]);
+    expect((await r.ledger.check([trigger])).run.length).toBe(1);
+    // The new owner is served the delivery and runs it.
+    server.script([openAiTextReply("Plan coming.")]);
+    const next = await r.engine("node-b", { provider: openai() }).run({ seat: "cto", epoch: 4, fence: owned, triggers: [trigger] });
+    expect(next.settle).toBe("ack");
+  });
+
+  test("trips after a write → no further call; acked and recorded (a successor would repeat the write)", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@cto two items");
+    const trigger = mentionTrigger("cto", "general", msg, "@cto two items");
+    let writes = 0;
+    r.estate.beforeWrite = (domain) => void (domain === "tracker" && (writes += 1));
+    server.script([
+      openAiToolReply([
+        { id: "c1", name: "work_create", args: { project: "ENG", title: "one" } },
+        { id: "c2", name: "work_create", args: { project: "ENG", title: "two" } },
+      ]),
+    ]);
+    const report = await r.engine("node-a", { provider: openai() }).run({ seat: "cto", epoch: 1, fence: () => writes === 0, triggers: [trigger] });
+    expect(report).toMatchObject({ settle: "ack", outcome: "failed", tool_calls: 1, reached_outside: true });
+    expect((await r.estate.read({ q: "work.list", limit: 10 })).items.map((i) => i.title)).toEqual(["one"]);
+    expect((await r.ledger.check([trigger])).skip.length).toBe(1);
+  });
+
+  test("a stale fence at the top of the first round runs nothing", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@pm hi");
+    const report = await r.engine("node-a").run({ seat: "pm", epoch: 1, fence: () => false, triggers: [mentionTrigger("pm", "general", msg, "@pm hi")] });
+    expect(report).toMatchObject({ settle: "defer", rounds: 0, tool_calls: 0 });
+  });
+});
+
+describe("threads and the second ledger key", () => {
+  test("waiting messages the thread showed are recorded; their retry is skipped", async () => {
+    const r = rig();
+    const root = await r.estate.post("general", "founder", "@pm first question");
+    const second = await r.estate.post("general", "founder", "@pm second question", root);
+    // The first message's turn failed before reaching outside (NAK'd); the second runs first.
+    const report = await r.engine("node-a").run({ seat: "pm", epoch: 1, fence: owned, triggers: [mentionTrigger("pm", "general", second, "@pm second question")] });
+    expect(report.outcome).toBe("completed");
+    const retry = await r.engine("node-a").run({ seat: "pm", epoch: 1, fence: owned, triggers: [mentionTrigger("pm", "general", root, "@pm first question")] });
+    expect(retry.outcome).toBe("skipped");
+    expect(r.events.named("turn_trigger_skipped")[0]).toMatchObject({ reason: "answered_in_thread" });
+    expect((await r.estate.thread("general", root)).filter((m) => m.author === "pm").length).toBe(1);
+  });
+});
