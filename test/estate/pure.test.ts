@@ -9,14 +9,14 @@ import { decodeRecord, encodeRecord, makeRecord, RECORD_VERSION } from "../../sr
 import { askOrder, SILENT_FOR_MS } from "../../src/estate/router.ts";
 import * as schema from "../../src/estate/schema.ts";
 import { seedBodies } from "../../src/estate/seed.ts";
-import { judgeCopy, STALL_MS, UNDECODABLE_GRACE_MS, type CopyFacts } from "../../src/estate/soundness.ts";
+import { judgeCopy, STALL_MS, UNDECODABLE_GRACE_MS, type CopyFacts, type Judgement } from "../../src/estate/soundness.ts";
 import { deriveTriggers, type WakeFacts } from "../../src/estate/wakes.ts";
 import { testCompany } from "./support.ts";
 
 const NOW = 1_000_000_000;
 const base: CopyFacts = { applier: { kind: "running" }, applied_seq: 10, log: { first_seq: 1, last_seq: 10 }, last_moved_ms: NOW, now_ms: NOW };
 
-const cases: [string, CopyFacts, string][] = [
+const cases: [string, CopyFacts, Judgement["state"]][] = [
   ["level", base, "level"],
   ["behind by a million is behind, not wrong", { ...base, log: { first_seq: 1, last_seq: 1_000_010 }, last_moved_ms: NOW - 1000 }, "behind"],
   ["stalled a minute with records waiting", { ...base, log: { first_seq: 1, last_seq: 11 }, last_moved_ms: NOW - STALL_MS }, "wrong"],
