@@ -1,0 +1,154 @@
+import { Database } from "bun:sqlite";
+import { afterEach, describe, expect, test } from "bun:test";
+import { systemClock } from "../../src/clock.ts";
+import { memoryLogger } from "../../src/log.ts";
+import { EpisodeStore } from "../../src/agent/episodes.ts";
+import { MemoryEventSink } from "../../src/agent/events.ts";
+import { SeatInbox, Semaphore } from "../../src/agent/inbox.ts";
+import { partitionByConversation } from "../../src/agent/partition.ts";
+import { buildProviders } from "../../src/agent/providers/index.ts";
+import { TurnEngine, type TurnReport, type TurnRequest } from "../../src/agent/turn.ts";
+import { buildOrg } from "../../src/org/org.ts";
+import { encodeTrigger, type Trigger } from "../../src/org/trigger.ts";
+import type { Delivery } from "../../src/queue/contract.ts";
+import { MemoryQueue } from "../../src/queue/memory.ts";
+import { mailbox } from "../../src/queue/topics.ts";
+import { LocalEstate, mentionTrigger, rootCompany, taskTrigger } from "./support.ts";
+
+const company = rootCompany();
+const org = buildOrg(company);
+const cleanup: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c();
+});
+
+function delivery(t: Trigger | string, seq: number): Delivery {
+  const data = typeof t === "string" ? new TextEncoder().encode(t) : encodeTrigger(t);
+  return { subject: mailbox(typeof t === "string" ? "ceo" : t.seat, "inbox").subject, data, headers: {}, msgId: undefined, deliveryCount: 1, streamSeq: seq };
+}
+
+function world() {
+  const { log, sink } = memoryLogger("debug");
+  const estate = new LocalEstate(company);
+  const queue = new MemoryQueue({ clock: systemClock, log });
+  cleanup.push(() => estate.close(), () => queue.close());
+  const events = new MemoryEventSink();
+  const providers = buildProviders(company.providers.llm, systemClock);
+  const engine = new TurnEngine({
+    org: () => org,
+    node_id: "node-a",
+    clock: systemClock,
+    log,
+    estate,
+    queue,
+    providerFor: (s) => providers.get(s.llm ?? ""),
+    ledger: null,
+    episodes: new EpisodeStore(new Database(":memory:")),
+    events,
+  });
+  return { log, sink, estate, queue, events, engine };
+}
+
+describe("partitioning (pure)", () => {
+  test("by conversation, first appearance order, duplicates settle together", () => {
+    const a1 = { ...mentionTrigger("ceo", "general", "m1aaaaaaaa", "a"), conversation: "chat:general:m1" };
+    const b = taskTrigger("ceo", "ENG-1", "task");
+    const a2 = { ...mentionTrigger("ceo", "general", "m2aaaaaaaa", "b"), conversation: "chat:general:m1" };
+    const parts = partitionByConversation([a1, b, a2, a1], (t) => t);
+    expect(parts.map((p) => [p.conversation, p.triggers.map((t) => t.event_id), p.items.length])).toEqual([
+      ["chat:general:m1", [a1.event_id, a2.event_id], 3],
+      ["work:ENG-1", [b.event_id], 1],
+    ]);
+  });
+});
+
+describe("the inbox handler", () => {
+  test("a drained batch: one turn per conversation with its constituent ids; bad input acked and logged", async () => {
+    const w = world();
+    const root = await w.estate.post("general", "founder", "@ceo hello");
+    const follow = await w.estate.post("general", "founder", "@ceo are you there?", root);
+    const t1 = { ...mentionTrigger("ceo", "general", root, "hello"), conversation: `chat:general:${root}` };
+    const t2 = { ...mentionTrigger("ceo", "general", follow, "are you there?"), conversation: `chat:general:${root}` };
+    const other = await w.estate.post("general", "founder", "@ceo separate topic");
+    const t3 = { ...mentionTrigger("ceo", "general", other, "separate"), conversation: `chat:general:${other}` };
+    const inbox = new SeatInbox({ engine: w.engine, log: w.log, max_concurrent: 4 });
+    const out = await inbox.handleBatch([delivery(t1, 1), delivery("{not json", 2), delivery(t2, 3), delivery(t3, 4)], { handle: "ceo", epoch: 1, fence: () => true });
+    expect(out.map((o) => o.kind)).toEqual(["ack", "ack", "ack", "ack"]);
+    expect(w.events.named("turn_started").map((e) => e.trigger_ids)).toEqual([[t1.event_id, t2.event_id], [t3.event_id]]);
+    expect(w.sink.events("inbox_trigger_invalid").length).toBe(1);
+    // One reply for the two-message thread, in that thread.
+    expect((await w.estate.thread("general", root)).filter((m) => m.author === "ceo").length).toBe(1);
+  });
+
+  test("screening: posture shed/stuck and a failed fence defer everything, running nothing", async () => {
+    const w = world();
+    const msg = await w.estate.post("general", "founder", "@ceo hi");
+    const d = delivery(mentionTrigger("ceo", "general", msg, "hi"), 1);
+    for (const posture of ["shed", "stuck"] as const) {
+      const inbox = new SeatInbox({ engine: w.engine, log: w.log, max_concurrent: 1, posture: () => posture });
+      const [o] = await inbox.handleBatch([d], { handle: "ceo", epoch: 1, fence: () => true });
+      expect(o).toEqual({ kind: "defer", reason: `config posture is ${posture}` });
+    }
+    const inbox = new SeatInbox({ engine: w.engine, log: w.log, max_concurrent: 1 });
+    const [o] = await inbox.handleBatch([d], { handle: "ceo", epoch: 1, fence: () => false });
+    expect(o!.kind).toBe("defer");
+    expect(w.events.named("turn_started")).toEqual([]);
+  });
+
+  test("max_concurrent bounds turns across seats on one node", async () => {
+    const { log } = memoryLogger("warn");
+    let running = 0;
+    let peak = 0;
+    const engine = {
+      run: async (req: TurnRequest): Promise<TurnReport> => {
+        running += 1;
+        peak = Math.max(peak, running);
+        await Bun.sleep(10);
+        running -= 1;
+        return { turn_id: "t", settle: "ack", outcome: "completed", rounds: 1, tool_calls: 0, usage: { input_tokens: 0, output_tokens: 0 }, reached_outside: false, skipped: [], ran: req.triggers.map((t) => t.event_id), final_text: "", error: null };
+      },
+    };
+    const inbox = new SeatInbox({ engine, log, max_concurrent: 2 });
+    const seats = ["ceo", "cto", "pm", "engineer"];
+    await Promise.all(seats.map((s, i) => inbox.handler(delivery(taskTrigger(s, `ENG-${i + 1}`, "x"), i), { handle: s, epoch: 1, fence: () => true })));
+    expect(peak).toBe(2);
+  });
+
+  test("semaphore hands slots over in order and never exceeds its limit", async () => {
+    const s = new Semaphore(1);
+    const order: number[] = [];
+    const r1 = await s.acquire();
+    const p2 = s.acquire().then((r) => (order.push(2), r));
+    const p3 = s.acquire().then((r) => (order.push(3), r));
+    expect(s.inUse).toBe(1);
+    r1();
+    (await p2)();
+    (await p3)();
+    expect(order).toEqual([2, 3]);
+    expect(s.inUse).toBe(0);
+    expect(() => new Semaphore(0)).toThrow();
+  });
+
+  test("through a real queue attachment: published trigger → turn → acked", async () => {
+    const w = world();
+    await w.queue.ensureStreams();
+    const { subject, group } = mailbox("pm", "inbox");
+    await w.queue.ensureMailbox(subject, group);
+    const msg = await w.estate.post("general", "founder", "@pm ping");
+    const t = mentionTrigger("pm", "general", msg, "ping");
+    await w.queue.publish(subject, encodeTrigger(t), { msgId: t.event_id });
+    const inbox = new SeatInbox({ engine: w.engine, log: w.log, max_concurrent: 1 });
+    const att = await w.queue.attach(subject, group, (d) => inbox.handler(d, { handle: "pm", epoch: 1, fence: () => true }), { batch: 8 });
+    cleanup.push(() => att.detach());
+    for (let i = 0; i < 200 && w.events.named("turn_completed").length === 0; i++) await Bun.sleep(5);
+    await att.idle();
+    expect(w.events.named("turn_completed")[0]).toMatchObject({ seat: "pm", outcome: "completed", settle: "ack" });
+    // Acked: a second attachment gets nothing.
+    await att.detach();
+    let redelivered = 0;
+    const att2 = await w.queue.attach(subject, group, async () => ((redelivered += 1), { kind: "ack" }));
+    cleanup.push(() => att2.detach());
+    await Bun.sleep(30);
+    expect(redelivered).toBe(0);
+  });
+});
