@@ -141,3 +141,33 @@ test("bad input is a 4xx naming the field, and nothing is written", async () => 
   }
   expect(await logEnds()).toEqual(before);
 }, TEST_TIMEOUT_MS);
+
+test("CLI: chat post and work list talk HTTP to a running node", async () => {
+  const { runChatCommand } = await import("../../src/cli/chat.ts");
+  const { runWorkCommand } = await import("../../src/cli/work.ts");
+  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: app.fetch });
+  const url = `http://127.0.0.1:${server.port}`;
+  const logged: string[] = [];
+  const origLog = console.log;
+  const origErr = console.error;
+  console.log = (...a: unknown[]) => void logged.push(a.join(" "));
+  console.error = (...a: unknown[]) => void logged.push(a.join(" "));
+  try {
+    expect(await runChatCommand(["post", "general", "hello from the cli", "--url", url, "--token", OPS])).toBe(0);
+    expect(await runChatCommand(["post", "nope", "x", "--url", url, "--token", OPS])).toBe(1);
+    expect(await runWorkCommand(["list", "--url", url, "--token", OPS, "--project", "ENG"])).toBe(0);
+    expect(await runWorkCommand(["list", "--url", url, "--token", "wrong-token-0123456789abcdef"])).toBe(1);
+  } finally {
+    console.log = origLog;
+    console.error = origErr;
+    server.stop(true);
+  }
+  expect(logged[0]).toMatch(/^posted to #general: message /);
+  expect(logged[1]).toMatch(/no channel nope/);
+  expect(logged[2]).toMatch(/KEY\s+STATUS.*\nENG-1\s+in_progress/);
+  expect(logged[3]).toMatch(/Authorization/);
+  const msgs = await node.estate.router.read({ q: "chat.messages", channel: "general" });
+  expect(msgs.messages.map((m) => m.body)).toContain("hello from the cli");
+  const { UsageError } = await import("../../src/cli/args.ts");
+  await expect(runChatCommand(["post", "general"])).rejects.toBeInstanceOf(UsageError);
+}, TEST_TIMEOUT_MS);

@@ -1,0 +1,51 @@
+// Talking to a running node's API from the CLI: where (--url / CREWLET_URL), as whom
+// (--token / CREWLET_TOKEN), and one request that answers JSON or a clear failure.
+import { DEFAULT_API_PORT } from "../config/tier-a.ts";
+import { UsageError } from "./args.ts";
+
+export const DEFAULT_URL = `http://127.0.0.1:${DEFAULT_API_PORT}`;
+/** A CLI call waits this long: longer than the router's 60 s write budget, so its answer arrives. */
+const REQUEST_TIMEOUT_MS = 70_000;
+
+export interface Target {
+  url: string;
+  token: string;
+}
+
+export function resolveTarget(values: { url?: string | boolean; token?: string | boolean }, env: Record<string, string | undefined> = process.env): Target {
+  const url = (typeof values.url === "string" ? values.url : undefined) ?? env.CREWLET_URL ?? DEFAULT_URL;
+  const token = (typeof values.token === "string" ? values.token : undefined) ?? env.CREWLET_TOKEN;
+  if (!token) throw new UsageError("no API token: pass --token or set CREWLET_TOKEN (a node prints the token it minted at first boot)");
+  try {
+    new URL(url);
+  } catch {
+    throw new UsageError(`--url ${JSON.stringify(url)} is not a URL`);
+  }
+  return { url: url.replace(/\/+$/, ""), token };
+}
+
+export type ApiAnswer = { ok: true; status: number; body: unknown } | { ok: false; status: number; message: string };
+
+export async function apiRequest(t: Target, method: string, path: string, body?: unknown): Promise<ApiAnswer> {
+  let res: Response;
+  try {
+    res = await fetch(t.url + path, {
+      method,
+      headers: { authorization: `Bearer ${t.token}`, ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    });
+  } catch (err) {
+    return { ok: false, status: 0, message: `cannot reach the node at ${t.url}: ${(err as Error).message}` };
+  }
+  let json: unknown = null;
+  try {
+    json = await res.json();
+  } catch {
+    return { ok: false, status: res.status, message: `the node answered ${res.status} with something that is not JSON` };
+  }
+  const err = (json as { error?: { message?: string } } | null)?.error;
+  // 202 pending is an answer (on the log, not yet applied where it was asked); 504 unknown is not.
+  if (res.status >= 400 || err) return { ok: false, status: res.status, message: err?.message ?? `the node answered ${res.status}: ${JSON.stringify(json)}` };
+  return { ok: true, status: res.status, body: json };
+}
