@@ -29,7 +29,7 @@ export class GateView {
   private readonly held = new Map<string, Held>();
   /** The subset below this build's protocol: what a gate judgement walks. */
   private readonly lower = new Set<string>();
-  private waiters: { revision: number; resolve: () => void }[] = [];
+  private waiters: { revision: number; resolve: () => void; reject: (err: Error) => void }[] = [];
   private idle: Timer | null = null;
 
   constructor(
@@ -84,8 +84,10 @@ export class GateView {
     this.held.clear();
     this.lower.clear();
     this.seen_revision = 0;
-    for (const w of this.waiters) w.resolve();
+    // A judgement still waiting has no current view to judge from.
+    const waiting = this.waiters;
     this.waiters = [];
+    for (const w of waiting) w.reject(new StoreUnavailable(`gate view stopped before it reached revision ${w.revision}`));
   }
 
   private async sync(): Promise<void> {
@@ -111,12 +113,14 @@ export class GateView {
 
   private reach(revision: number): Promise<void> {
     return new Promise((resolve, reject) => {
-      const waiter = { revision, resolve: () => (timer.cancel(), resolve()) };
+      const waiter = {
+        revision,
+        resolve: () => (timer.cancel(), resolve()),
+        reject: (err: Error) => (timer.cancel(), reject(err)),
+      };
       const timer = this.clock.setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w !== waiter);
         // A watch that fell behind may sit on a member that died: start afresh next time.
         this.stop();
-        reject(new StoreUnavailable(`gate view did not reach revision ${revision} in ${this.wait_ms} ms`));
       }, this.wait_ms);
       this.waiters.push(waiter);
     });

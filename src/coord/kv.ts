@@ -37,10 +37,11 @@ const STREAM_NAME_IN_USE_ERR_CODE = 10058;
 const DUPLICATE_WINDOW_MAX_MS = 2 * 60 * 1000;
 /** The key the store-clock probe writes; outside every lease kind, so no lease view counts it. */
 const CLOCK_KEY = "_clock";
-/** Listing attempts: on a cluster that just lost a member, the server may place the
- *  listing's ephemeral consumer on the dead member, where it never answers; a fresh one
- *  lands elsewhere. Three bounds the cost of a store that is really down. */
-const LIST_ATTEMPTS = 3;
+/** Attempts to start a consumer (a watch or a listing): on a cluster that lost a member,
+ *  nats-server 2.9 places about one ephemeral consumer in three on the dead member, where
+ *  its creation never answers (measured here); a fresh one lands elsewhere. Five leaves
+ *  ~0.4 % to chance and bounds the cost of a store that is really down. */
+const CONSUMER_ATTEMPTS = 5;
 /** Bound on one listing (keys/entries): far above any fleet's seat count. */
 const LIST_LIMIT = 1_000_000;
 
@@ -157,7 +158,7 @@ export class JetStreamBucket implements Bucket {
   async entries(filter = ">"): Promise<KvEntry[]> {
     validateWireKey(filter, true);
     let lastErr: unknown = null;
-    for (let attempt = 0; attempt < LIST_ATTEMPTS; attempt++) {
+    for (let attempt = 0; attempt < CONSUMER_ATTEMPTS; attempt++) {
       try {
         return await this.listOnce(filter);
       } catch (err) {
@@ -203,19 +204,24 @@ export class JetStreamBucket implements Bucket {
   async watch(onEntry: (e: KvEntry) => void, opts?: { key?: string; includeCurrent?: boolean }): Promise<KvWatch> {
     const filter = opts?.key ?? ">";
     validateWireKey(filter, true);
-    let iter;
-    try {
-      iter = await this.kv.watch({
-        key: filter,
-        include: opts?.includeCurrent ? KvWatchInclude.LastValue : KvWatchInclude.UpdatesOnly,
-        ignoreDeletes: false,
-      });
-    } catch (err) {
-      throw mapError(err, `watch ${this.bucket}`, filter, null);
+    let iter: Awaited<ReturnType<KV["watch"]>> | null = null;
+    let lastErr: unknown = null;
+    for (let attempt = 0; attempt < CONSUMER_ATTEMPTS && !iter; attempt++) {
+      try {
+        iter = await this.kv.watch({
+          key: filter,
+          include: opts?.includeCurrent ? KvWatchInclude.LastValue : KvWatchInclude.UpdatesOnly,
+          ignoreDeletes: false,
+        });
+      } catch (err) {
+        lastErr = err;
+      }
     }
+    if (!iter) throw mapError(lastErr, `watch ${this.bucket}`, filter, null);
+    const it = iter;
     let stopped = false;
     (async () => {
-      for await (const e of iter) {
+      for await (const e of it) {
         if (stopped) break;
         try {
           onEntry(toEntry(e));
@@ -227,7 +233,7 @@ export class JetStreamBucket implements Bucket {
     return {
       stop: () => {
         stopped = true;
-        iter.stop();
+        it.stop();
       },
     };
   }
