@@ -94,3 +94,12 @@ export function taskTrigger(seat: string, work_key: string, text: string, from =
     created_at: 2_000,
   };
 }
+
+/** Compile-time proof the real router is an EstatePort as it stands (tsc checks this). */
+export function routerIsAnEstatePort(r: import("../../src/estate/router.ts").EstateRouter): EstatePort {
+  return r;
+}
+/** …and the real queue a PublishPort. */
+export function queueIsAPublishPort(q: import("../../src/queue/contract.ts").Queue): import("../../src/agent/tools/estate-port.ts").PublishPort {
+  return q;
+}
