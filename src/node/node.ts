@@ -45,6 +45,15 @@ const EMPTY_COMPANY: Company = companySchema.parse({ name: "Crewlet" });
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 
+/** What a JetStream cluster that is still forming answers (see whileClusterForms). */
+const CLUSTER_FORMING = /TIMEOUT|no suitable peers for placement|temporarily unavailable/i;
+/** A forming cluster's boot steps are retried this many times: enough for the peers to
+ * register and a few raft campaigns to run, few enough that a member that cannot reach
+ * quorum fails its boot within seconds rather than hanging. */
+const CLUSTER_FORMING_ATTEMPTS = 10;
+/** Between attempts: about one raft campaign, the thing being waited out. */
+const CLUSTER_FORMING_RETRY_MS = 500;
+
 /** A graceful stop that takes longer than this is cut short: a hung drain is a kill away anyway. */
 const SHUTDOWN_BUDGET_MS = 30_000;
 
@@ -176,25 +185,30 @@ export class CrewletNode {
 
     this.step("streams");
     this.queue = new JetStreamQueue({ nc, replicas, clock: this.clock, log: this.log });
-    await this.queue.ensureStreams();
+    const queue = this.queue;
+    await this.whileClusterForms("streams", () => queue.ensureStreams());
 
     this.step("coordination");
-    this.coord = await createCoordination({ type: c.coordination.type, nc, replicas, lease_ttl_ms: ttl_ms, clock: this.clock, log: this.log });
+    this.coord = await this.whileClusterForms("coordination", () =>
+      createCoordination({ type: c.coordination.type, nc, replicas, lease_ttl_ms: ttl_ms, clock: this.clock, log: this.log }),
+    );
     const coord = this.coord;
     this.onStop(() => coord.close());
 
     this.step("company");
     const revisions = new CompanyRevisions(coord.slot("config"), coord.slot("status"), this.nodeId, this.clock, this.log);
-    if (c.company) {
-      const { changed } = await revisions.activate(c.company);
+    const fileCompany = c.company;
+    if (fileCompany) {
+      const { changed } = await this.whileClusterForms("company", () => revisions.activate(fileCompany));
       if (changed) nc.publish(REVISION_ACTIVATED_SUBJECT);
     }
-    const active = await revisions.active();
+    const active = await this.whileClusterForms("company", () => revisions.active());
     this.company = active?.company ?? null;
 
     // Every seat's mailbox exists before anything publishes to it.
     this.step("mailboxes");
-    if (this.company) await ensureSeatMailboxes(this.queue, agentSeats(this.company).map((s) => s.handle), this.clock, this.log);
+    const company = this.company;
+    if (company) await this.whileClusterForms("mailboxes", () => ensureSeatMailboxes(queue, agentSeats(company).map((s) => s.handle), this.clock, this.log));
 
     const roles = c.node.roles;
     this.step("estate");
@@ -264,6 +278,28 @@ export class CrewletNode {
     const lines = [`crewlet ${CREWLET_VERSION} node ${this.nodeId} ready`, `  API:   ${this.apiUrl}`];
     if (minted) lines.push(`  token: ${minted.token}   (minted at first boot; kept in ${storeDir}/api-token)`);
     this.opts.announce?.(lines);
+  }
+
+  /**
+   * Runs a boot step that creates clustered JetStream assets, retrying the failures a
+   * cluster that is still forming gives: the sidecar is ready once a meta leader exists,
+   * which can be before every peer has registered ("no suitable peers for placement"),
+   * and an R3 asset's raft campaign (~0.4 s) can outlast the per-call budget a short
+   * lease TTL gives (TTL / 9: 333 ms at 3 s) — the server finishes that creation anyway,
+   * so a later attempt finds the asset and adopts it. Any other failure, or one that
+   * persists, still fails the boot.
+   */
+  private async whileClusterForms<T>(step: string, fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await fn();
+      } catch (err) {
+        const text = `${(err as { code?: string }).code ?? ""} ${(err as Error).message ?? String(err)}`;
+        if (!CLUSTER_FORMING.test(text) || attempt >= CLUSTER_FORMING_ATTEMPTS) throw err;
+        this.log.warn("node_boot_step_retry", { step, attempt, error: err as Error });
+        await this.clock.sleep(CLUSTER_FORMING_RETRY_MS);
+      }
+    }
   }
 
   /** A newer company revision: mailboxes first, then the estate, then the seats. */

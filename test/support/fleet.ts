@@ -60,8 +60,20 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
   const root = mkdtempSync(join(tmpdir(), "crewlet-fleet-"));
   const members = opts.nodes.filter((n) => n.kind === "member");
   const ports = new Map<string, { api: number; client: number; monitor: number; cluster: number; leaf: number }>();
+  // The kernel may hand a just-closed port out again, so one fleet's ports are kept distinct.
+  const taken = new Set<number>();
+  const distinctPort = async (): Promise<number> => {
+    for (let i = 0; i < 100; i++) {
+      const p = await freePort();
+      if (!taken.has(p)) {
+        taken.add(p);
+        return p;
+      }
+    }
+    throw new Error("no distinct free port after 100 tries");
+  };
   for (const n of opts.nodes) {
-    ports.set(n.id, { api: await freePort(), client: await freePort(), monitor: await freePort(), cluster: await freePort(), leaf: await freePort() });
+    ports.set(n.id, { api: await distinctPort(), client: await distinctPort(), monitor: await distinctPort(), cluster: await distinctPort(), leaf: await distinctPort() });
   }
   const fleetShape = opts.nodes.length > 1;
   const nodes = opts.nodes.map((spec): FleetNode => {
