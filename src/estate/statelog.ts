@@ -69,6 +69,8 @@ export function logStreamConfig(domain: Domain, replicas: number): StreamConfig 
 
 /** JetStream API error: stream name already in use with a different configuration. */
 const STREAM_NAME_IN_USE = 10058;
+/** Looks-then-creates per log before boot gives up: three API timeouts is 30 s. */
+const ENSURE_ATTEMPTS = 3;
 /** JetStream API error: stream not found. */
 const STREAM_NOT_FOUND = 10059;
 
@@ -109,22 +111,33 @@ export class StateLog {
    */
   async ensureStreams(replicas: number): Promise<void> {
     const jsm = await this.jsm();
-    await Promise.all(
-      DOMAINS.map(async (domain) => {
+    await Promise.all(DOMAINS.map((domain) => this.ensureStream(jsm, domain, replicas)));
+  }
+
+  private async ensureStream(jsm: JetStreamManager, domain: Domain, replicas: number): Promise<void> {
+    const name = stateLogStream(domain);
+    for (let attempt = 1; ; attempt++) {
+      try {
         try {
-          await jsm.streams.info(stateLogStream(domain));
+          await jsm.streams.info(name);
           return;
         } catch (err) {
-          if (apiErrorCode(err) !== STREAM_NOT_FOUND) throw new Error(`estate: reading ${stateLogStream(domain)} failed: ${String(err)}`);
+          if (apiErrorCode(err) !== STREAM_NOT_FOUND) throw err;
         }
         try {
           await jsm.streams.add(logStreamConfig(domain, replicas));
-          this.log.info("estate_log_created", { stream: stateLogStream(domain), replicas });
+          this.log.info("estate_log_created", { stream: name, replicas });
         } catch (err) {
-          if (apiErrorCode(err) !== STREAM_NAME_IN_USE) throw new Error(`estate: creating ${stateLogStream(domain)} failed: ${String(err)}`);
+          if (apiErrorCode(err) !== STREAM_NAME_IN_USE) throw err;
         }
-      }),
-    );
+        return;
+      } catch (err) {
+        // Several members creating R3 streams at once can outlast one API timeout while the
+        // raft groups campaign; the next look usually finds the stream a peer made.
+        if (attempt >= ENSURE_ATTEMPTS) throw new Error(`estate: creating ${name} failed after ${attempt} attempts: ${String(err)}`);
+        this.log.warn("estate_log_create_retry", { stream: name, attempt, error: String(err) });
+      }
+    }
   }
 
   async position(domain: Domain): Promise<LogPosition> {
