@@ -25,6 +25,8 @@ export interface CoordHarness {
 
 /** Generous: only a hung backend takes this long; nothing here measures speed. */
 const EVENTUALLY_MS = 30_000;
+/** Per case: cases wait out real lease TTLs on real servers, and one rides out a leader election. */
+const CASE_TIMEOUT_MS = 90_000;
 
 let serial = 0;
 function uniq(tag: string): string {
@@ -85,7 +87,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       await a?.close();
       await b?.close();
       await h?.teardown();
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("acquire is exclusive: a second owner is refused `held`, and of racing claims exactly one wins", async () => {
       const key = `seat:${uniq("excl")}`;
@@ -105,7 +107,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       const view = await b.leases.get(raced);
       expect(view?.owner).toBe(okLease(winners[0]!).owner);
       expect(view?.live).toBe(true);
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("epochs strictly increase across release, expiry and re-acquire, even after the key expired from the bucket", async () => {
       const key = `seat:${uniq("epochs")}`;
@@ -127,7 +129,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
         return claim(b, key, ob);
       }));
       expect(e4.epoch).toBeGreaterThan(e3.epoch);
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("a lapsed lease refuses renew (lost), is listed as not live, and re-acquiring bumps the epoch", async () => {
       const prefix = `seat:${uniq("lapse")}`;
@@ -149,7 +151,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       expect(again.epoch).toBeGreaterThan(l.epoch);
       expect(await a.leases.renew(lapsing, oa, l.epoch)).toEqual({ status: "lost" });
       expect((await a.leases.renew(lapsing, oa, again.epoch)).status).toBe("renewed");
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("the same owner re-acquiring gets a new epoch, which fences its own past tenure", async () => {
       const key = `seat:${uniq("same")}`;
@@ -163,7 +165,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       expect(await a.leases.release(key, oa, e2.epoch)).toBe("released");
       const e3 = okLease(await claim(a, key, oa));
       expect(e3.epoch).toBeGreaterThan(e2.epoch);
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("acquired_at is the store's stamp of the winning write and no renewal restamps it", async () => {
       const key = `node:${uniq("since")}`;
@@ -188,7 +190,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       const seen = await b.leases.get(key);
       expect(seen).toMatchObject({ acquired_at: lease.acquired_at, expires_at: last.expires_at, live: true, epoch: lease.epoch });
       expect(await a.leases.release(key, oa, lease.epoch)).toBe("released");
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("a claim that fails part way leaves nothing held, and its owner can claim again at once", async () => {
       const faults = new StoreFaults(h.clock);
@@ -226,7 +228,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       } finally {
         await f.close();
       }
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("a give-back never removes a sibling's claim", async () => {
       const key = `seat:${uniq("sibling")}`;
@@ -252,7 +254,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       } finally {
         await old.close();
       }
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("a new incarnation of a node takes over its predecessor's live lease with a new epoch; nobody else can", async () => {
       const key = `seat:${uniq("takeover")}`;
@@ -266,7 +268,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       expect(await a.leases.renew(key, first, lease.epoch)).toEqual({ status: "lost" });
       expect(await a.leases.release(key, first, lease.epoch)).toBe("not_held");
       expect(await claim(a, key, owner("node-u"), { takeoverNodeId: "node-u" })).toMatchObject({ ok: false, rule: "held", holder: next });
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("on an unreachable store, renew is `unknown` and the lease is untouched; a lost renew answer is not a loss", async () => {
       const key = `seat:${uniq("blip")}`;
@@ -294,7 +296,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       } finally {
         await f.close();
       }
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("exclusivity holds under contention while the store is disturbed (calls may be unknown)", async () => {
       const keys = [0, 1, 2].map(() => `seat:${uniq("contend")}`);
@@ -351,7 +353,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       } finally {
         await Promise.all(nodes.map((n) => n.close()));
       }
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("the protocol gate refuses a seat claim above a lower live presence or seat lease, names the floor, and ignores duty leases", async () => {
       const older = await h.open({ protocol: 3 });
@@ -396,7 +398,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       } finally {
         await older.close();
       }
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("duty leases keep their own TTL in their own bucket", async () => {
       const key = `worker:${uniq("scheduler")}`;
@@ -412,7 +414,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       expect(await a.duties.release(key, oa, lease.epoch)).toBe("released");
       expect((await b.duties.list("worker:")).some((v) => v.key === key)).toBe(false);
       void DUTIES_BUCKET;
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("compare-and-set conflicts on every slot", async () => {
       for (const slotName of SLOT_NAMES) {
@@ -437,7 +439,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
         const r4 = await slot.put(key, enc("four"));
         expect((await peer.get(key))?.revision).toBe(r4);
       }
-    });
+    }, CASE_TIMEOUT_MS);
 
     test("watch sees every write, in order, with its revision and operation", async () => {
       const slot = a.slot("status");
@@ -477,6 +479,6 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       } finally {
         w.stop();
       }
-    });
+    }, CASE_TIMEOUT_MS);
   });
 }
