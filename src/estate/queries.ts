@@ -1,12 +1,12 @@
 // Reads of a copy: the query vocabulary (zod, because a query crosses the wire to a data
 // node) and how a copy answers each one. Every caller — tools, the API, the CLI through
 // the API — asks through the router, which runs these here or on a data node.
-import { and, asc, eq, gt, sql, type SQL } from "drizzle-orm";
+import { and, asc, eq, gt, type SQL } from "drizzle-orm";
 import { z } from "zod";
+import type { Database } from "bun:sqlite";
 import type { EstateDb } from "./migrate.ts";
 import { channelId, containerKey, handle, opId, pageTitle, projectKey, workKey } from "./records.ts";
 import { activity, channels, comments, containers, messages, pages, projects, workItems, WORK_STATUSES, type Domain } from "./schema.ts";
-import type { Database } from "bun:sqlite";
 
 /** Largest page any list answers: a list is for reading, not for export. */
 export const MAX_LIST_LIMIT = 500;
@@ -263,4 +263,3 @@ export function runQuery(db: EstateDb, sqlite: Database, query: Query): Results[
   }
 }
 
-export { sql };

@@ -3,7 +3,6 @@
 // parse what they receive with these schemas.
 import { z } from "zod";
 import { querySchema } from "./queries.ts";
-import { DOMAINS, type Domain } from "./schema.ts";
 
 export function rpcSubject(nodeId: string): string {
   if (!/^[A-Za-z0-9_\-]+$/.test(nodeId)) throw new Error(`invalid node id ${JSON.stringify(nodeId)} for an estate subject`);
@@ -49,4 +48,3 @@ export function decodeJson(data: Uint8Array): unknown {
   return JSON.parse(new TextDecoder().decode(data));
 }
 
-export { DOMAINS, type Domain };
