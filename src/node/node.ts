@@ -21,14 +21,15 @@ import { fleetGroups } from "../api/routes/fleet.ts";
 import { agentSeats, companySchema, type Company } from "../config/company.ts";
 import { createCoordination, type CoordinationHandle } from "../coord/index.ts";
 import { openEstate, type Estate } from "../estate/estate.ts";
-import { defer, type Delivery, type Outcome } from "../queue/contract.ts";
 import { JetStreamQueue } from "../queue/jetstream.ts";
 import { ensureSeatMailboxes } from "../queue/mailboxes.ts";
-import { SeatHost, type TurnContext } from "../seat/host.ts";
+import { SeatHost } from "../seat/host.ts";
 import { Watchdog } from "../seat/watchdog.ts";
 import { brokerPlanFor } from "./broker-plan.ts";
 import { CompanyRevisions, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "./company-revisions.ts";
 import { dataNodesFrom } from "./data-nodes.ts";
+import { NodeEngine } from "./engine.ts";
+import { agentsGroup } from "../api/routes/agents.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
 
 export interface NodeOptions {
@@ -72,6 +73,7 @@ export class CrewletNode {
   private revisions: RevisionFollower | null = null;
   private estate: Estate | null = null;
   private seats: SeatHost | null = null;
+  private engine: NodeEngine | null = null;
   private watchdog: Watchdog | null = null;
   private company: Company | null = null;
   private bootStep = "starting";
@@ -228,6 +230,21 @@ export class CrewletNode {
     await estate.start();
     this.onStop(() => estate.stop());
 
+    this.step("engine");
+    this.engine = new NodeEngine({
+      nodeId: this.nodeId,
+      storeDir,
+      company: this.company ?? EMPTY_COMPANY,
+      estate: estate.router,
+      queue: this.queue,
+      ledger: coord.slot("ledger"),
+      max_concurrent: c.node.max_concurrent,
+      clock: this.clock,
+      log: this.log,
+    });
+    const engine = this.engine;
+    this.onStop(() => engine.stop());
+
     // Every node holds a presence lease (the fleet's size is counted from them); only a
     // node with the seats role claims seats.
     this.step("seats");
@@ -243,7 +260,8 @@ export class CrewletNode {
       log: this.log,
       lease_ttl_ms: () => coord.lease_ttl_ms,
       takeover: true,
-      handler: (d, turn) => this.handleInbox(d, turn),
+      handler: engine.inbox.handler,
+      hooks: engine.hooks(),
       watchdog: this.watchdog,
     });
     const seats = this.seats;
@@ -269,6 +287,7 @@ export class CrewletNode {
     this.step("api");
     this.mountApi(auth, [
       ...(roles.includes("ingress") ? estate.routeGroups : []),
+      agentsGroup({ nodeId: this.nodeId, org: () => engine.currentOrg, status: (h) => engine.status(h), leases: () => seats.fleet() }),
       ...fleetGroups({ fleet: () => seats.fleet(), drain: () => void this.stop(EXIT_OK, "drain requested") }),
     ]);
 
@@ -308,14 +327,10 @@ export class CrewletNode {
     if (this.queue) await ensureSeatMailboxes(this.queue, seats.map((s) => s.handle), this.clock, this.log);
     this.company = active.company;
     await this.estate?.setCompany(active.company);
+    this.engine?.setCompany(active.company);
     this.seats?.setSeats(seats);
     await revisions.recordApplied(active, seats.length);
     this.log.info("config_revision_applied", { digest: active.digest, epoch: active.epoch, seats: seats.length });
-  }
-
-  private async handleInbox(delivery: Delivery, turn: TurnContext): Promise<Outcome> {
-    void delivery;
-    return defer(`no agent engine runs seat ${turn.handle} on this node yet`);
   }
 
   private apiTokens(storeDir: string): { tokens: ApiToken[]; minted: ApiToken | null } {

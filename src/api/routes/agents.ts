@@ -1,0 +1,59 @@
+// GET /agents and GET /agents/{handle}: each agent seat with who holds it (node, epoch,
+// since) and, for seats this node runs, its turn state (busy, last turn, last error,
+// token totals). A seat held by a peer says so rather than showing this node's zeros.
+import { Hono } from "hono";
+import type { SeatTurnStatus } from "../../agent/index.ts";
+import type { Org } from "../../org/org.ts";
+import type { FleetView } from "../../seat/host.ts";
+import type { RouteGroup } from "../app.ts";
+import type { AuthEnv } from "../auth.ts";
+import { ApiError } from "../errors.ts";
+
+export interface AgentsSource {
+  nodeId: string;
+  org(): Org;
+  status(handle: string): SeatTurnStatus;
+  leases(): Promise<FleetView>;
+}
+
+async function describe(src: AgentsSource, handles: string[]) {
+  const org = src.org();
+  const view = await src.leases();
+  const byHandle = new Map(view.leases.map((l) => [l.handle, l]));
+  return handles.map((h) => {
+    const seat = org.agentSeat(h)!;
+    const lease = byHandle.get(h);
+    // This node's engine only knows the turns it ran: a seat a peer holds is that peer's
+    // to describe, and zeros from here would read as an idle seat.
+    const here = lease?.node === src.nodeId;
+    return {
+      handle: h,
+      name: seat.name,
+      agent_id: seat.agent_id,
+      manager: seat.manager,
+      holder: lease ? { node: lease.node, epoch: lease.epoch, since: new Date(lease.since).toISOString(), expires_in_ms: lease.expires_in_ms } : null,
+      turns: here ? src.status(h) : null,
+      turns_known_on: lease ? lease.node : null,
+    };
+  });
+}
+
+export function agentsGroup(src: AgentsSource): RouteGroup {
+  return {
+    prefix: "/agents",
+    routes: (auth) => {
+      const app = new Hono<AuthEnv>();
+      app.get("/", auth.require("state:read"), async (c) => {
+        const handles = src.org().agentSeats().map((s) => s.handle);
+        return c.json({ agents: await describe(src, handles) });
+      });
+      app.get("/:handle", auth.require("state:read"), async (c) => {
+        const handle = c.req.param("handle");
+        if (!src.org().agentSeat(handle)) throw new ApiError(404, "unknown_seat", `no agent seat "${handle}" in this company`, "handle");
+        const [agent] = await describe(src, [handle]);
+        return c.json(agent);
+      });
+      return app;
+    },
+  };
+}
