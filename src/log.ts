@@ -40,7 +40,10 @@ export function redact(value: unknown, depth = 0): unknown {
   if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
   const out: Fields = {};
   for (const [k, v] of Object.entries(value as Fields)) {
-    out[k] = SECRET_FIELD.test(k) && v !== undefined && v !== null ? REDACTED : redact(v, depth + 1);
+    // A secret is text: counts and structures under such a name (token usage, a token's
+    // grants) are walked like any other field, and their own keys judged in turn.
+    const secretText = typeof v === "string" || (Array.isArray(v) && v.some((x) => typeof x === "string"));
+    out[k] = SECRET_FIELD.test(k) && secretText ? REDACTED : redact(v, depth + 1);
   }
   return out;
 }

@@ -19,3 +19,12 @@ test("lines below the level are dropped", () => {
   log.warn("seat_admission_stale");
   expect(sink.lines.map((l) => l.event)).toEqual(["seat_admission_stale"]);
 });
+
+test("token counts are not secrets; token text is", () => {
+  const { log, sink } = memoryLogger();
+  log.info("turn_completed", { tokens: { input: 12, output: 7 }, api_keys: ["sk-1"], token: "abc" });
+  const text = formatJson(sink.lines[0]!);
+  expect(text).toContain('"input":12');
+  expect(text).not.toContain("sk-1");
+  expect(text).not.toContain('"abc"');
+});
