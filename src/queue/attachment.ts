@@ -27,17 +27,30 @@ export interface PullSink {
   end(error?: unknown): void;
 }
 
-export interface PullHandle {
-  /** Withdraw the pull. A message already on its way may still reach sink.message. */
-  cancel(): void;
-}
-
 export interface MailboxSource {
-  /** Ask the broker for up to `batch` messages, delivered to sink as they come. */
-  pull(batch: number, sink: PullSink): PullHandle;
+  /**
+   * Ask the broker for up to `batch` messages, delivered to sink as they come. A pull cannot
+   * be withdrawn (nats-server 2.9 has no pull cancel, and in a cluster the consumer leader
+   * may already have a message on its way to it): it ends only when it has delivered
+   * `batch`, when the broker says it expired, or when its expiry has provably passed, and
+   * then sink.end is called exactly once and nothing more arrives for it.
+   */
+  pull(batch: number, sink: PullSink): void;
   /** Copy the message to the dead-letter stream with its headers and the reason. */
   deadLetter(m: RawMessage, reason: string): Promise<void>;
 }
+
+/**
+ * How long one pull waits at the broker, on both backends. It bounds how long a quiesced,
+ * deferred or detached attachment's last pull can still catch mail (and hand it back, one
+ * delivery each, at most one batch per pull), how long a detached attachment's inbox
+ * lingers, and how soon a pull the broker lost (a consumer leader change drops waiting
+ * pulls unanswered) is noticed. Against that, each attached idle mailbox re-asks once per
+ * period: 5 s is 60 requests a second for a node's 300 mailboxes, nothing to a broker,
+ * while halving the window in which a handoff's old pull steals (and bounces) new mail
+ * compared with 10 s. Well inside a lease heartbeat (15 s).
+ */
+export const PULL_EXPIRES_MS = 5_000;
 
 export type Settlement = "ack" | "nak" | "dead-letter";
 
@@ -61,15 +74,32 @@ export function checkBatch(batch: number | undefined): number {
   return b;
 }
 
+interface OutstandingPull {
+  token: object;
+  received: number;
+  /** Stream sequences this pull brought while not ready and that were handed back. */
+  handedBack: Set<number>;
+}
+
 export class AttachmentCore implements Attachment {
   private readonly holdSet = new Set<string>();
   private quiescedByCall = false;
   private detached = false;
   private running = 0;
   private readonly buffer: RawMessage[] = [];
-  private pullToken: object | null = null;
-  private pullHandle: PullHandle | null = null;
-  private pulled = 0;
+  /**
+   * The one outstanding pull. It outlives a quiesce, defer or detach (it cannot be
+   * withdrawn): what it brings meanwhile is handed back, and a resume reuses it rather than
+   * putting a second waiting request behind it.
+   */
+  private pull: OutstandingPull | null = null;
+  /**
+   * Messages the outstanding pull brought back to this not-ready attachment after handing
+   * them back once: nobody else was waiting, so a second hand-back would only bounce them
+   * straight back (one delivery each, up to a batch). Kept unrun until the pull ends, then
+   * handed back; run if the attachment is ready first. At most one batch.
+   */
+  private readonly parked: RawMessage[] = [];
   private retryTimer: Timer | null = null;
   private idleWaiters: Array<() => void> = [];
   private readonly batch: number;
@@ -140,54 +170,62 @@ export class AttachmentCore implements Attachment {
   /** The one place that decides what to do next. */
   private pump(): void {
     if (!this.ready()) {
-      this.cancelPull();
+      // Never withdraw the outstanding pull (see MailboxSource.pull): onMessage hands back
+      // whatever it still brings.
       while (this.buffer.length > 0) this.handBack(this.buffer.shift()!, "handed back unrun (quiesced or detached)");
       return;
     }
+    // Ready again while the outstanding pull still holds parked mail: it is ours to run.
+    while (this.parked.length > 0) this.buffer.push(this.parked.shift()!);
     if (this.running > 0) return;
     const next = this.buffer.shift();
     if (next) {
       void this.run(next);
       return;
     }
-    if (this.pullHandle || this.retryTimer) return;
-    const token = {};
-    this.pullToken = token;
-    this.pulled = 0;
-    this.pullHandle = this.source.pull(this.batch, {
-      message: (m) => this.onMessage(token, m),
-      end: (error) => this.onPullEnd(token, error),
+    // A live pull (perhaps made before a quiesce) is reused: a second waiting request would
+    // sit behind it at the broker, and the older one would win the next message.
+    if (this.pull || this.retryTimer) return;
+    const pull: OutstandingPull = { token: {}, received: 0, handedBack: new Set() };
+    this.pull = pull;
+    this.source.pull(this.batch, {
+      message: (m) => this.onMessage(pull.token, m),
+      end: (error) => this.onPullEnd(pull.token, error),
     });
   }
 
-  private cancelPull(): void {
-    const handle = this.pullHandle;
-    this.pullHandle = null;
-    this.pullToken = null;
-    handle?.cancel();
-  }
-
   private onMessage(token: object, m: RawMessage): void {
-    // A message from a withdrawn pull was taken while this attachment was not entitled to
-    // run it: hand it straight back rather than park it for the ack wait.
-    if (token !== this.pullToken || !this.ready()) {
-      this.handBack(m, "arrived after the pull was withdrawn");
+    const pull = this.pull;
+    if (!pull || pull.token !== token) {
+      // A source breaking its promise (nothing after end): never run it, never strand it.
+      this.handBack(m, "arrived after its pull ended");
       return;
     }
-    this.pulled += 1;
+    pull.received += 1;
     // A pull that has had its batch is complete: nothing more can arrive for it.
-    if (this.pulled >= this.batch) {
-      this.pullHandle = null;
-      this.pullToken = null;
+    const complete = pull.received >= this.batch;
+    if (complete) this.pull = null;
+    if (!this.ready()) {
+      // Taken while this attachment may not run it: hand it straight back rather than park
+      // it for the ack wait. Only a message this same pull already handed back is kept
+      // (see `parked`), so a pull costs at most one batch of hand-backs.
+      const seq = m.delivery.streamSeq;
+      if (pull.handedBack.has(seq)) this.parked.push(m);
+      else {
+        pull.handedBack.add(seq);
+        this.handBack(m, "arrived while quiesced or detached");
+      }
+      if (complete) this.releaseParked();
+      return;
     }
     this.buffer.push(m);
     this.pump();
   }
 
   private onPullEnd(token: object, error?: unknown): void {
-    if (token !== this.pullToken) return;
-    this.pullHandle = null;
-    this.pullToken = null;
+    if (this.pull?.token !== token) return;
+    this.pull = null;
+    this.releaseParked();
     if (error !== undefined && !this.detached) {
       this.log.warn("queue_pull_failed", { error: String(error), retry_ms: PULL_RETRY_MS });
       this.retryTimer = this.clock.setTimeout(() => {
@@ -197,6 +235,12 @@ export class AttachmentCore implements Attachment {
       return;
     }
     this.pump();
+  }
+
+  /** The pull that parked mail is over, so handing it back can no longer bounce it here. */
+  private releaseParked(): void {
+    if (this.ready()) return; // pump runs them
+    while (this.parked.length > 0) this.handBack(this.parked.shift()!, "held while its pull was outstanding, handed back at the pull's end");
   }
 
   private async run(m: RawMessage): Promise<void> {

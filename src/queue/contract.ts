@@ -47,9 +47,14 @@ export interface AttachOptions {
 }
 
 export interface Attachment {
-  /** Stop fetching. A running handler is not interrupted. */
+  /**
+   * Stop running deliveries and make no new pull. A running handler is not interrupted.
+   * The pull already out cannot be withdrawn (the broker has no pull cancel): what it still
+   * brings is handed back at once, unrun (one delivery each, at most one batch), never kept
+   * for the ack wait.
+   */
   quiesce(): void;
-  /** Fetch again, unless a named hold is in place. */
+  /** Run again, unless a named hold is in place; reuses a pull still out from before. */
   resume(): void;
   /** A named hold keeps the attachment quiesced until released, whatever resume() says. */
   hold(name: string): void;
@@ -60,7 +65,10 @@ export interface Attachment {
   readonly inFlight: number;
   /** Resolves when no handler is running (for a voluntary release's bounded wait). */
   idle(): Promise<void>;
-  /** Stop for good. Never waits for a running handler, never deletes the mailbox. */
+  /**
+   * Stop for good. Never waits for a running handler, never deletes the mailbox. As with
+   * quiesce, what the last pull still brings is handed back at once.
+   */
   detach(): Promise<void>;
 }
 

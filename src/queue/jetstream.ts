@@ -22,19 +22,18 @@ import {
   type Responder,
   type ScatterOptions,
 } from "./contract.ts";
-import { AttachmentCore, type MailboxSource, type PullHandle, type PullSink, type RawMessage } from "./attachment.ts";
+import { AttachmentCore, PULL_EXPIRES_MS, type MailboxSource, type PullSink, type RawMessage } from "./attachment.ts";
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter } from "./deadletter.ts";
 import { apiErrorCode, ensureStreams } from "./streams.ts";
 import { durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_AGENT, STREAM_DLQ, streamForSubject } from "./topics.ts";
 
 /**
- * How long one pull waits at the broker. Shorter costs idle requests (one per attached
- * mailbox per period); longer delays noticing a pull the broker lost (a consumer leader
- * change in a cluster drops waiting pulls without answering them). Ten seconds is well
- * inside a lease heartbeat (15 s) and a few requests a second for a node's seats.
+ * A pull the broker has not ended this long after its expiry (PULL_EXPIRES_MS, attachment.ts)
+ * is over: the leader counts the expiry from when the request reached it, which is later than
+ * our send by one trip through our member and a route, milliseconds even on a loaded box;
+ * 5 s covers a stalled route many times over. Only then is the inbox dropped, so nothing
+ * the leader sends can be lost on its way in. Normally the broker's 408 ends the pull first.
  */
-export const PULL_EXPIRES_MS = 10_000;
-/** A pull the broker has not ended this long after its expiry is presumed lost, and replaced. */
 export const PULL_LOST_AFTER_MS = 5_000;
 /**
  * Pulls a consumer may have waiting at once. Each attachment holds at most one; a lost
@@ -382,50 +381,54 @@ class JetStreamSource implements MailboxSource {
   }
 
   /**
-   * One pull on its own inbox. Withdrawing it unsubscribes that inbox (the broker skips a
-   * waiting pull with no interest) and drains: UNSUB then a flush, so anything the broker
-   * sent before it saw the UNSUB still reaches sink.message and is handed back at once.
+   * One pull on its own inbox, kept subscribed until the pull is provably over: the broker
+   * ended it (408 expired, a refusal), it delivered its batch, or its expiry plus
+   * PULL_LOST_AFTER_MS passed. Never earlier: nats-server 2.9 cannot withdraw a waiting
+   * pull, and in a cluster the consumer leader may already have a message on its way here
+   * when an UNSUB leaves; our member would drop it and the message would sit ack-pending for
+   * the ack wait (30 minutes). What arrives while the attachment may not run it is the
+   * attachment's to hand back.
    */
-  pull(batch: number, sink: PullSink): PullHandle {
+  pull(batch: number, sink: PullSink): void {
     const inbox = createInbox();
     let done = false;
     let timer: Timer | null = null;
+    let sub: Subscription | null = null;
     let received = 0;
     const finish = (error?: unknown) => {
       if (done) return;
       done = true;
       timer?.cancel();
-      sub.unsubscribe();
+      sub?.unsubscribe();
       sink.end(error);
     };
-    const sub = this.nc.subscribe(inbox, {
-      callback: (err, msg) => {
-        if (err) return finish(err);
-        const status = statusOf(msg);
-        if (status === 100) return; // idle heartbeat
-        if (status === 408 || status === 404) return finish(); // expired: ask again
-        if (status !== 0) return finish(new Error(`pull refused: ${status} ${msg.headers?.description ?? ""}`.trim()));
-        received += 1;
-        let raw: RawMessage;
-        try {
-          raw = this.rawMessage(msg);
-        } catch (error) {
-          return finish(error);
-        }
-        sink.message(raw);
-        if (received >= batch) finish();
-      },
-    });
-    timer = this.clock.setTimeout(() => finish(new Error("pull went unanswered past its expiry")), PULL_EXPIRES_MS + PULL_LOST_AFTER_MS);
-    this.nc.publish(this.nextSubject, JSON.stringify({ batch, expires: PULL_EXPIRES_MS * NS_PER_MS }), { reply: inbox });
-    return {
-      cancel: () => {
-        if (done) return;
-        done = true;
-        timer?.cancel();
-        sub.drain().catch(() => undefined);
-      },
-    };
+    try {
+      sub = this.nc.subscribe(inbox, {
+        callback: (err, msg) => {
+          if (err) return finish(err);
+          const status = statusOf(msg);
+          if (status === 100) return; // idle heartbeat
+          if (status === 408 || status === 404) return finish(); // expired: ask again
+          if (status !== 0) return finish(new Error(`pull refused: ${status} ${msg.headers?.description ?? ""}`.trim()));
+          received += 1;
+          let raw: RawMessage;
+          try {
+            raw = this.rawMessage(msg);
+          } catch (error) {
+            return finish(error);
+          }
+          sink.message(raw);
+          if (received >= batch) finish();
+        },
+      });
+      // The connection closed under the pull: nothing more can arrive, so it is over.
+      void sub.closed.then(() => finish(new Error("connection closed under the pull")));
+      timer = this.clock.setTimeout(() => finish(new Error("pull went unanswered past its expiry")), PULL_EXPIRES_MS + PULL_LOST_AFTER_MS);
+      this.nc.publish(this.nextSubject, JSON.stringify({ batch, expires: PULL_EXPIRES_MS * NS_PER_MS }), { reply: inbox });
+    } catch (error) {
+      // A closed connection throws synchronously; the attachment's retry path handles it.
+      queueMicrotask(() => finish(error));
+    }
   }
 
   private rawMessage(msg: Msg): RawMessage {

@@ -20,7 +20,7 @@ import {
   type Responder,
   type ScatterOptions,
 } from "./contract.ts";
-import { AttachmentCore, type MailboxSource, type PullHandle, type PullSink, type RawMessage } from "./attachment.ts";
+import { AttachmentCore, PULL_EXPIRES_MS, type MailboxSource, type PullSink, type RawMessage } from "./attachment.ts";
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter } from "./deadletter.ts";
 import { streamSpecs, type StreamSpec } from "./streams.ts";
 import { durableName, parseMailbox, STREAM_AGENT, STREAM_DLQ, subjectMatches } from "./topics.ts";
@@ -46,6 +46,8 @@ interface StoredMsg {
 interface Waiting {
   remaining: number;
   sink: PullSink;
+  /** As the broker: a waiting pull ends at its expiry and cannot be withdrawn before. */
+  expires_at_ms: number;
 }
 
 class MemConsumer {
@@ -210,21 +212,31 @@ export class MemoryQueue implements Queue {
     if (m.interest.size === 0) stream.msgs.delete(m.seq);
   }
 
-  private pull(stream: MemStream, durable: string, batch: number, sink: PullSink): PullHandle {
+  private pull(stream: MemStream, durable: string, batch: number, sink: PullSink): void {
     const c = stream.consumers.get(durable);
     if (!c) {
       queueMicrotask(() => sink.end(new Error("consumer not found")));
-      return { cancel: () => undefined };
+      return;
     }
-    const w: Waiting = { remaining: batch, sink };
-    c.waiting.push(w);
+    this.expireWaiting(c);
+    c.waiting.push({ remaining: batch, sink, expires_at_ms: this.clock.now() + PULL_EXPIRES_MS });
     this.scheduleDispatch(stream, c);
-    return {
-      cancel: () => {
-        const i = c.waiting.indexOf(w);
-        if (i >= 0) c.waiting.splice(i, 1);
-      },
-    };
+  }
+
+  /**
+   * Ends waiting pulls past their expiry. The broker answers 408 at the expiry itself; here
+   * an expired pull is found when the consumer is next looked at, which nobody can tell
+   * apart: nothing was delivered to it in between. Bounds the list by the pulls made in one
+   * expiry period.
+   */
+  private expireWaiting(c: MemConsumer): void {
+    const now = this.clock.now();
+    for (let i = c.waiting.length - 1; i >= 0; i--) {
+      const w = c.waiting[i]!;
+      if (w.expires_at_ms > now) continue;
+      c.waiting.splice(i, 1);
+      w.sink.end();
+    }
   }
 
   /** Deliveries leave on a microtask, never inside the publisher's or settler's call. */
@@ -239,13 +251,16 @@ export class MemoryQueue implements Queue {
 
   private dispatch(stream: MemStream, c: MemConsumer): void {
     if (stream.consumers.get(c.durable) !== c) return;
+    this.expireWaiting(c);
     // Bounded by the waiting pulls' batches and by the messages present.
     while (c.waiting.length > 0) {
       const m = this.next(stream, c);
       if (!m) return;
-      const w = c.waiting[0]!;
+      const w = c.waiting.shift()!;
       w.remaining -= 1;
-      if (w.remaining === 0) c.waiting.shift();
+      // As nats-server 2.9's wait queue: a pull with room left goes to the back, so the
+      // next message (a hand-back, say) reaches the next waiting pull first.
+      if (w.remaining > 0) c.waiting.push(w);
       const count = (c.deliveries.get(m.seq) ?? 0) + 1;
       c.deliveries.set(m.seq, count);
       c.pending.set(m.seq, this.clock.setTimeout(() => this.lapse(stream, c, m.seq), this.ackWait_ms));

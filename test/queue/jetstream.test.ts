@@ -8,9 +8,11 @@ import { startNats } from "../support/nats.ts";
 import { queueConformance } from "../conformance/queue.ts";
 
 /**
- * The ack wait is a consumer setting on the broker, and the suite proves the redelivery
- * that follows it; 30 minutes would be a 30-minute test. Long enough that no healthy
- * handler in the suite comes near it on a loaded CI box.
+ * The ack wait is a consumer setting on the broker, and one test proves the redelivery that
+ * follows it; 30 minutes would be a 30-minute test. Only the harness's `lapsing` queue uses
+ * it (its own mailboxes); the queue and peer keep the production ack wait, so a delivery
+ * stranded on the broker fails the test instead of coming back 3 s later. Long enough that
+ * no healthy handler in that test comes near it on a loaded CI box.
  */
 const TEST_ACK_WAIT_MS = 3_000;
 
@@ -21,19 +23,22 @@ for (const members of [1, 3]) {
     const peerNc = await nats.connect({ name: "queue-peer" });
     const { log, sink } = memoryLogger();
     const replicas = members;
-    const queue = new JetStreamQueue({ nc, replicas, clock: systemClock, log, ackWait_ms: TEST_ACK_WAIT_MS });
-    const peer = new JetStreamQueue({ nc: peerNc, replicas, clock: systemClock, log: silentLogger, ackWait_ms: TEST_ACK_WAIT_MS });
+    const queue = new JetStreamQueue({ nc, replicas, clock: systemClock, log });
+    const peer = new JetStreamQueue({ nc: peerNc, replicas, clock: systemClock, log: silentLogger });
+    const lapsing = new JetStreamQueue({ nc, replicas, clock: systemClock, log: silentLogger, ackWait_ms: TEST_ACK_WAIT_MS });
     await queue.ensureStreams();
     await peer.ensureStreams(); // a second node's boot: idempotent
     return {
       queue,
       peer,
       logs: sink,
+      lapsing,
       ackWait_ms: TEST_ACK_WAIT_MS,
       elapse: (ms) => Bun.sleep(ms),
       async teardown() {
         await queue.close();
         await peer.close();
+        await lapsing.close();
         await nc.close();
         await peerNc.close();
         await nats.stop();

@@ -16,6 +16,7 @@ queueConformance("memory (FakeClock)", async () => {
     queue,
     peer: queue,
     logs: sink,
+    lapsing: queue,
     ackWait_ms: ACK_WAIT_MS,
     elapse: (ms) => clock.advance(ms),
     teardown: () => queue.close(),
