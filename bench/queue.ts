@@ -99,6 +99,49 @@ async function handoff(label: string, q: { queue: JetStreamQueue; peer: JetStrea
   console.log(`[${label}] defer handoff (defer -> next attachment's handler), median over ${rounds}: ${fmt(median(lat))} ms (p90 ${fmt(p90(lat))}) (target <= 2 ms)`);
 }
 
+/**
+ * Quiesce handoff: A is idle with its pull waiting and quiesces (the pull cannot be withdrawn),
+ * B is attached and waiting behind it. A publish reaches A's old pull first, which hands it
+ * back at once; figure is publish -> B's handler, the hand-back's cost instead of a strand.
+ */
+async function quiesceHandoff(label: string, q: { queue: JetStreamQueue; peer: JetStreamQueue; nc: NatsConnection; nc2: NatsConnection }, rounds: number): Promise<void> {
+  const box = mailbox(`qhandoff-${label.replace(/\W/g, "")}`, "inbox");
+  let sentAt = 0;
+  const lat: number[] = [];
+  const counts: number[] = [];
+  let received: (() => void) | null = null;
+  let aRan = 0;
+  const a = await q.queue.attach(box.subject, box.group, async () => {
+    aRan += 1;
+    return ack();
+  });
+  let b!: Attachment;
+  b = await q.peer.attach(box.subject, box.group, async (d) => {
+    lat.push(performance.now() - sentAt);
+    counts.push(d.deliveryCount);
+    b.quiesce();
+    received?.();
+    return ack();
+  }, { holds: ["bench"] });
+  for (let i = 0; i < rounds; i++) {
+    a.resume();
+    await q.nc.flush(); // A's pull (a fresh one, or the one still out) is at the broker first
+    b.releaseHold("bench");
+    b.resume();
+    await q.nc2.flush();
+    a.quiesce();
+    const got = new Promise<void>((r) => (received = r));
+    sentAt = performance.now();
+    void q.queue.publish(box.subject, new Uint8Array([i & 0xff]));
+    await got;
+    b.hold("bench");
+  }
+  await a.detach();
+  await b.detach();
+  const bounced = counts.filter((c) => c > 1).length;
+  console.log(`[${label}] quiesce handoff (publish -> successor's handler, old owner's pull still out), median over ${rounds}: ${fmt(median(lat))} ms (p90 ${fmt(p90(lat))}); handed back by the old pull ${bounced}/${rounds}; run by the quiesced owner ${aRan}`);
+}
+
 /** Publish -> handler start on an attached, idle mailbox (its pull already waiting). */
 async function publishToHandler(label: string, queue: JetStreamQueue, rounds: number): Promise<void> {
   const box = mailbox(`p2h-${label.replace(/\W/g, "")}`, "inbox");
@@ -121,7 +164,7 @@ async function publishToHandler(label: string, queue: JetStreamQueue, rounds: nu
   console.log(`[${label}] publish -> handler, median over ${rounds}: ${fmt(median(lat))} ms (p90 ${fmt(p90(lat))})`);
 }
 
-/** Resume -> handler for mail already waiting: a quiesced attachment holds no pull, so resume pays one pull round trip. */
+/** Resume -> handler for mail already waiting: the handler's quiesce came after its pull ended (batch 1), so resume pays one pull round trip. */
 async function resumeLatency(label: string, queue: JetStreamQueue, rounds: number): Promise<void> {
   const box = mailbox(`resume-${label.replace(/\W/g, "")}`, "inbox");
   let resumedAt = 0;
@@ -144,7 +187,7 @@ async function resumeLatency(label: string, queue: JetStreamQueue, rounds: numbe
     att.hold("bench");
   }
   await att.detach();
-  console.log(`[${label}] resume -> handler (mail waiting, no pull held while quiesced), median over ${rounds}: ${fmt(median(lat))} ms (p90 ${fmt(p90(lat))})`);
+  console.log(`[${label}] resume -> handler (mail waiting, no pull out: the last one ended with its batch), median over ${rounds}: ${fmt(median(lat))} ms (p90 ${fmt(p90(lat))})`);
 }
 
 async function bootWalk(label: string, queue: JetStreamQueue, seats: number): Promise<void> {
@@ -173,6 +216,7 @@ try {
   console.log(`nats-server ${r1.nc.info?.version} · single member, R1`);
   await creation("R1", r1.nc, r1.queue, CREATES);
   await handoff("R1", r1, ROUNDS);
+  await quiesceHandoff("R1", r1, ROUNDS);
   await publishToHandler("R1", r1.queue, ROUNDS);
   await resumeLatency("R1", r1.queue, ROUNDS);
   await bootWalk("R1", r1.queue, SEATS);
@@ -188,6 +232,7 @@ try {
   await bootWalk("R3", r3.queue, SEATS);
   await sequentialR3("R3", r3.queue, 10);
   await handoff("R3", r3, ROUNDS);
+  await quiesceHandoff("R3", r3, ROUNDS);
   await publishToHandler("R3", r3.queue, ROUNDS);
   await resumeLatency("R3", r3.queue, ROUNDS);
 } finally {
