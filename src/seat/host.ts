@@ -175,6 +175,17 @@ export interface FleetView {
   unmanned_roles: string[];
 }
 
+export interface SeatStateView {
+  phase: SeatPhase;
+  epoch: number;
+  fenced: boolean;
+  lease_held: boolean;
+  stale: boolean;
+  attached: boolean;
+  /** Local clock, ms: when the last renew that succeeded was sent. */
+  renewed_at_ms: number;
+}
+
 export type ClaimOutcome = "claimed" | "held" | "protocol" | "unknown" | "skipped" | "failed";
 
 export class SeatHost {
@@ -205,6 +216,8 @@ export class SeatHost {
   private stopped = false;
   private readonly started_at: number;
   private lastEarlySweep_ms = Number.NEGATIVE_INFINITY;
+  /** The claims a pass started, still running (see sweep). */
+  private claiming: Promise<void> | null = null;
   private lastPlan: Plan | null = null;
   private livePresences: PresenceRow[] = [];
   private protocolFloor: number | null = null;
@@ -299,8 +312,10 @@ export class SeatHost {
     this.draining = true;
     this.log.info("seat_drain_started", { held: this.heldHandles().length });
     await this.presence.giveUp();
-    // A pass under way re-checks the drain under each seat's lock before it attaches.
+    // A pass under way, and the claims it started, re-check the drain under each seat's
+    // lock before they attach.
     await this.sweepLoop.current;
+    await this.claiming;
     const releases = [...this.seats.values()]
       .filter((s) => s.phase !== "undead" && !s.fenced)
       .map((s) => this.withLock(s.handle, () => this.releaseVoluntarilyLocked(s, "drain")));
@@ -324,7 +339,7 @@ export class SeatHost {
    */
   async abandon(): Promise<void> {
     this.stopped = true;
-    await Promise.all([this.sweepLoop.stop(), this.heartbeatLoop.stop()]);
+    await Promise.all([this.sweepLoop.stop(false), this.heartbeatLoop.stop(false)]);
   }
 
   private async settleBackground(): Promise<void> {
@@ -535,22 +550,40 @@ export class SeatHost {
     }
     for (const h of p.orphans) this.track(this.withLock(h, () => this.releaseOrphanLocked(h)));
 
-    let claimed = 0;
-    for (const h of p.claims) {
-      const out = await this.claim(h);
-      if (out === "claimed") claimed++;
-      if (out === "protocol") break; // every other claim in the pass would be refused alike
-    }
-    if (claimed > 0 || p.releases.length > 0) await this.advertise();
+    // The pass decides; its claims run beside it. Establishing a seat waits on the broker
+    // (a consumer whose leader just died answers only after its election, seconds later),
+    // and a sweep turn held past the lease TTL is one the watchdog ends the process for:
+    // a short TTL would turn one member's death into a peer's. A pass whose predecessor's
+    // claims are still running claims nothing, so the per-pass limit still holds.
+    const claiming = this.claiming === null ? p.claims : [];
+    if (claiming.length > 0) {
+      const run = this.claimInOrder(claiming).finally(() => {
+        if (this.claiming === run) this.claiming = null;
+      });
+      this.claiming = run;
+      this.track(run);
+    } else if (p.releases.length > 0) await this.advertise();
     this.log.info("seat_sweep", {
       held: this.heldHandles().length,
       capacity: p.capacity,
       live_nodes: presences.filter((x) => x.node_id !== this.node_id).length + 1,
-      claimed,
+      claiming: claiming.length,
       released: p.releases.length,
       fleet_full: p.fleetFull,
       withheld: p.withheld,
     });
+  }
+
+  /** One pass's claims, in the planner's order; the presence row says the new count after. */
+  private async claimInOrder(handles: readonly string[]): Promise<void> {
+    let claimed = 0;
+    for (const h of handles) {
+      const out = await this.claim(h);
+      if (out === "claimed") claimed++;
+      if (out === "protocol") break; // every other claim in the pass would be refused alike
+    }
+    if (claimed > 0) await this.advertise();
+    this.log.debug("seat_claims_done", { tried: handles.length, claimed });
   }
 
   private reportFleet(p: Plan, presences: PresenceRow[]): void {
@@ -892,10 +925,23 @@ export class SeatHost {
   }
 
   /** Per-seat facts for tests and simulations. */
-  seatState(handle: string): { phase: SeatPhase; epoch: number; fenced: boolean; lease_held: boolean; stale: boolean; attached: boolean } | null {
+  seatState(handle: string): SeatStateView | null {
     const s = this.seats.get(handle);
     if (!s) return null;
-    return { phase: s.phase, epoch: s.epoch, fenced: s.fenced, lease_held: s.lease_held, stale: s.stale, attached: s.attachment !== null };
+    return {
+      phase: s.phase,
+      epoch: s.epoch,
+      fenced: s.fenced,
+      lease_held: s.lease_held,
+      stale: s.stale,
+      attached: s.attachment !== null,
+      renewed_at_ms: s.last_renew_ok_ms,
+    };
+  }
+
+  /** Every seat this host tracks, in any phase. */
+  tracked(): string[] {
+    return [...this.seats.keys()].sort();
   }
 }
 

@@ -39,11 +39,13 @@ export class DutyLoop {
     return this.turn;
   }
 
-  async stop(): Promise<void> {
+  /** Ends the loop after the turn under way (awaited, so a graceful stop never tears a
+   * turn in half); `wait: false` walks away from it, as a dying process does. */
+  async stop(wait = true): Promise<void> {
     this.stopped = true;
     this.wake?.abort();
-    await this.running;
     this.beat?.done();
+    if (wait) await this.running;
   }
 
   private async run(): Promise<void> {

@@ -159,8 +159,9 @@ export interface FleetNode {
   watchdog: Watchdog;
   exits: number[];
   alive: boolean;
-  /** Handler calls in flight that belong to this incarnation. */
-  releaseHookFails: number;
+  /** Resolves when this incarnation is killed (crash or watchdog exit). */
+  died: Promise<void>;
+  markDead: () => void;
 }
 
 export interface NodeSpec {
@@ -192,6 +193,8 @@ export class Fleet {
   readonly truth: LeaseStore;
   readonly nodes = new Map<string, FleetNode>();
   readonly turns: TurnRecord[] = [];
+  /** Every node ever started, restarts included (nodes keeps only the latest per id). */
+  readonly incarnations: FleetNode[] = [];
   private incarnation = 0;
   seats: SeatSpec[];
 
@@ -250,8 +253,11 @@ export class Fleet {
       watchdog: spec.watchdog === false ? undefined : watchdog,
       owner: `${spec.id}:${(++this.incarnation).toString(16).padStart(8, "0")}`,
     });
-    node = { id: spec.id, host, faults, clock, queue, sink, log, watchdog, exits, alive: true, releaseHookFails: 0 };
+    let markDead!: () => void;
+    const died = new Promise<void>((r) => (markDead = r));
+    node = { id: spec.id, host, faults, clock, queue, sink, log, watchdog, exits, alive: true, died, markDead };
     this.nodes.set(spec.id, node);
+    this.incarnations.push(node);
     if (spec.watchdog !== false) watchdog.arm();
     await host.start(this.seats);
     // Lets the first pass (which start() kicks off, not awaits) run to its next wait.
@@ -278,6 +284,7 @@ export class Fleet {
     const n = this.nodes.get(id);
     if (!n || !n.alive) return;
     n.alive = false;
+    n.markDead();
     n.clock.kill();
     n.watchdog.disarm();
     await n.queue.dropAll();
@@ -294,9 +301,11 @@ export class Fleet {
     const n = this.nodes.get(id);
     if (!n || !n.alive) return;
     n.watchdog.disarm();
-    await n.host.drain();
-    await n.host.stop();
+    // A node killed mid-drain never finishes it: its clock stopped with it.
+    const finished = await Promise.race([n.host.drain().then(() => n.host.stop()).then(() => true), n.died.then(() => false)]);
+    if (!finished) return;
     n.alive = false;
+    n.markDead();
     n.clock.kill();
   }
 
