@@ -223,6 +223,7 @@ export class SeatHost {
   private protocolFloor: number | null = null;
   private lastUnplaceable = "";
   private lastUnmanned = "";
+  private lastBlockedFloor: number | null = null;
 
   constructor(private readonly opts: SeatHostOptions) {
     this.node_id = opts.node_id;
@@ -537,10 +538,13 @@ export class SeatHost {
     this.reportFleet(p, presences);
 
     if (p.withheld === "protocol") {
-      this.log.warn("seat_claims_blocked_by_older_protocol", { floor, protocol: this.protocol });
-    } else if (p.withheld === "behind" && p.leases_needed === false) {
+      // Once per floor: the wait lasts until the last lower lease lapses, every pass.
+      if (floor !== this.lastBlockedFloor) this.log.warn("seat_claims_blocked_by_older_protocol", { floor, protocol: this.protocol });
+      this.lastBlockedFloor = floor;
+    } else if (p.withheld === "behind") {
       this.log.debug("seat_claims_withheld", { reason: "behind" });
     }
+    if (p.withheld !== "protocol") this.lastBlockedFloor = null;
 
     for (const r of p.releases) {
       const s = this.seats.get(r.handle);
