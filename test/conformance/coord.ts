@@ -37,6 +37,18 @@ const owner = (node: string) => `${node}:${Math.random().toString(36).slice(2, 1
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (d: Uint8Array) => new TextDecoder().decode(d);
 
+/** Retries of an `unknown` claim: a store that did not answer (a member killed mid-suite)
+ * says nothing about the lease, and the contract lets a caller ask again. Bounded. */
+const UNKNOWN_RETRIES = 8;
+async function settled(fn: () => Promise<AcquireResult>): Promise<AcquireResult> {
+  let r = await fn();
+  for (let i = 0; i < UNKNOWN_RETRIES && !r.ok && r.rule === "unknown"; i++) {
+    await Bun.sleep(250);
+    r = await fn();
+  }
+  return r;
+}
+
 function okLease(r: AcquireResult): Lease {
   if (!r.ok) throw new Error(`expected a lease, got ${JSON.stringify(r)}`);
   return r.lease;
@@ -75,6 +87,9 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
 
     const claim = (store: CoordinationHandle, key: string, who: string, extra: Partial<Parameters<CoordinationHandle["leases"]["acquire"]>[1]> = {}) =>
       store.leases.acquire(key, { owner: who, preferred: who.split(":")[0]!, ttl_ms: ttl, ...extra });
+    /** A claim asked again while the store answers `unknown` (for cases that inject no faults). */
+    const claimSettled = (store: CoordinationHandle, key: string, who: string, extra: Partial<Parameters<CoordinationHandle["leases"]["acquire"]>[1]> = {}) =>
+      settled(() => claim(store, key, who, extra));
 
     beforeAll(async () => {
       h = await make();
@@ -364,35 +379,35 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
         const duty = await older.duties.acquire(`worker:${uniq("duty")}`, { owner: oldOwner, preferred: "node-old", ttl_ms: ttl * 10 });
         expect(duty.ok).toBe(true);
         const free = `seat:${uniq("gate")}`;
-        const s1 = okLease(await claim(a, free, newOwner, { gate: true }));
+        const s1 = okLease(await claimSettled(a, free, newOwner, { gate: true }));
         expect(await a.leases.release(free, newOwner, s1.epoch)).toBe("released");
 
         // Its presence does.
-        const presence = okLease(await older.leases.acquire(`node:${uniq("old")}`, { owner: oldOwner, preferred: "node-old", ttl_ms: ttl }));
+        const presence = okLease(await settled(() => older.leases.acquire(`node:${uniq("old")}`, { owner: oldOwner, preferred: "node-old", ttl_ms: ttl })));
         expect(presence.protocol).toBe(3);
         const gated = `seat:${uniq("gate")}`;
-        expect(await claim(a, gated, newOwner, { gate: true })).toEqual({ ok: false, rule: "protocol", floor: 3 });
+        expect(await claimSettled(a, gated, newOwner, { gate: true })).toEqual({ ok: false, rule: "protocol", floor: 3 });
         expect(await b.leases.get(gated)).toBeNull();
         expect(await a.leases.protocolFloor()).toBe(3);
         // A seat a peer holds is refused for the hold, judging no gate.
         const theirs = `seat:${uniq("gate")}`;
-        const oldSeat = okLease(await older.leases.acquire(theirs, { owner: oldOwner, preferred: "node-old", ttl_ms: ttl, gate: true }));
-        expect(await claim(a, theirs, newOwner, { gate: true })).toEqual({ ok: false, rule: "held", holder: oldOwner, epoch: oldSeat.epoch });
+        const oldSeat = okLease(await settled(() => older.leases.acquire(theirs, { owner: oldOwner, preferred: "node-old", ttl_ms: ttl, gate: true })));
+        expect(await claimSettled(a, theirs, newOwner, { gate: true })).toEqual({ ok: false, rule: "held", holder: oldOwner, epoch: oldSeat.epoch });
 
         // Presence gone, the older seat lease still counts.
         expect(await older.leases.release(presence.key, oldOwner, presence.epoch)).toBe("released");
-        expect(await claim(a, gated, newOwner, { gate: true })).toEqual({ ok: false, rule: "protocol", floor: 3 });
+        expect(await claimSettled(a, gated, newOwner, { gate: true })).toEqual({ ok: false, rule: "protocol", floor: 3 });
         // Released: the gate opens.
         expect(await older.leases.release(theirs, oldOwner, oldSeat.epoch)).toBe("released");
-        const s2 = okLease(await claim(a, gated, newOwner, { gate: true }));
+        const s2 = okLease(await claimSettled(a, gated, newOwner, { gate: true }));
         expect(await a.leases.release(gated, newOwner, s2.epoch)).toBe("released");
 
         // A lower lease that lapsed does not count either.
-        okLease(await older.leases.acquire(`node:${uniq("old")}`, { owner: oldOwner, preferred: "node-old", ttl_ms: ttl }));
+        okLease(await settled(() => older.leases.acquire(`node:${uniq("old")}`, { owner: oldOwner, preferred: "node-old", ttl_ms: ttl })));
         const later = `seat:${uniq("gate")}`;
-        expect(await claim(a, later, newOwner, { gate: true })).toMatchObject({ ok: false, rule: "protocol", floor: 3 });
+        expect(await claimSettled(a, later, newOwner, { gate: true })).toMatchObject({ ok: false, rule: "protocol", floor: 3 });
         await h.elapse(ttl + 50);
-        await eventually("the older presence to lapse", async () => (await claim(a, later, newOwner, { gate: true })).ok);
+        await eventually("the older presence to lapse", async () => (await claimSettled(a, later, newOwner, { gate: true })).ok);
         expect(await a.leases.protocolFloor()).toBe(4);
         expect(duty.ok && (await older.duties.get(duty.lease.key))?.live).toBe(true);
       } finally {
