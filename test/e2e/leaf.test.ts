@@ -1,0 +1,48 @@
+// A leaf node (seats only, no data, a scratch store) runs a seat pinned to it: its turn
+// reads the thread and writes work items and its reply through the estate router to the
+// data node, across the leafnode connection and the JetStream domain.
+import { afterAll, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { parse } from "yaml";
+import { makeFleet, type Fleet } from "../support/fleet.ts";
+import { api, askCeoForAPlan, until } from "./support.ts";
+
+const root = (parse(readFileSync(resolve(import.meta.dir, "../../crewlet.yaml"), "utf8")) as { company: any }).company;
+const company = {
+  ...root,
+  roles: root.roles.map((r: any) => (r.handle === "ceo" ? { ...r, placement: { node: "leaf" } } : r)),
+};
+let fleet: Fleet | null = null;
+afterAll(async () => {
+  await fleet?.stop();
+});
+
+test("a seat pinned to a leaf node works through the router", async () => {
+  fleet = await makeFleet({
+    nodes: [
+      { id: "hub", kind: "member" },
+      { id: "leaf", kind: "leaf" },
+    ],
+    company,
+  });
+  const hub = fleet.node("hub");
+  const leaf = fleet.node("leaf");
+  await hub.start();
+  await hub.waitReady(60_000);
+  await leaf.start();
+  await leaf.waitReady(60_000);
+  const leafHealth = await api(leaf.apiUrl, "/health");
+  expect(leafHealth.json.broker).toBe("leaf");
+  expect(leafHealth.json.estate?.data).toBe(false);
+  await until("@ceo held by the leaf", async () => {
+    const { json } = await api(hub.apiUrl, "/fleet");
+    return json?.leases?.some((l: any) => l.handle === "ceo" && l.node === "leaf");
+  }, 40_000);
+  const { reply, items } = await askCeoForAPlan(hub.apiUrl);
+  expect(reply.author).toBe("ceo");
+  expect(items.some((w: any) => w.reporter === "ceo")).toBe(true);
+  // The turn ran on the leaf, which holds no copy: every read and write was routed.
+  expect(leaf.events("turn_completed").some((e) => e.seat === "ceo")).toBe(true);
+  expect(hub.events("turn_completed").some((e) => e.seat === "ceo")).toBe(false);
+}, 180_000);
