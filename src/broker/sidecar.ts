@@ -19,7 +19,8 @@ export interface SidecarSpec {
 
 export interface Sidecar {
   pid: number;
-  /** Resolves once plain /healthz answers 200 (a clustered member: once a meta leader exists). */
+  /** Resolves once /healthz?js-server-only answers 200 (a clustered member: once it is
+   * current with a meta leader). */
   ready: Promise<void>;
   /** Why the sidecar is not ready yet (healthz's own words), or null once it is. */
   notReadyReason(): string | null;
@@ -230,7 +231,12 @@ export async function startSidecar(spec: SidecarSpec, deps: { log: Logger; clock
     // it takes, and stop() or death ends the wait.
     for (;;) {
       if (stopping || exited) throw new BrokerError(`nats-server stopped before it was ready (${reason})`);
-      const health = await fetchJson(`${monitor}/healthz`);
+      // js-server-only: this server's JetStream and its contact with the meta leader, not
+      // every replica it hosts. A restarted member's replicas catch up in their own time
+      // (quorum does not wait for them), and on 2.9 an idle consumer's replica reports
+      // "not current" indefinitely after a restart, so full /healthz would hold a
+      // restarted node out of service for good.
+      const health = await fetchJson(`${monitor}/healthz?js-server-only=true`);
       if (health?.status === 200) {
         reason = null;
         log.info("nats_sidecar_ready", { pid: proc.pid, monitor });

@@ -46,8 +46,10 @@ const EMPTY_COMPANY: Company = companySchema.parse({ name: "Crewlet" });
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 
-/** What a JetStream cluster that is still forming answers (see whileClusterForms). */
-const CLUSTER_FORMING = /TIMEOUT|no suitable peers for placement|temporarily unavailable/i;
+/** What a JetStream cluster that is still forming answers (see whileClusterForms); 503 is
+ * "no responders", which a restarted member answers for an asset whose leader it has not
+ * learned yet. */
+const CLUSTER_FORMING = /TIMEOUT|\b503\b|no responders|no suitable peers for placement|temporarily unavailable/i;
 /** A forming cluster's boot steps are retried this many times: enough for the peers to
  * register and a few raft campaigns to run, few enough that a member that cannot reach
  * quorum fails its boot within seconds rather than hanging. */

@@ -1,6 +1,6 @@
 // Real `crewlet run` processes on 127.0.0.1 for fleet tests: each node its own store dir,
 // ports and log file; members cluster with each other, leaves join a member's leaf port.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { stringify } from "yaml";
@@ -37,8 +37,16 @@ export interface FleetNode {
   exited(): Promise<number>;
   get(path: string): Promise<Response>;
   post(path: string, body: unknown): Promise<Response>;
+  /** This incarnation's log (a restart starts a fresh one). */
   log(): string;
   events(name: string): Record<string, unknown>[];
+  /** Every incarnation's log lines with this event, oldest incarnation first. */
+  eventsEver(name: string): Record<string, unknown>[];
+  /** How many times start() has run. */
+  incarnations(): number;
+  /** The client credential of the sidecar's current boot, read from the config it was
+   * given (a 0600 file in the node's store, readable by the user running the node). */
+  natsAuth(): { user: string; pass: string };
 }
 
 export interface FleetOptions {
@@ -105,6 +113,20 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
     const configFile = join(dir, "crewlet.yaml");
     writeFileSync(configFile, stringify(JSON.parse(JSON.stringify(config))));
     const logFile = join(dir, "node.log");
+    let started = 0;
+    // A restart writes a fresh node.log; earlier incarnations' logs are kept beside it.
+    const pastLog = (k: number) => join(dir, `node.${k}.log`);
+    const parseEvents = (text: string, name: string) =>
+      text
+        .split("\n")
+        .filter((l) => l.includes(`"event":"${name}"`))
+        .map((l) => {
+          try {
+            return JSON.parse(l) as Record<string, unknown>;
+          } catch {
+            return {};
+          }
+        });
     const apiUrl = `http://127.0.0.1:${p.api}`;
     const node: FleetNode = {
       id: spec.id,
@@ -119,6 +141,8 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
       proc: null,
       logFile,
       async start() {
+        if (started > 0 && existsSync(logFile) && statSync(logFile).size > 0) renameSync(logFile, pastLog(started));
+        started++;
         const out = Bun.file(logFile);
         node.proc = Bun.spawn([process.execPath, MAIN, "run", configFile], {
           stdout: "ignore",
@@ -166,17 +190,21 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
         }
       },
       events(name) {
-        return node
-          .log()
-          .split("\n")
-          .filter((l) => l.includes(`"event":"${name}"`))
-          .map((l) => {
-            try {
-              return JSON.parse(l) as Record<string, unknown>;
-            } catch {
-              return {};
-            }
-          });
+        return parseEvents(node.log(), name);
+      },
+      eventsEver(name) {
+        const out: Record<string, unknown>[] = [];
+        for (let k = 1; k < started; k++) {
+          if (existsSync(pastLog(k))) out.push(...parseEvents(readFileSync(pastLog(k), "utf8"), name));
+        }
+        return [...out, ...node.events(name)];
+      },
+      incarnations: () => started,
+      natsAuth() {
+        const conf = readFileSync(join(dir, "store", "broker", "nats-server.conf"), "utf8");
+        const m = /users: \[ \{ user: "([^"]+)", password: "([^"]+)" \} \]/.exec(conf);
+        if (!m) throw new Error(`${spec.id}: no client credential in its nats-server.conf`);
+        return { user: m[1]!, pass: m[2]! };
       },
     };
     return node;
@@ -188,7 +216,9 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
     async stop() {
       for (const n of nodes) if (n.proc && n.proc.exitCode === null) n.proc.kill("SIGKILL");
       await Promise.all(nodes.map((n) => n.proc?.exited));
-      rmSync(root, { recursive: true, force: true });
+      // CREWLET_KEEP_FLEET=1 keeps the stores and logs of a failing run to read afterwards.
+      if (process.env.CREWLET_KEEP_FLEET === "1") console.error(`fleet kept at ${root}`);
+      else rmSync(root, { recursive: true, force: true });
     },
   };
 }
