@@ -6,8 +6,8 @@ import type { Logger } from "../log.ts";
 import {
   MAX_BATCH,
   MAX_DELIVERIES,
-  type AttachOptions,
   type Attachment,
+  type BatchHandler,
   type Delivery,
   type Handler,
   type Outcome,
@@ -27,15 +27,24 @@ export interface PullSink {
   end(error?: unknown): void;
 }
 
+/**
+ * How a pull fills. `fill`: it waits at the broker until it has delivered `batch` or expires
+ * (one delivery at a time runs as each arrives). `drain`: it waits for the first message,
+ * then takes what else is already waiting, up to `batch`, and ends at once — what a drain
+ * handler runs in one go, without waiting for mail that has not come.
+ */
+export type PullMode = "fill" | "drain";
+
 export interface MailboxSource {
   /**
    * Ask the broker for up to `batch` messages, delivered to sink as they come. A pull cannot
    * be withdrawn (nats-server 2.9 has no pull cancel, and in a cluster the consumer leader
    * may already have a message on its way to it): it ends only when it has delivered
-   * `batch`, when the broker says it expired, or when its expiry has provably passed, and
-   * then sink.end is called exactly once and nothing more arrives for it.
+   * `batch`, when the broker says it expired (or, for a drain, that nothing more is
+   * waiting), or when its expiry has provably passed, and then sink.end is called exactly
+   * once and nothing more arrives for it.
    */
-  pull(batch: number, sink: PullSink): void;
+  pull(batch: number, sink: PullSink, mode: PullMode): void;
   /** Copy the message to the dead-letter stream with its headers and the reason. */
   deadLetter(m: RawMessage, reason: string): Promise<void>;
 }
@@ -74,6 +83,16 @@ export function checkBatch(batch: number | undefined): number {
   return b;
 }
 
+/** What an attachment runs: one delivery at a time, or one drain at a time. */
+export type Runner = { kind: "each"; handler: Handler } | { kind: "drain"; handler: BatchHandler };
+
+export interface CoreOptions {
+  holds?: string[];
+  batch?: number;
+}
+
+type Kind = Outcome["kind"] | "threw" | "handback";
+
 interface OutstandingPull {
   token: object;
   received: number;
@@ -106,10 +125,10 @@ export class AttachmentCore implements Attachment {
 
   constructor(
     private readonly source: MailboxSource,
-    private readonly handler: Handler,
+    private readonly runner: Runner,
     private readonly clock: Clock,
     private readonly log: Logger,
-    opts: AttachOptions = {},
+    opts: CoreOptions = {},
     /** Called once when detached (the backend forgets the attachment). */
     private readonly onDetach: () => void = () => undefined,
   ) {
@@ -178,20 +197,34 @@ export class AttachmentCore implements Attachment {
     // Ready again while the outstanding pull still holds parked mail: it is ours to run.
     while (this.parked.length > 0) this.buffer.push(this.parked.shift()!);
     if (this.running > 0) return;
-    const next = this.buffer.shift();
-    if (next) {
-      void this.run(next);
-      return;
+    if (this.runner.kind === "drain") {
+      // A drain is everything its pull brings: run it once the pull is over, never with a
+      // pull still out (what that pull brought later would wait for the whole drain).
+      if (this.pull) return;
+      if (this.buffer.length > 0) {
+        void this.run(this.buffer.splice(0, this.batch));
+        return;
+      }
+    } else {
+      const next = this.buffer.shift();
+      if (next) {
+        void this.run([next]);
+        return;
+      }
     }
     // A live pull (perhaps made before a quiesce) is reused: a second waiting request would
     // sit behind it at the broker, and the older one would win the next message.
     if (this.pull || this.retryTimer) return;
     const pull: OutstandingPull = { token: {}, received: 0, handedBack: new Set() };
     this.pull = pull;
-    this.source.pull(this.batch, {
-      message: (m) => this.onMessage(pull.token, m),
-      end: (error) => this.onPullEnd(pull.token, error),
-    });
+    this.source.pull(
+      this.batch,
+      {
+        message: (m) => this.onMessage(pull.token, m),
+        end: (error) => this.onPullEnd(pull.token, error),
+      },
+      this.runner.kind === "drain" ? "drain" : "fill",
+    );
   }
 
   private onMessage(token: object, m: RawMessage): void {
@@ -232,8 +265,8 @@ export class AttachmentCore implements Attachment {
         this.retryTimer = null;
         this.pump();
       }, PULL_RETRY_MS);
-      return;
     }
+    // What the pull brought before it failed is ours to run; only the next pull waits.
     this.pump();
   }
 
@@ -243,22 +276,13 @@ export class AttachmentCore implements Attachment {
     while (this.parked.length > 0) this.handBack(this.parked.shift()!, "held while its pull was outstanding, handed back at the pull's end");
   }
 
-  private async run(m: RawMessage): Promise<void> {
+  private async run(ms: RawMessage[]): Promise<void> {
     this.running += 1;
-    let kind: Outcome["kind"] | "threw";
-    let reason: string;
-    try {
-      const outcome = await this.handler(m.delivery);
-      kind = outcome.kind;
-      reason = outcome.kind === "defer" ? `defer: ${outcome.reason}` : outcome.kind;
-      // Quiesce before the NAK leaves, so nothing here pulls the message straight back.
-      if (outcome.kind === "defer") this.quiescedByCall = true;
-    } catch (err) {
-      kind = "threw";
-      reason = `threw: ${err instanceof Error ? err.message : String(err)}`;
-      this.log.error("queue_handler_failed", { subject: m.delivery.subject, seq: m.delivery.streamSeq, delivery_count: m.delivery.deliveryCount, error: err });
+    const settlements = await this.outcomes(ms);
+    for (const [i, m] of ms.entries()) {
+      const { kind, reason } = settlements[i]!;
+      await this.settle(m, kind, reason);
     }
-    await this.settle(m, kind, reason);
     this.running -= 1;
     const waiters = this.idleWaiters;
     this.idleWaiters = [];
@@ -266,12 +290,37 @@ export class AttachmentCore implements Attachment {
     this.pump();
   }
 
+  /** Runs the handler on `ms` and says how to settle each; never throws. */
+  private async outcomes(ms: RawMessage[]): Promise<{ kind: Kind; reason: string }[]> {
+    let outcomes: Outcome[];
+    try {
+      if (this.runner.kind === "each") outcomes = [await this.runner.handler(ms[0]!.delivery)];
+      else outcomes = await this.runner.handler(ms.map((m) => m.delivery));
+      if (!Array.isArray(outcomes)) throw new Error(`a drain handler answered ${typeof outcomes}, not an array of outcomes`);
+    } catch (err) {
+      const first = ms[0]!.delivery;
+      this.log.error("queue_handler_failed", { subject: first.subject, seq: first.streamSeq, delivery_count: first.deliveryCount, deliveries: ms.length, error: err });
+      const reason = `threw: ${err instanceof Error ? err.message : String(err)}`;
+      return ms.map(() => ({ kind: "threw" as const, reason }));
+    }
+    if (outcomes.length > ms.length) {
+      this.log.error("queue_handler_outcomes_extra", { subject: ms[0]!.delivery.subject, deliveries: ms.length, outcomes: outcomes.length });
+    }
+    // Quiesce before any NAK leaves, so nothing here pulls a deferred message straight back.
+    if (outcomes.some((o) => o.kind === "defer")) this.quiescedByCall = true;
+    return ms.map((_, i) => {
+      const o = outcomes[i];
+      if (!o) return { kind: "handback" as const, reason: "handed back unrun (the drain's handler left it without an outcome)" };
+      return { kind: o.kind, reason: o.kind === "defer" ? `defer: ${o.reason}` : o.kind };
+    });
+  }
+
   private handBack(m: RawMessage, reason: string): void {
     this.log.debug("queue_delivery_handed_back", { subject: m.delivery.subject, seq: m.delivery.streamSeq, delivery_count: m.delivery.deliveryCount, reason });
     void this.settle(m, "handback", reason);
   }
 
-  private async settle(m: RawMessage, kind: Outcome["kind"] | "threw" | "handback", reason: string): Promise<void> {
+  private async settle(m: RawMessage, kind: Kind, reason: string): Promise<void> {
     const settlement = settlementFor(kind, m.delivery.deliveryCount);
     try {
       if (settlement === "ack") await m.ack();

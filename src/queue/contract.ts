@@ -32,6 +32,15 @@ export interface Delivery {
 
 export type Handler = (delivery: Delivery) => Promise<Outcome>;
 
+/**
+ * A drain's handler: the deliveries one pull brought (what was waiting, oldest first), and
+ * one outcome per delivery, in the same order. A defer anywhere quiesces the attachment
+ * before any outcome is settled. An answer shorter than the drain hands the deliveries it
+ * does not cover back unrun (one delivery each: a NAK); a handler that throws NAKs them all
+ * and is logged. The dead-letter rule applies to each delivery on its own.
+ */
+export type BatchHandler = (deliveries: Delivery[]) => Promise<Outcome[]>;
+
 /** Most messages one pull may take (a drain's worth); bounds what a handback can cost. */
 export const MAX_BATCH = 64;
 
@@ -44,6 +53,18 @@ export interface AttachOptions {
    * unrun is handed back at once (one delivery each).
    */
   batch?: number;
+}
+
+export interface BatchAttachOptions {
+  /** Holds taken before the first fetch, as AttachOptions.holds. */
+  holds?: string[];
+  /**
+   * Most deliveries one drain takes, 1..MAX_BATCH. A drain is what is waiting, not a wait
+   * for this many: each pull waits at the broker for the first message, then takes what
+   * else is already there (up to the bound) and ends; the handler runs once the pull is
+   * over, with what it got. No pull is out while a drain runs.
+   */
+  batch: number;
 }
 
 export interface Attachment {
@@ -61,7 +82,7 @@ export interface Attachment {
   releaseHold(name: string): void;
   readonly holds: ReadonlySet<string>;
   readonly quiesced: boolean;
-  /** Handlers running right now (0 or 1: one delivery at a time per attachment). */
+  /** Handlers running right now (0 or 1: one delivery, or one drain, at a time per attachment). */
   readonly inFlight: number;
   /** Resolves when no handler is running (for a voluntary release's bounded wait). */
   idle(): Promise<void>;
@@ -123,6 +144,8 @@ export interface Queue {
   /** Mailboxes the broker holds whose names the mailbox grammar produces. */
   listMailboxes(): Promise<MailboxRef[]>;
   attach(subject: string, group: string, handler: Handler, opts?: AttachOptions): Promise<Attachment>;
+  /** As attach, but the handler gets a drain: everything one pull brought, at once. */
+  attachBatch(subject: string, group: string, handler: BatchHandler, opts: BatchAttachOptions): Promise<Attachment>;
   publish(subject: string, data: Uint8Array, opts?: PublishOptions): Promise<PublishResult>;
   deadLetters(): Promise<DeadLetter[]>;
   /** Sends one request; collects answers from up to `responders` within the budget. */

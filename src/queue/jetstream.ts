@@ -12,6 +12,8 @@ import {
   type Answer,
   type AttachOptions,
   type Attachment,
+  type BatchAttachOptions,
+  type BatchHandler,
   type DeadLetter,
   type Delivery,
   type Handler,
@@ -22,7 +24,7 @@ import {
   type Responder,
   type ScatterOptions,
 } from "./contract.ts";
-import { AttachmentCore, PULL_EXPIRES_MS, type MailboxSource, type PullSink, type RawMessage } from "./attachment.ts";
+import { AttachmentCore, PULL_EXPIRES_MS, type CoreOptions, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter } from "./deadletter.ts";
 import { apiErrorCode, ensureStreams } from "./streams.ts";
 import { durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_AGENT, STREAM_DLQ, streamForSubject } from "./topics.ts";
@@ -261,12 +263,20 @@ export class JetStreamQueue implements Queue {
     throw new Error(`queue: consumer names of ${stream}: more than ${NAMES_PAGES_MAX} pages`);
   }
 
-  async attach(subject: string, group: string, handler: Handler, opts: AttachOptions = {}): Promise<Attachment> {
+  attach(subject: string, group: string, handler: Handler, opts: AttachOptions = {}): Promise<Attachment> {
+    return this.attachRunner(subject, group, { kind: "each", handler }, opts);
+  }
+
+  attachBatch(subject: string, group: string, handler: BatchHandler, opts: BatchAttachOptions): Promise<Attachment> {
+    return this.attachRunner(subject, group, { kind: "drain", handler }, opts);
+  }
+
+  private async attachRunner(subject: string, group: string, runner: Runner, opts: CoreOptions): Promise<Attachment> {
     // Attaching creates the mailbox if it is missing: the seat's owner must never consume
     // from nothing (idempotent and cheap when it exists).
     await this.ensureMailbox(subject, group);
     const source = new JetStreamSource(this.nc, this.js, mustStream(subject), group, this.clock);
-    const core: AttachmentCore = new AttachmentCore(source, handler, this.clock, this.log.child({ subject, group }), opts, () => this.attachments.delete(core));
+    const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, this.log.child({ subject, group }), opts, () => this.attachments.delete(core));
     this.attachments.add(core);
     core.start();
     return core;
@@ -389,7 +399,7 @@ class JetStreamSource implements MailboxSource {
    * the ack wait (30 minutes). What arrives while the attachment may not run it is the
    * attachment's to hand back.
    */
-  pull(batch: number, sink: PullSink): void {
+  pull(batch: number, sink: PullSink, mode: PullMode): void {
     const inbox = createInbox();
     let done = false;
     let timer: Timer | null = null;
@@ -424,7 +434,12 @@ class JetStreamSource implements MailboxSource {
       // The connection closed under the pull: nothing more can arrive, so it is over.
       void sub.closed.then(() => finish(new Error("connection closed under the pull")));
       timer = this.clock.setTimeout(() => finish(new Error("pull went unanswered past its expiry")), PULL_EXPIRES_MS + PULL_LOST_AFTER_MS);
-      this.nc.publish(this.nextSubject, JSON.stringify({ batch, expires: PULL_EXPIRES_MS * NS_PER_MS }), { reply: inbox });
+      // A drain is no_wait WITH an expiry: nats-server (2.9 as 2.10) then waits for the first
+      // message up to the expiry, delivers what else is waiting up to the batch, and ends
+      // the pull at once with a 408 (measured on 2.9.10, one member and a cluster). Without
+      // no_wait the pull would hold out for the whole batch.
+      const request = { batch, expires: PULL_EXPIRES_MS * NS_PER_MS, no_wait: mode === "drain" };
+      this.nc.publish(this.nextSubject, JSON.stringify(request), { reply: inbox });
     } catch (error) {
       // A closed connection throws synchronously; the attachment's retry path handles it.
       queueMicrotask(() => finish(error));

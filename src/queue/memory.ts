@@ -10,6 +10,8 @@ import {
   type Answer,
   type AttachOptions,
   type Attachment,
+  type BatchAttachOptions,
+  type BatchHandler,
   type DeadLetter,
   type Delivery,
   type Handler,
@@ -20,7 +22,7 @@ import {
   type Responder,
   type ScatterOptions,
 } from "./contract.ts";
-import { AttachmentCore, PULL_EXPIRES_MS, type MailboxSource, type PullSink, type RawMessage } from "./attachment.ts";
+import { AttachmentCore, PULL_EXPIRES_MS, type CoreOptions, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter } from "./deadletter.ts";
 import { streamSpecs, type StreamSpec } from "./streams.ts";
 import { durableName, parseMailbox, STREAM_AGENT, STREAM_DLQ, subjectMatches } from "./topics.ts";
@@ -44,7 +46,10 @@ interface StoredMsg {
 }
 
 interface Waiting {
+  batch: number;
   remaining: number;
+  /** A drain pull ends as soon as it has had something and nothing more is waiting. */
+  mode: PullMode;
   sink: PullSink;
   /** As the broker: a waiting pull ends at its expiry and cannot be withdrawn before. */
   expires_at_ms: number;
@@ -144,17 +149,25 @@ export class MemoryQueue implements Queue {
     return out;
   }
 
-  async attach(subject: string, group: string, handler: Handler, opts: AttachOptions = {}): Promise<Attachment> {
+  attach(subject: string, group: string, handler: Handler, opts: AttachOptions = {}): Promise<Attachment> {
+    return this.attachRunner(subject, group, { kind: "each", handler }, opts);
+  }
+
+  attachBatch(subject: string, group: string, handler: BatchHandler, opts: BatchAttachOptions): Promise<Attachment> {
+    return this.attachRunner(subject, group, { kind: "drain", handler }, opts);
+  }
+
+  private async attachRunner(subject: string, group: string, runner: Runner, opts: CoreOptions): Promise<Attachment> {
     await this.ensureMailbox(subject, group);
     const stream = this.streamFor(subject);
     const source: MailboxSource = {
-      pull: (batch, sink) => this.pull(stream, durableName(group), batch, sink),
+      pull: (batch, sink, mode) => this.pull(stream, durableName(group), batch, sink, mode),
       deadLetter: async (m, reason) => {
         const copy = deadLetterCopy(stream.spec.name, m.delivery, group, reason);
         await this.publish(copy.subject, m.delivery.data, { msgId: copy.msgId, headers: copy.headers });
       },
     };
-    const core: AttachmentCore = new AttachmentCore(source, handler, this.clock, this.log.child({ subject, group }), opts, () => this.attachments.delete(core));
+    const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, this.log.child({ subject, group }), opts, () => this.attachments.delete(core));
     this.attachments.add(core);
     core.start();
     return core;
@@ -212,14 +225,14 @@ export class MemoryQueue implements Queue {
     if (m.interest.size === 0) stream.msgs.delete(m.seq);
   }
 
-  private pull(stream: MemStream, durable: string, batch: number, sink: PullSink): void {
+  private pull(stream: MemStream, durable: string, batch: number, sink: PullSink, mode: PullMode): void {
     const c = stream.consumers.get(durable);
     if (!c) {
       queueMicrotask(() => sink.end(new Error("consumer not found")));
       return;
     }
     this.expireWaiting(c);
-    c.waiting.push({ remaining: batch, sink, expires_at_ms: this.clock.now() + PULL_EXPIRES_MS });
+    c.waiting.push({ batch, remaining: batch, mode, sink, expires_at_ms: this.clock.now() + PULL_EXPIRES_MS });
     this.scheduleDispatch(stream, c);
   }
 
@@ -255,7 +268,7 @@ export class MemoryQueue implements Queue {
     // Bounded by the waiting pulls' batches and by the messages present.
     while (c.waiting.length > 0) {
       const m = this.next(stream, c);
-      if (!m) return;
+      if (!m) break;
       const w = c.waiting.shift()!;
       w.remaining -= 1;
       // As nats-server 2.9's wait queue: a pull with room left goes to the back, so the
@@ -267,6 +280,13 @@ export class MemoryQueue implements Queue {
       w.sink.message(this.raw(stream, c, m, count));
       if (w.remaining === 0) w.sink.end();
     }
+    // Nothing more is waiting: as the broker answers a no_wait pull that has had something,
+    // each such drain pull ends now (408) with what it got. Ended outside the scan, since an
+    // end may make the next pull at once.
+    const over = c.waiting.filter((w) => w.mode === "drain" && w.remaining < w.batch);
+    if (over.length === 0) return;
+    c.waiting.splice(0, c.waiting.length, ...c.waiting.filter((w) => !over.includes(w)));
+    for (const w of over) w.sink.end();
   }
 
   private next(stream: MemStream, c: MemConsumer): StoredMsg | null {

@@ -64,6 +64,23 @@ function recorder(decide: (d: Delivery, nth: number) => Promise<Outcome> | Outco
   return { seen, handler, texts: () => seen.map(text) };
 }
 
+/** A drain handler that records each drain it got and answers with `decide`. */
+function drainRecorder(decide: (ds: Delivery[], nth: number) => Promise<Outcome[]> | Outcome[] = (ds) => ds.map(() => ack())) {
+  const drains: Delivery[][] = [];
+  const handler = async (ds: Delivery[]): Promise<Outcome[]> => {
+    drains.push(ds);
+    return decide(ds, drains.length);
+  };
+  return {
+    drains,
+    handler,
+    /** Each drain's texts. */
+    texts: () => drains.map((ds) => ds.map(text)),
+    /** Every delivery's text, in the order they ran. */
+    flat: () => drains.flat().map(text),
+  };
+}
+
 function gate<T>() {
   let open!: (v: T) => void;
   const p = new Promise<T>((r) => (open = r));
@@ -423,6 +440,139 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       // m2 was deferred, m3 and m4 were taken by the batch and handed back; m5, m6 never taken.
       expect(counts).toEqual({ m2: 2, m3: 2, m4: 2, m5: 1, m6: 1 });
       expect(a.texts()).toEqual(["m1", "m2"]);
+    });
+
+    test("a drain gets what was waiting, in order, in one call; a larger backlog comes as full drains", async () => {
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      const backlog = Array.from({ length: 10 }, (_, i) => `m${i + 1}`);
+      await publishAll(box.subject, backlog);
+      const rec = drainRecorder();
+      const att = track(await h.queue.attachBatch(box.subject, box.group, rec.handler, { batch: 4 }));
+      await eventually("the backlog drained", () => rec.drains.flat().length >= 10);
+      // Up to the batch, never a wait for it: the last drain runs with the two left.
+      expect(rec.texts()).toEqual([backlog.slice(0, 4), backlog.slice(4, 8), backlog.slice(8)]);
+      expect(rec.drains.flat().every((d) => d.deliveryCount === 1)).toBe(true);
+      // What arrives later is a drain of its own, with whatever was there.
+      await h.queue.publish(box.subject, enc("later"));
+      await eventually("a later drain", () => rec.flat().includes("later"));
+      expect(rec.texts().at(-1)).toEqual(["later"]);
+      expect(att.quiesced).toBe(false);
+      // All acked: a fresh attachment finds nothing but the sentinel.
+      await att.detach();
+      const after = recorder();
+      track(await h.queue.attach(box.subject, box.group, after.handler));
+      await throughSentinel(box.subject, after);
+      expect(after.texts()).toHaveLength(1);
+    });
+
+    test("a drain's outcomes settle each delivery on its own; a nak comes back and consuming goes on", async () => {
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await publishAll(box.subject, ["m1", "m2", "m3"]);
+      const rec = drainRecorder((ds) => ds.map((d) => (text(d) === "m2" && d.deliveryCount === 1 ? nak() : ack())));
+      const att = track(await h.queue.attachBatch(box.subject, box.group, rec.handler, { batch: 8 }));
+      await eventually("m2 back", () => rec.drains.length >= 2);
+      expect(rec.texts()[0]).toEqual(["m1", "m2", "m3"]);
+      expect(rec.drains[1]!.map((d) => [text(d), d.deliveryCount])).toEqual([["m2", 2]]);
+      expect(att.quiesced).toBe(false);
+      await throughSentinel(box.subject, { texts: rec.flat });
+      expect(rec.flat().filter((t) => !t.startsWith("sentinel-"))).toEqual(["m1", "m2", "m3", "m2"]);
+    });
+
+    test("a defer in a drain quiesces it and hands back the rest; no pull is out afterwards", async () => {
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await publishAll(box.subject, ["m1", "m2", "m3", "m4", "m5"]);
+      // m1 acked, m2 deferred, m3 nak'd, m4 and m5 left without an outcome (handed back).
+      const rec = drainRecorder(() => [ack(), defer("seat moved"), nak()]);
+      const att = track(await h.queue.attachBatch(box.subject, box.group, rec.handler, { batch: 8 }));
+      await eventually("deferred", () => rec.drains.length === 1 && att.quiesced && att.inFlight === 0);
+      expect(att.holds.size).toBe(0);
+      // Quiesced by the defer with no pull out: mail published now reaches a peer untouched.
+      await h.queue.publish(box.subject, enc("m6"));
+      const b = recorder();
+      track(await h.peer.attach(box.subject, box.group, b.handler));
+      await eventually("peer has the rest", () => b.seen.length >= 5);
+      await throughSentinel(box.subject, b);
+      const counts = Object.fromEntries(b.seen.map((d) => [text(d), d.deliveryCount]));
+      expect(counts).toMatchObject({ m2: 2, m3: 2, m4: 2, m5: 2, m6: 1 });
+      expect(b.texts()).not.toContain("m1");
+      expect(b.texts()).toHaveLength(6); // the five and the sentinel, each once
+      expect(rec.drains).toHaveLength(1);
+      expect(rec.texts()[0]).toEqual(["m1", "m2", "m3", "m4", "m5"]);
+    });
+
+    test("a drain handler that throws NAKs the whole drain, and is logged", async () => {
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await publishAll(box.subject, ["m1", "m2"]);
+      const rec = drainRecorder((ds, nth) => {
+        if (nth === 1) throw new Error("drain boom");
+        return ds.map(() => ack());
+      });
+      const att = track(await h.queue.attachBatch(box.subject, box.group, rec.handler, { batch: 8 }));
+      await eventually("redelivered after the throw", () => rec.flat().length >= 4);
+      expect(rec.texts()[0]).toEqual(["m1", "m2"]);
+      expect(rec.drains.slice(1).flat().map((d) => [text(d), d.deliveryCount])).toEqual([["m1", 2], ["m2", 2]]);
+      expect(att.quiesced).toBe(false);
+      const failed = h.logs.events("queue_handler_failed").filter((l) => l.fields.subject === box.subject);
+      expect(failed).toHaveLength(1);
+      expect(failed[0]!.fields.deliveries).toBe(2);
+    });
+
+    test("nothing is pulled while a drain runs or while held; a drain is only pulled when it can run", async () => {
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      const hold = gate<void>();
+      const rec = drainRecorder(async (ds) => {
+        await hold.p;
+        return ds.map(() => ack());
+      });
+      const att = track(await h.queue.attachBatch(box.subject, box.group, rec.handler, { batch: 8 }));
+      await h.queue.publish(box.subject, enc("m1"));
+      await eventually("m1 running", () => rec.drains.length === 1 && att.inFlight === 1);
+      // While it runs, no pull of its is out: a peer gets the new mail on its first delivery.
+      await publishAll(box.subject, ["m2", "m3"]);
+      const b = recorder();
+      const batt = track(await h.peer.attach(box.subject, box.group, b.handler));
+      await eventually("peer has m2, m3", () => b.seen.length === 2);
+      expect(b.seen.map((d) => [text(d), d.deliveryCount])).toEqual([["m2", 1], ["m3", 1]]);
+      att.hold("pause");
+      hold.open();
+      await att.idle();
+      await batt.detach();
+      // Held: it takes nothing. The peer's last pull may have bounced m4 once on its way out.
+      await h.queue.publish(box.subject, enc("m4"));
+      const c = recorder();
+      const catt = track(await h.peer.attach(box.subject, box.group, c.handler));
+      await eventually("second peer has m4", () => c.seen.length === 1);
+      expect(text(c.seen[0]!)).toBe("m4");
+      expect(c.seen[0]!.deliveryCount).toBeLessThanOrEqual(2);
+      await catt.detach();
+      expect(rec.drains).toHaveLength(1);
+      // Released, it drains again; nothing of m1..m4 comes back (all settled).
+      att.releaseHold("pause");
+      await throughSentinel(box.subject, { texts: rec.flat });
+      expect(rec.flat().filter((t) => !t.startsWith("sentinel-"))).toEqual(["m1"]);
+    });
+
+    test("in a drain, the 25th-delivery dead-letter rule applies to each delivery on its own", async () => {
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await publishAll(box.subject, ["poison", "fine"]);
+      const rec = drainRecorder((ds) => ds.map((d) => (text(d) === "poison" ? nak() : ack())));
+      const att = track(await h.queue.attachBatch(box.subject, box.group, rec.handler, { batch: 8 }));
+      const mine = async () => (await h.queue.deadLetters()).filter((d) => d.originalSubject === box.subject);
+      await eventually("dead-lettered", async () => (await mine()).length === 1);
+      await throughSentinel(box.subject, { texts: rec.flat });
+      await att.detach();
+      const all = rec.drains.flat();
+      expect(all.filter((d) => text(d) === "poison").map((d) => d.deliveryCount)).toEqual(Array.from({ length: MAX_DELIVERIES }, (_, i) => i + 1));
+      expect(all.filter((d) => text(d) === "fine").map((d) => d.deliveryCount)).toEqual([1]);
+      const [dl] = await mine();
+      expect(new TextDecoder().decode(dl!.data)).toBe("poison");
+      expect(dl!.deliveryCount).toBe(MAX_DELIVERIES);
     });
 
     test("publishing with a message id de-duplicates", async () => {
