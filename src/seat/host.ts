@@ -9,7 +9,7 @@ import { randomBytes } from "node:crypto";
 import type { Clock } from "../clock.ts";
 import { LEASE_PROTOCOL, type LeaseStore, type LeaseView } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
-import { defer, type Attachment, type Delivery, type Outcome, type Queue } from "../queue/contract.ts";
+import { defer, type Attachment, type BatchHandler, type Delivery, type Handler, type Outcome, type Queue } from "../queue/contract.ts";
 import { mailbox } from "../queue/topics.ts";
 import { BoundedLeaseStore } from "./bounded-store.ts";
 import { DutyLoop } from "./loop.ts";
@@ -34,6 +34,16 @@ import type { Watchdog } from "./watchdog.ts";
  * renewed throughout, so the bound is about how long a rebalance may take, not safety; two
  * heartbeats let an ordinary turn finish, and a longer one is stopped by the fence. */
 export const VOLUNTARY_WAIT_HEARTBEATS = 2;
+/**
+ * Most deliveries one drain of a seat's inbox hands the agent at once. The agent runs a
+ * drain as one turn per conversation, each turn carrying all of its conversation's
+ * triggers in its prompt, and runs the turns one after another: 16 covers a busy thread's
+ * burst (a chat that piled up while the seat was busy or moving) in one turn while keeping
+ * one turn's triggers to what a model can sensibly take as context (at most 16 × 32 KiB of
+ * trigger text, usually a few KiB), and bounds how long the last partition of a drain
+ * waits behind the others and what a defer hands back at once.
+ */
+export const INBOX_DRAIN_MAX = 16;
 /** A voluntary release whose store answer was lost is retried on the heartbeat until this
  * many TTLs have passed; by then the lease has lapsed on its own. */
 export const PENDING_RELEASE_TTLS = 1;
@@ -60,9 +70,16 @@ export interface TurnContext {
   /** False once this seat's current grant here is not `epoch`: stop before the next round
    * or tool call, and return defer(). */
   fence(): boolean;
+  /** Admission for a further turn under this grant (a drain's later conversations): the
+   * epoch is still `epoch` and the last renew is fresh within one heartbeat. False → defer
+   * what has not run. The first turn of a delivery or drain was admitted by the host. */
+  admit(): boolean;
 }
 
 export type InboxHandler = (delivery: Delivery, turn: TurnContext) => Promise<Outcome>;
+/** A drain of a seat's inbox (what was waiting, oldest first, at most INBOX_DRAIN_MAX):
+ * one outcome per delivery, in order (see BatchHandler in the queue contract). */
+export type BatchInboxHandler = (deliveries: Delivery[], turn: TurnContext) => Promise<Outcome[]>;
 
 export interface SeatHooks {
   /** Acquire steps, run in order before the inbox attaches (MCP children, memory, the
@@ -98,8 +115,12 @@ export interface SeatHostOptions {
   /** This process holds the store-dir lock: a live lease naming this node id is a dead
    * predecessor's and may be taken over (bumping its epoch). */
   takeover?: boolean;
-  /** The seat inbox's handler (the agent engine), screened by the host. */
-  handler: InboxHandler;
+  /** The seat inbox's handler (the agent engine), screened by the host: one delivery at a
+   * time. Give this or batchHandler. */
+  handler?: InboxHandler;
+  /** The seat inbox's drain handler, screened by the host as one: preferred over handler
+   * when given, so a turn can take a conversation's whole backlog at once. */
+  batchHandler?: BatchInboxHandler;
   hooks?: SeatHooks;
   watchdog?: Watchdog;
   /** Process incarnation; `{node_id}:{random}` minted here unless given (simulations). */
@@ -233,6 +254,7 @@ export class SeatHost {
     this.hooks = opts.hooks ?? {};
     this.protocol = opts.protocol ?? LEASE_PROTOCOL;
     this.queue = opts.queue;
+    if (!opts.handler && !opts.batchHandler) throw new Error("seat host: an inbox handler (handler or batchHandler) is required");
     // A store call slower than a heartbeat has missed what it was for: the admission
     // window closed while it waited. Answered unknown, it keeps the seat and quiesces.
     this.store = new BoundedLeaseStore(opts.leases, opts.clock, () => this.heartbeat_ms);
@@ -382,16 +404,39 @@ export class SeatHost {
     if (s && (epoch === undefined || s.epoch === epoch)) s.deferred = true;
   }
 
-  private screened(handle: string, epoch: number): (d: Delivery) => Promise<Outcome> {
+  private turnContext(handle: string, epoch: number): TurnContext {
+    return {
+      handle,
+      epoch,
+      fence: () => this.fence(handle, epoch),
+      admit: () => this.mayStart(handle) === epoch,
+    };
+  }
+
+  /** Screening before anything runs: not owned here, a stale renew or another epoch. */
+  private admitted(handle: string, epoch: number): boolean {
+    const admitted = this.mayStart(handle);
+    if (admitted !== false && admitted === epoch) return true;
+    this.recordDeferral(handle, epoch);
+    return false;
+  }
+
+  private screened(handle: string, epoch: number, handler: InboxHandler): Handler {
     return async (delivery) => {
-      const admitted = this.mayStart(handle);
-      if (admitted === false || admitted !== epoch) {
-        this.recordDeferral(handle, epoch);
-        return defer(`seat "${handle}" is not owned here`);
-      }
-      const out = await this.opts.handler(delivery, { handle, epoch, fence: () => this.fence(handle, epoch) });
+      if (!this.admitted(handle, epoch)) return defer(`seat "${handle}" is not owned here`);
+      const out = await handler(delivery, this.turnContext(handle, epoch));
       if (out.kind === "defer") this.recordDeferral(handle, epoch);
       return out;
+    };
+  }
+
+  /** The same screening for a whole drain: it runs as one, or is deferred as one. */
+  private screenedBatch(handle: string, epoch: number, handler: BatchInboxHandler): BatchHandler {
+    return async (deliveries) => {
+      if (!this.admitted(handle, epoch)) return deliveries.map(() => defer(`seat "${handle}" is not owned here`));
+      const outs = await handler(deliveries, this.turnContext(handle, epoch));
+      if (outs.some((o) => o.kind === "defer")) this.recordDeferral(handle, epoch);
+      return outs;
     };
   }
 
@@ -673,7 +718,10 @@ export class SeatHost {
       if (this.opts.attachInbox ?? true) {
         const holds = (await this.hooks.attachHolds?.(handle)) ?? [];
         const { subject, group } = mailbox(handle, "inbox");
-        s.attachment = await this.queue.attach(subject, group, this.screened(handle, s.epoch), { holds });
+        const { batchHandler, handler } = this.opts;
+        s.attachment = batchHandler
+          ? await this.queue.attachBatch(subject, group, this.screenedBatch(handle, s.epoch, batchHandler), { holds, batch: INBOX_DRAIN_MAX })
+          : await this.queue.attach(subject, group, this.screened(handle, s.epoch, handler!), { holds });
         if (s.fenced) throw new Error(`seat fenced while attaching`);
         if (s.stale) s.attachment.quiesce();
         this.log.info("seat_attached", { seat: handle, epoch: s.epoch, holds });

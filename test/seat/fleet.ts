@@ -6,10 +6,10 @@ import { FakeClock, type Clock, type Timer } from "../../src/clock.ts";
 import { MemoryCoordination, StoreFaults } from "../../src/coord/index.ts";
 import type { LeaseStore } from "../../src/coord/contract.ts";
 import { memoryLogger, type Logger, type MemorySink } from "../../src/log.ts";
-import { ack, defer, type AttachOptions, type Attachment, type Delivery, type Handler, type Outcome, type Queue } from "../../src/queue/contract.ts";
+import { ack, defer, type AttachOptions, type Attachment, type BatchAttachOptions, type BatchHandler, type Delivery, type Handler, type Outcome, type Queue } from "../../src/queue/contract.ts";
 import { MemoryQueue } from "../../src/queue/memory.ts";
 import { mailbox, seatMailboxes } from "../../src/queue/topics.ts";
-import { SeatHost, type InboxHandler, type SeatHooks, type TurnContext } from "../../src/seat/host.ts";
+import { SeatHost, type BatchInboxHandler, type InboxHandler, type SeatHooks, type TurnContext } from "../../src/seat/host.ts";
 import type { SeatSpec } from "../../src/seat/placement.ts";
 import { Watchdog } from "../../src/seat/watchdog.ts";
 
@@ -76,12 +76,15 @@ export class NodeClock implements Clock {
   }
 }
 
+/** Wraps a handler (one delivery or a drain) so it runs only while its process does. */
+export type HandlerGate = <A, R>(h: (a: A) => Promise<R>) => (a: A) => Promise<R>;
+
 /** A node's handle on the shared broker: its attachments die with the process. */
 class NodeQueue implements Queue {
   readonly attachments = new Set<Attachment>();
   constructor(
     private readonly inner: MemoryQueue,
-    private readonly wrapHandler: (h: Handler) => Handler,
+    private readonly gate: HandlerGate,
   ) {}
   ensureStreams() {
     return this.inner.ensureStreams();
@@ -96,7 +99,12 @@ class NodeQueue implements Queue {
     return this.inner.listMailboxes();
   }
   async attach(subject: string, group: string, handler: Handler, opts?: AttachOptions): Promise<Attachment> {
-    const a = await this.inner.attach(subject, group, this.wrapHandler(handler), opts);
+    return this.track(await this.inner.attach(subject, group, this.gate(handler), opts));
+  }
+  async attachBatch(subject: string, group: string, handler: BatchHandler, opts: BatchAttachOptions): Promise<Attachment> {
+    return this.track(await this.inner.attachBatch(subject, group, this.gate(handler), opts));
+  }
+  private track(a: Attachment): Attachment {
     this.attachments.add(a);
     const owner = this.attachments;
     return {
@@ -229,9 +237,9 @@ export class Fleet {
     const exits: number[] = [];
     let node!: FleetNode;
     // A frozen or dead process runs no handler: a delivery it holds waits with it.
-    const gate = (h: Handler): Handler => async (d) => {
+    const gate: HandlerGate = (h) => async (d) => {
       while (node.clock.isFrozen && node.alive) await new Promise<void>((r) => this.clock.setTimeout(r, 10));
-      if (!node.alive) return new Promise<Outcome>(() => {});
+      if (!node.alive) return new Promise<never>(() => {});
       return h(d);
     };
     const queue = new NodeQueue(this.queue, gate);
