@@ -1,5 +1,5 @@
-// The seat inbox handler: what the seat host calls with each delivery (or each drained
-// batch) of a seat it holds. Screening first — config posture shed/stuck, the fence —
+// The seat inbox handler: what the seat host calls with each drain (or each delivery) of
+// a seat it holds. Screening first — config posture shed/stuck, the fence —
 // then one turn per conversation with its constituent event ids, at most max_concurrent
 // turns on this node at once. A delivery the handler cannot parse is acked and logged:
 // redelivering it could only fail the same way 25 times.
@@ -17,6 +17,9 @@ export interface SeatTurnGrant {
   handle: string;
   epoch: number;
   fence(): boolean;
+  /** Admission for a turn under this grant (renew fresh, same epoch); checked before each
+   * turn of a drain, since the host admitted only its start. Absent: the fence alone. */
+  admit?(): boolean;
 }
 
 /** A counting semaphore: FIFO waiters, bounded by the callers (one per seat's handler). */
@@ -71,6 +74,9 @@ export class SeatInbox {
     return out!;
   };
 
+  /** The seat host's BatchInboxHandler: a drain of the seat's inbox, what the node wires. */
+  readonly batchHandler = (deliveries: Delivery[], grant: SeatTurnGrant): Promise<Outcome[]> => this.handleBatch(deliveries, grant);
+
   /** Turns running on this node right now. */
   get running(): number {
     return this.slots.inUse;
@@ -116,9 +122,14 @@ export class SeatInbox {
       const release = await this.slots.acquire();
       let report: TurnReport;
       try {
-        // The wait for a slot may have outlasted the grant.
+        // The wait for a slot, and the drain's earlier turns, may have outlasted the grant
+        // or the renew that admitted the drain.
         if (!grant.fence()) {
           deferAll(rest, `seat "${grant.handle}" moved (fence)`);
+          break;
+        }
+        if (grant.admit && !grant.admit()) {
+          deferAll(rest, `seat "${grant.handle}" is not admitting turns (renew not fresh)`);
           break;
         }
         report = await this.o.engine.run({ seat: grant.handle, epoch: grant.epoch, fence: grant.fence, triggers: part.triggers });

@@ -262,7 +262,8 @@ export class CrewletNode {
       log: this.log,
       lease_ttl_ms: () => coord.lease_ttl_ms,
       takeover: true,
-      handler: engine.inbox.handler,
+      // Drains: a seat that was busy or moving runs its backlog as one turn per conversation.
+      batchHandler: engine.inbox.batchHandler,
       hooks: engine.hooks(),
       watchdog: this.watchdog,
     });

@@ -1,6 +1,7 @@
 import { Database } from "bun:sqlite";
 import { afterEach, describe, expect, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
+import { MemoryCoordination } from "../../src/coord/index.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { EpisodeStore } from "../../src/agent/episodes.ts";
 import { MemoryEventSink } from "../../src/agent/events.ts";
@@ -10,9 +11,10 @@ import { buildProviders } from "../../src/agent/providers/index.ts";
 import { TurnEngine, type TurnReport, type TurnRequest } from "../../src/agent/turn.ts";
 import { buildOrg } from "../../src/org/org.ts";
 import { encodeTrigger, type Trigger } from "../../src/org/trigger.ts";
-import type { Delivery } from "../../src/queue/contract.ts";
+import { ack, type Delivery } from "../../src/queue/contract.ts";
 import { MemoryQueue } from "../../src/queue/memory.ts";
 import { mailbox } from "../../src/queue/topics.ts";
+import { SeatHost } from "../../src/seat/host.ts";
 import { LocalEstate, mentionTrigger, rootCompany, taskTrigger } from "./support.ts";
 
 const company = rootCompany();
@@ -95,6 +97,20 @@ describe("the inbox handler", () => {
     expect(w.events.named("turn_started")).toEqual([]);
   });
 
+  test("a drain's later turns are admitted again: a renew gone stale defers what has not run", async () => {
+    const w = world();
+    const x = await w.estate.post("general", "founder", "@ceo one");
+    const y = await w.estate.post("general", "founder", "@ceo two");
+    const tx = mentionTrigger("ceo", "general", x, "one");
+    const ty = mentionTrigger("ceo", "general", y, "two");
+    const inbox = new SeatInbox({ engine: w.engine, log: w.log, max_concurrent: 1 });
+    // Fresh for the first conversation's turn, stale by the time the second would start.
+    let admissions = 0;
+    const out = await inbox.batchHandler([delivery(tx, 1), delivery(ty, 2)], { handle: "ceo", epoch: 1, fence: () => true, admit: () => ++admissions === 1 });
+    expect(out.map((o) => o.kind)).toEqual(["ack", "defer"]);
+    expect(w.events.named("turn_started").map((e) => e.trigger_ids)).toEqual([[tx.event_id]]);
+  });
+
   test("max_concurrent bounds turns across seats on one node", async () => {
     const { log } = memoryLogger("warn");
     let running = 0;
@@ -150,5 +166,82 @@ describe("the inbox handler", () => {
     cleanup.push(() => att2.detach());
     await Bun.sleep(30);
     expect(redelivered).toBe(0);
+  });
+
+  test("through the seat host: mail that piled up while the seat was busy drains as one turn per conversation", async () => {
+    const w = world();
+    await w.queue.ensureStreams();
+    const coord = new MemoryCoordination({ clock: systemClock, log: w.log });
+    // The seat's first turn is held open: the seat is busy while the rest piles up.
+    let openBusy!: () => void;
+    const busy = new Promise<void>((r) => (openBusy = r));
+    const requests: TurnRequest[] = [];
+    const engine = {
+      run: async (req: TurnRequest): Promise<TurnReport> => {
+        requests.push(req);
+        if (requests.length === 1) await busy;
+        return w.engine.run(req);
+      },
+    };
+    const inbox = new SeatInbox({ engine, log: w.log, max_concurrent: 2 });
+    const host = new SeatHost({
+      node_id: "node-a",
+      roles: ["seats"],
+      leases: coord.node().leases,
+      queue: w.queue,
+      clock: systemClock,
+      log: w.log,
+      lease_ttl_ms: 45_000,
+      batchHandler: inbox.batchHandler,
+    });
+    cleanup.push(async () => {
+      openBusy();
+      await host.drain();
+      await host.stop();
+    });
+    await host.start([{ handle: "ceo" }]);
+    for (let i = 0; i < 400 && !host.held().includes("ceo"); i++) await Bun.sleep(5);
+    expect(host.held()).toEqual(["ceo"]);
+    const { subject, group } = mailbox("ceo", "inbox");
+    const send = (t: Trigger) => w.queue.publish(subject, encodeTrigger(t), { msgId: t.event_id });
+
+    const warm = await w.estate.post("general", "founder", "@ceo good morning");
+    const tWarm = mentionTrigger("ceo", "general", warm, "good morning");
+    await send(tWarm);
+    for (let i = 0; i < 400 && requests.length === 0; i++) await Bun.sleep(5);
+    expect(requests).toHaveLength(1);
+
+    // While that turn runs: two threads, interleaved.
+    const rootA = await w.estate.post("general", "founder", "@ceo what is the plan?");
+    const rootB = await w.estate.post("general", "founder", "@ceo lunch?");
+    const a1 = mentionTrigger("ceo", "general", rootA, "what is the plan?");
+    const b1 = mentionTrigger("ceo", "general", rootB, "lunch?");
+    const a2 = { ...mentionTrigger("ceo", "general", await w.estate.post("general", "founder", "@ceo and the budget?", rootA), "and the budget?"), conversation: a1.conversation };
+    const b2 = { ...mentionTrigger("ceo", "general", await w.estate.post("general", "founder", "@ceo noon works", rootB), "noon works"), conversation: b1.conversation };
+    const a3 = { ...mentionTrigger("ceo", "general", await w.estate.post("general", "founder", "@ceo and hiring?", rootA), "and hiring?"), conversation: a1.conversation };
+    for (const t of [a1, b1, a2, b2, a3]) await send(t);
+    expect(requests).toHaveLength(1); // nothing of the backlog was taken while the seat was busy
+
+    openBusy();
+    for (let i = 0; i < 2000 && w.events.named("turn_completed").length < 3; i++) await Bun.sleep(5);
+    // Three turns: the first, then one per conversation of the backlog, each with its ids.
+    expect(w.events.named("turn_started").map((e) => e.trigger_ids)).toEqual([
+      [tWarm.event_id],
+      [a1.event_id, a2.event_id, a3.event_id],
+      [b1.event_id, b2.event_id],
+    ]);
+    expect(requests.map((r) => r.triggers.map((t) => t.conversation))).toEqual([[tWarm.conversation], [a1.conversation, a1.conversation, a1.conversation], [b1.conversation, b1.conversation]]);
+    expect(w.events.named("turn_completed").map((e) => e.settle)).toEqual(["ack", "ack", "ack"]);
+    // One reply per thread, in that thread.
+    expect((await w.estate.thread("general", rootA)).filter((m) => m.author === "ceo")).toHaveLength(1);
+    expect((await w.estate.thread("general", rootB)).filter((m) => m.author === "ceo")).toHaveLength(1);
+
+    // Every delivery of the drain was acked: after the seat is given back, nothing is left.
+    await host.drain();
+    let left = 0;
+    const att = await w.queue.attach(subject, group, async () => ((left += 1), ack()));
+    cleanup.push(() => att.detach());
+    await Bun.sleep(30);
+    expect(left).toBe(0);
   });
 });
