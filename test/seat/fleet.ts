@@ -181,6 +181,8 @@ export interface NodeSpec {
   hooks?: SeatHooks;
   /** The agent engine's part; defaults to a turn of `turn_ms` that checks its fence. */
   handler?: InboxHandler;
+  /** The agent engine's part for drains; preferred over handler (as the host does). */
+  batchHandler?: BatchInboxHandler;
   watchdog?: boolean;
 }
 
@@ -191,6 +193,9 @@ export interface FleetOptions {
   turn_ms?: number;
   /** Called when a turn is admitted (before it runs): the simulation checks ownership here. */
   onTurn?: (t: TurnRecord, node: FleetNode) => void;
+  /** Nodes without a handler of their own take drains: one default turn per delivery, run
+   * one after another, each later one admitted again. */
+  drain?: boolean;
 }
 
 export class Fleet {
@@ -201,6 +206,8 @@ export class Fleet {
   readonly truth: LeaseStore;
   readonly nodes = new Map<string, FleetNode>();
   readonly turns: TurnRecord[] = [];
+  /** Sizes of the drains default batch handlers were handed. */
+  readonly drainSizes: number[] = [];
   /** Every node ever started, restarts included (nodes keeps only the latest per id). */
   readonly incarnations: FleetNode[] = [];
   private incarnation = 0;
@@ -257,6 +264,7 @@ export class Fleet {
       lease_ttl_ms: () => coord.lease_ttl_ms,
       takeover: spec.takeover,
       handler: spec.handler ?? this.defaultHandler(() => node),
+      batchHandler: spec.batchHandler ?? (this.opts.drain && !spec.handler ? this.defaultBatchHandler(() => node) : undefined),
       hooks: spec.hooks,
       watchdog: spec.watchdog === false ? undefined : watchdog,
       owner: `${spec.id}:${(++this.incarnation).toString(16).padStart(8, "0")}`,
@@ -284,6 +292,23 @@ export class Fleet {
       // The round boundary: a seat that moved mid-turn goes back to its new owner.
       if (!turn.fence()) return defer(`seat "${turn.handle}" moved mid-turn`);
       return ack();
+    };
+  }
+
+  private defaultBatchHandler(node: () => FleetNode): BatchInboxHandler {
+    const one = this.defaultHandler(node);
+    return async (ds: Delivery[], turn: TurnContext) => {
+      this.drainSizes.push(ds.length);
+      const out: Outcome[] = [];
+      for (const [i, d] of ds.entries()) {
+        // The host admitted the drain, so its first turn; every later one asks again.
+        if (i > 0 && !turn.admit()) break;
+        const o = await one(d, turn);
+        out.push(o);
+        if (o.kind === "defer") break;
+      }
+      while (out.length < ds.length) out.push(defer(`seat "${turn.handle}" is not admitting turns`));
+      return out;
     };
   }
 

@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { Fleet } from "./fleet.ts";
 import { seatKey } from "../../src/seat/presence.ts";
+import { INBOX_DRAIN_MAX } from "../../src/seat/host.ts";
+import { ack, type Delivery } from "../../src/queue/contract.ts";
 
 const TTL = 3_000; // heartbeat 1 s, sweep 5 s
 const seats = (n: number, prefix = "s") => Array.from({ length: n }, (_, i) => ({ handle: `${prefix}${String(i + 1).padStart(2, "0")}` }));
@@ -194,6 +196,48 @@ describe("admission and renewals", () => {
     expect(a.host.seatState("s01")!.attached).toBe(true);
     await f.advance(1_000);
     expect(seen).toEqual([1, 2]);
+  });
+});
+
+describe("drains", () => {
+  test("a drain is screened as one: pulled while admitted, started on a stale renew → all deferred, recorded, resumed", async () => {
+    const f = await makeFleet(1);
+    const drains: [string, number][][] = [];
+    const text = (d: Delivery) => new TextDecoder().decode(d.data);
+    const a = await f.addNode({
+      id: "a",
+      batchHandler: async (ds, turn) => {
+        drains.push(ds.map((d) => [text(d), d.deliveryCount]));
+        expect(turn.admit()).toBe(true);
+        return ds.map(() => ack());
+      },
+    });
+    await f.advance(100);
+    expect(a.host.seatState("s01")!.attached).toBe(true);
+    // SIGSTOP: the drain pull already out takes all three (published together), and the
+    // drain's handler waits with the process.
+    a.clock.freeze();
+    await Promise.all(["m1", "m2", "m3"].map((m) => f.publish("s01", m)));
+    a.faults.unreachable = true;
+    await f.advance(1_500); // past a heartbeat with no renew
+    a.clock.thaw();
+    await f.advance(100);
+    expect(drains).toEqual([]); // the host never handed the stale drain on
+    expect(a.sink.events("seat_admission_stale").length).toBeGreaterThan(0);
+    a.faults.unreachable = false;
+    await f.advance(1_100); // the next good renew resumes the deferred, quiesced inbox
+    expect(drains).toEqual([[["m1", 2], ["m2", 2], ["m3", 2]]]);
+  });
+
+  test("the host attaches for drains of at most INBOX_DRAIN_MAX; a backlog comes in full drains", async () => {
+    const f = await makeFleet(1);
+    const sizes: number[] = [];
+    const a = await f.addNode({ id: "a", batchHandler: async (ds) => (sizes.push(ds.length), ds.map(() => ack())) });
+    await f.advance(100);
+    // Published together, so all of it is waiting when the seat's drain pull is served.
+    await Promise.all(Array.from({ length: INBOX_DRAIN_MAX + 5 }, (_, i) => f.publish("s01", `m${i}`)));
+    await f.advance(200);
+    expect(sizes).toEqual([INBOX_DRAIN_MAX, 5]);
   });
 });
 
