@@ -1,7 +1,9 @@
 // bench/turns.ts — inbox publish → turn start latency (median, p99) and turns per second
 // on one node with the scripted provider, over a real nats-server (JetStream queue backend)
 // and a real estate.db. Prints figures; never fails on time.
-//   bun bench/turns.ts [latency_samples=200] [throughput_turns=400]
+//   bun bench/turns.ts [latency_samples=200] [throughput_turns=400] [drain|each]
+// `drain` (the default) attaches each inbox as the node does: drains of INBOX_DRAIN_MAX
+// through SeatInbox.batchHandler; `each` runs one delivery at a time, for comparison.
 import { Database } from "bun:sqlite";
 import { systemClock } from "../src/clock.ts";
 import { memoryLogger } from "../src/log.ts";
@@ -14,11 +16,14 @@ import { buildOrg } from "../src/org/org.ts";
 import { encodeTrigger, type Trigger } from "../src/org/trigger.ts";
 import { JetStreamQueue } from "../src/queue/jetstream.ts";
 import { mailbox } from "../src/queue/topics.ts";
+import { INBOX_DRAIN_MAX } from "../src/seat/host.ts";
 import { startNats } from "../test/support/nats.ts";
 import { LocalEstate, rootCompany } from "../test/agent/support.ts";
 
 const LATENCY_SAMPLES = Number(process.argv[2] ?? 200);
 const THROUGHPUT_TURNS = Number(process.argv[3] ?? 400);
+const MODE = process.argv[4] ?? "drain";
+if (MODE !== "drain" && MODE !== "each") throw new Error(`mode must be drain or each, got ${MODE}`);
 
 const company = rootCompany();
 const org = buildOrg(company);
@@ -55,7 +60,12 @@ const attachments = [];
 for (const h of seats) {
   const { subject, group } = mailbox(h, "inbox");
   await queue.ensureMailbox(subject, group);
-  attachments.push(await queue.attach(subject, group, (d) => inbox.handler(d, { handle: h, epoch: 1, fence: () => true }), { batch: 16 }));
+  const grant = { handle: h, epoch: 1, fence: () => true };
+  attachments.push(
+    MODE === "drain"
+      ? await queue.attachBatch(subject, group, (ds) => inbox.batchHandler(ds, grant), { batch: INBOX_DRAIN_MAX })
+      : await queue.attach(subject, group, (d) => inbox.handler(d, grant), { batch: 1 }),
+  );
 }
 
 let seq = 0;
@@ -96,7 +106,7 @@ await Promise.all(
 await waitFor(() => completed - before >= THROUGHPUT_TURNS, "the burst");
 const elapsed_s = (performance.now() - t0) / 1000;
 
-console.log(`bench/turns: one node, ${seats.length} seats, scripted provider, JetStream on nats-server (R1, loopback), estate.db on disk`);
+console.log(`bench/turns: one node, ${seats.length} seats, inbox ${MODE === "drain" ? `drains of ≤ ${INBOX_DRAIN_MAX}` : "one delivery at a time"}, scripted provider, JetStream on nats-server (R1, loopback), estate.db on disk`);
 console.log(`publish → turn_started latency over ${LATENCY_SAMPLES} idle turns: median ${pct(50).toFixed(2)} ms, p99 ${pct(99).toFixed(2)} ms (target ≤ 5 / 20 ms)`);
 console.log(`throughput: ${THROUGHPUT_TURNS} turns in ${elapsed_s.toFixed(2)} s = ${(THROUGHPUT_TURNS / elapsed_s).toFixed(0)} turns/s (each turn: 1 model round, 1 chat write)`);
 
