@@ -135,6 +135,11 @@ export class RevisionFollower {
     return this.appliedEpoch;
   }
 
+  /** The boot applied this epoch itself (mailboxes, estate seed, seats): start after it. */
+  markApplied(epoch: number): void {
+    this.appliedEpoch = Math.max(this.appliedEpoch, epoch);
+  }
+
   /** Checks now; resolves once any newer revision has been applied. */
   check(): Promise<void> {
     this.running = this.running.then(() => this.checkOnce());

@@ -278,7 +278,13 @@ export class CrewletNode {
 
     this.step("revisions");
     this.revisions = new RevisionFollower(revisions, (a) => this.applyRevision(a, revisions), this.clock, this.log);
-    if (active) await this.revisions.check();
+    // The boot itself applied the active revision (the mailbox walk, the estate seed, the
+    // seats); record it so the follower starts after it rather than doing it all again.
+    if (active) {
+      this.revisions.markApplied(active.epoch);
+      await revisions.recordApplied(active, agentSeats(active.company).length);
+      this.log.info("config_revision_applied", { digest: active.digest, epoch: active.epoch, seats: agentSeats(active.company).length });
+    }
     this.revisions.start();
     const follower = this.revisions;
     const nudges = nc.subscribe(REVISION_ACTIVATED_SUBJECT, { callback: () => void follower.check() });
