@@ -15,6 +15,8 @@ export interface NodeSpec {
   kind: "member" | "leaf";
   roles?: string[];
   labels?: Record<string, string>;
+  /** This node's own company seed (else the fleet's). */
+  company?: unknown;
 }
 
 export interface FleetNode {
@@ -108,7 +110,7 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
       coordination: { type: fleetShape ? "embedded-kv" : "local", lease_ttl_seconds: opts.leaseTtlSeconds ?? 45 },
       api: { port: p.api, tokens: [{ id: "test", token: TEST_TOKEN }] },
       logging: { level: "debug", format: "json", stderr: true },
-      ...(opts.company ? { company: opts.company } : {}),
+      ...((spec.company ?? opts.company) ? { company: spec.company ?? opts.company } : {}),
     };
     const configFile = join(dir, "crewlet.yaml");
     writeFileSync(configFile, stringify(JSON.parse(JSON.stringify(config))));
