@@ -4,7 +4,7 @@
 import { z } from "zod";
 import type { Clock } from "../../clock.ts";
 import { ProviderError, type ChatMessage, type Completion, type CompletionRequest, type Provider } from "./contract.ts";
-import { keyFor, postWithRetries } from "./http.ts";
+import { keyFor, postWithRetries, parseProviderJson } from "./http.ts";
 
 /** The Messages API version this code speaks (tool use is stable in it). */
 export const ANTHROPIC_VERSION = "2023-06-01";
@@ -51,20 +51,10 @@ export function toAnthropicMessages(messages: readonly ChatMessage[]): { role: "
 }
 
 export function parseAnthropicResponse(provider: string, text: string): Completion {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new ProviderError(provider, "bad_response", `response is not JSON: ${text.slice(0, 200)}`);
-  }
-  const parsed = responseSchema.safeParse(json);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new ProviderError(provider, "bad_response", `response field ${issue?.path.join(".") || "(root)"}: ${issue?.message}`);
-  }
+  const data = parseProviderJson(provider, text, responseSchema);
   const texts: string[] = [];
   const toolCalls: Completion["toolCalls"] = [];
-  for (const b of parsed.data.content) {
+  for (const b of data.content) {
     if (b.type === "text") texts.push(b.text);
     else if (b.type === "tool_use") {
       const input = b.input as Record<string, unknown>;
@@ -74,7 +64,7 @@ export function parseAnthropicResponse(provider: string, text: string): Completi
   return {
     text: texts.join("\n"),
     toolCalls,
-    usage: { input_tokens: parsed.data.usage?.input_tokens ?? 0, output_tokens: parsed.data.usage?.output_tokens ?? 0 },
+    usage: { input_tokens: data.usage?.input_tokens ?? 0, output_tokens: data.usage?.output_tokens ?? 0 },
   };
 }
 

@@ -2,6 +2,7 @@
 // that honours Retry-After and rotates API keys. The retry decision is a pure function
 // (retryDelayMs) so the table of statuses is tested without a server.
 import type { Clock } from "../../clock.ts";
+import type { z } from "zod";
 import { ProviderError } from "./contract.ts";
 
 /** Attempts per model call. Four spans ~3.5 s of backoff (0.5 + 1 + 2): enough to ride out a
@@ -130,4 +131,20 @@ export async function postWithRetries(build: (attempt: number) => PostSpec, opts
 export function keyFor(keys: readonly string[], start: number, attempt: number): string | undefined {
   if (keys.length === 0) return undefined;
   return keys[(start + attempt - 1) % keys.length];
+}
+
+/** A provider's answer body, zod-parsed; a bad one names the field it got wrong. */
+export function parseProviderJson<S extends z.ZodType>(provider: string, text: string, schema: S): z.output<S> {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new ProviderError(provider, "bad_response", `response is not JSON: ${text.slice(0, 200)}`);
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ProviderError(provider, "bad_response", `response field ${issue?.path.join(".") || "(root)"}: ${issue?.message}`);
+  }
+  return parsed.data;
 }

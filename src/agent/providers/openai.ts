@@ -5,7 +5,7 @@
 import { z } from "zod";
 import type { Clock } from "../../clock.ts";
 import { ProviderError, parseArguments, type ChatMessage, type Completion, type CompletionRequest, type Provider } from "./contract.ts";
-import { keyFor, postWithRetries } from "./http.ts";
+import { keyFor, postWithRetries, parseProviderJson } from "./http.ts";
 
 export interface OpenAiOptions {
   name: string;
@@ -62,18 +62,8 @@ export function toOpenAiMessages(system: string, messages: readonly ChatMessage[
 }
 
 export function parseOpenAiResponse(provider: string, text: string): Completion {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new ProviderError(provider, "bad_response", `response is not JSON: ${text.slice(0, 200)}`);
-  }
-  const parsed = responseSchema.safeParse(json);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new ProviderError(provider, "bad_response", `response field ${issue?.path.join(".") || "(root)"}: ${issue?.message}`);
-  }
-  const message = parsed.data.choices[0]!.message;
+  const data = parseProviderJson(provider, text, responseSchema);
+  const message = data.choices[0]!.message;
   return {
     text: message.content ?? "",
     toolCalls: (message.tool_calls ?? []).map((c) => {
@@ -81,8 +71,8 @@ export function parseOpenAiResponse(provider: string, text: string): Completion 
       return { id: c.id, name: c.function.name, arguments: parseArguments(raw), raw_arguments: raw };
     }),
     usage: {
-      input_tokens: parsed.data.usage?.prompt_tokens ?? 0,
-      output_tokens: parsed.data.usage?.completion_tokens ?? 0,
+      input_tokens: data.usage?.prompt_tokens ?? 0,
+      output_tokens: data.usage?.completion_tokens ?? 0,
     },
   };
 }
