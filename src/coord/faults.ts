@@ -1,10 +1,11 @@
 // Fault injection for the coordination store, the same on both backends: an unreachable
 // store, a write that lands while its caller hears nothing back (a lost answer), a write
-// that never lands, and a slow store. Tests and the seat-host simulation drive it; a node
+// that never lands, a compare-and-set refused with nothing in its way (what a new stream
+// leader that has not applied the last write yet answers), and a slow store. Tests and the seat-host simulation drive it; a node
 // in production builds none. Faults sit between the lease algorithm and the bucket, so the
 // in-memory twin and JetStream KV fail in exactly the same places.
 import type { Clock } from "../clock.ts";
-import { StoreUnavailable } from "./contract.ts";
+import { CasConflict, StoreUnavailable } from "./contract.ts";
 
 export const WRITE_KINDS = ["create", "update", "put", "delete", "purge"] as const;
 export const READ_KINDS = ["get", "at", "keys", "entries", "watch", "last_revision", "now"] as const;
@@ -44,6 +45,7 @@ export class StoreFaults {
   onOp: ((op: StoreOp) => Promise<void> | void) | null = null;
   private readonly failing: Rule[] = [];
   private readonly losing: Rule[] = [];
+  private readonly refusing: Rule[] = [];
 
   constructor(private readonly clock: Clock) {}
 
@@ -57,12 +59,19 @@ export class StoreFaults {
     this.arm(this.losing, match, times);
   }
 
+  /** The next `times` matching writes are refused as compare-and-set conflicts without
+   *  reaching the store, whatever the key holds. */
+  conflictNext(match: OpMatch, times = 1): void {
+    this.arm(this.refusing, match, times);
+  }
+
   clear(): void {
     this.unreachable = false;
     this.slow_ms = 0;
     this.onOp = null;
     this.failing.length = 0;
     this.losing.length = 0;
+    this.refusing.length = 0;
   }
 
   async before(op: StoreOp): Promise<void> {
@@ -71,6 +80,7 @@ export class StoreFaults {
     if (this.slow_ms > 0) await this.clock.sleep(this.slow_ms);
     if (this.unreachable) throw new StoreUnavailable(`store unreachable (injected) at ${op.kind} ${op.bucket}`);
     if (take(this.failing, op)) throw new StoreUnavailable(`${op.kind} ${op.bucket}/${op.key ?? ""} failed (injected)`);
+    if (take(this.refusing, op)) throw new CasConflict(op.key ?? "", null);
   }
 
   /** Called after the store answered: a lost answer turns success into an error. */
@@ -79,7 +89,7 @@ export class StoreFaults {
   }
 
   private arm(rules: Rule[], match: OpMatch, times: number): void {
-    if (this.failing.length + this.losing.length >= MAX_RULES) throw new Error(`more than ${MAX_RULES} fault rules armed`);
+    if (this.failing.length + this.losing.length + this.refusing.length >= MAX_RULES) throw new Error(`more than ${MAX_RULES} fault rules armed`);
     rules.push({ match, remaining: times });
   }
 }

@@ -96,7 +96,7 @@ export async function createCoordination(opts: CoordinationOptions): Promise<Coo
   const configured_ttl_ms = opts.lease_ttl_ms ?? DEFAULT_LEASE_TTL_MS;
   const timeout_ms = opts.op_timeout_ms ?? opTimeoutFor(configured_ttl_ms);
   const open = (spec: { name: string; max_age_ms: number }) =>
-    openBucket({ nc: opts.nc, spec, replicas: opts.replicas, timeout_ms, log: opts.log });
+    openBucket({ nc: opts.nc, clock: opts.clock, spec, replicas: opts.replicas, timeout_ms, log: opts.log });
   const specs = leaseBuckets(configured_ttl_ms);
   // Concurrently: an R3 bucket costs a raft campaign (~0.4 s) to create.
   const slotList = await Promise.all(SLOT_NAMES.map((n) => open(SLOT_BUCKETS[n])));

@@ -22,10 +22,12 @@ import {
   type NatsConnection,
   type StreamConfig,
 } from "nats";
+import type { Clock, Timer } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { CasConflict, StoreUnavailable, type KvEntry, type KvWatch } from "./contract.ts";
 import { filterMatches, validateWireKey, type Bucket } from "./bucket.ts";
 import type { BucketSpec } from "./buckets.ts";
+import { hedged } from "./hedge.ts";
 
 /** API error code nats-server gives a write whose expected last subject sequence is stale. */
 export const CAS_CONFLICT_ERR_CODE = 10071;
@@ -37,11 +39,20 @@ const STREAM_NAME_IN_USE_ERR_CODE = 10058;
 const DUPLICATE_WINDOW_MAX_MS = 2 * 60 * 1000;
 /** The key the store-clock probe writes; outside every lease kind, so no lease view counts it. */
 const CLOCK_KEY = "_clock";
-/** Attempts to start a consumer (a watch or a listing): on a cluster that lost a member,
+/** Starts of one consumer (a watch or a listing): on a cluster that lost a member,
  *  nats-server 2.9 places about one ephemeral consumer in three on the dead member, where
- *  its creation never answers (measured here); a fresh one lands elsewhere. Five leaves
- *  ~0.4 % to chance and bounds the cost of a store that is really down. */
+ *  its creation never answers, for as long as the member stays down (measured here over
+ *  40 s); a fresh one lands elsewhere. Five leaves ~0.4 % to chance and bounds what a
+ *  store that is really down costs. */
 const CONSUMER_ATTEMPTS = 5;
+/** A consumer start with no answer after this long gets a second one alongside: a live
+ *  member answers in single-digit ms (tens to hundreds on a loaded 2-core box), so this
+ *  rarely doubles a healthy start, and a dead placement costs 0.3 s instead of a whole
+ *  call budget. */
+const CONSUMER_HEDGE_MS = 300;
+/** A listing whose consumer started but never delivered its snapshot in one call budget
+ *  is asked once more from scratch. */
+const LISTING_ATTEMPTS = 2;
 /** Bound on one listing (keys/entries): far above any fleet's seat count. */
 const LIST_LIMIT = 1_000_000;
 
@@ -80,6 +91,7 @@ export class JetStreamBucket implements Bucket {
     readonly bucket: string,
     readonly max_age_ms: number,
     private readonly timeout_ms: number,
+    private readonly clock: Clock,
   ) {
     this.stream = `KV_${bucket}`;
   }
@@ -158,7 +170,7 @@ export class JetStreamBucket implements Bucket {
   async entries(filter = ">"): Promise<KvEntry[]> {
     validateWireKey(filter, true);
     let lastErr: unknown = null;
-    for (let attempt = 0; attempt < CONSUMER_ATTEMPTS; attempt++) {
+    for (let attempt = 0; attempt < LISTING_ATTEMPTS; attempt++) {
       try {
         return await this.listOnce(filter);
       } catch (err) {
@@ -168,18 +180,29 @@ export class JetStreamBucket implements Bucket {
     throw lastErr;
   }
 
+  /** Starts a consumer with hedged asks (see CONSUMER_ATTEMPTS): the first that answers
+   *  wins. `initialized` is that start's own: a losing start may report its own snapshot
+   *  done before it is stopped, which says nothing about the winner's. */
+  private startConsumer(opts: Parameters<KV["watch"]>[0]): Promise<{ iter: Awaited<ReturnType<KV["watch"]>>; initialized: Promise<void> }> {
+    return hedged(
+      async () => {
+        const initialized = Promise.withResolvers<void>();
+        const iter = await this.kv.watch({ ...opts, initializedFn: () => initialized.resolve() });
+        return { iter, initialized: initialized.promise };
+      },
+      (late) => late.iter.stop(),
+      { attempts: CONSUMER_ATTEMPTS, hedge_ms: CONSUMER_HEDGE_MS, clock: this.clock },
+    );
+  }
+
   private async listOnce(filter: string): Promise<KvEntry[]> {
     const out: KvEntry[] = [];
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let timer: Timer | undefined;
     try {
+      const { iter, initialized } = await this.startConsumer({ key: filter, include: KvWatchInclude.LastValue, ignoreDeletes: false });
       const done = Promise.withResolvers<void>();
-      const iter = await this.kv.watch({
-        key: filter,
-        include: KvWatchInclude.LastValue,
-        ignoreDeletes: false,
-        initializedFn: () => done.resolve(),
-      });
-      timer = setTimeout(() => done.reject(new Error(`listing timed out after ${this.timeout_ms} ms`)), this.timeout_ms);
+      initialized.then(done.resolve);
+      timer = this.clock.setTimeout(() => done.reject(new Error(`listing timed out after ${this.timeout_ms} ms`)), this.timeout_ms);
       (async () => {
         for await (const e of iter) {
           if (e.operation === "PUT" && out.length < LIST_LIMIT) out.push(toEntry(e));
@@ -193,7 +216,7 @@ export class JetStreamBucket implements Bucket {
     } catch (err) {
       throw mapError(err, `list ${this.bucket}`, filter, null);
     } finally {
-      clearTimeout(timer);
+      timer?.cancel();
     }
     // A key deleted during the listing still shows its older value: last per key wins.
     const byKey = new Map<string, KvEntry>();
@@ -204,21 +227,16 @@ export class JetStreamBucket implements Bucket {
   async watch(onEntry: (e: KvEntry) => void, opts?: { key?: string; includeCurrent?: boolean }): Promise<KvWatch> {
     const filter = opts?.key ?? ">";
     validateWireKey(filter, true);
-    let iter: Awaited<ReturnType<KV["watch"]>> | null = null;
-    let lastErr: unknown = null;
-    for (let attempt = 0; attempt < CONSUMER_ATTEMPTS && !iter; attempt++) {
-      try {
-        iter = await this.kv.watch({
-          key: filter,
-          include: opts?.includeCurrent ? KvWatchInclude.LastValue : KvWatchInclude.UpdatesOnly,
-          ignoreDeletes: false,
-        });
-      } catch (err) {
-        lastErr = err;
-      }
+    let it: Awaited<ReturnType<KV["watch"]>>;
+    try {
+      ({ iter: it } = await this.startConsumer({
+        key: filter,
+        include: opts?.includeCurrent ? KvWatchInclude.LastValue : KvWatchInclude.UpdatesOnly,
+        ignoreDeletes: false,
+      }));
+    } catch (err) {
+      throw mapError(err, `watch ${this.bucket}`, filter, null);
     }
-    if (!iter) throw mapError(lastErr, `watch ${this.bucket}`, filter, null);
-    const it = iter;
     let stopped = false;
     (async () => {
       for await (const e of it) {
@@ -272,6 +290,8 @@ export class JetStreamBucket implements Bucket {
 
 export interface OpenBucketOptions {
   nc: NatsConnection;
+  /** Times listings and hedged consumer starts. */
+  clock: Clock;
   spec: BucketSpec;
   replicas: number;
   timeout_ms: number;
@@ -311,7 +331,7 @@ function streamConfig(spec: BucketSpec, replicas: number): Partial<StreamConfig>
  * two nodes cannot run one bucket with two ages, and the first one decided.
  */
 export async function openBucket(opts: OpenBucketOptions): Promise<JetStreamBucket> {
-  const { nc, spec, replicas, timeout_ms, log } = opts;
+  const { nc, spec, replicas, timeout_ms, log, clock } = opts;
   const js: JetStreamClient = nc.jetstream({ timeout: timeout_ms });
   const jsm = await nc.jetstreamManager({ timeout: timeout_ms });
   const stream = `KV_${spec.name}`;
@@ -337,5 +357,5 @@ export async function openBucket(opts: OpenBucketOptions): Promise<JetStreamBuck
     }
   }
   const kv = await js.views.kv(spec.name, { bindOnly: true, allow_direct: false });
-  return new JetStreamBucket(kv, jsm, spec.name, max_age_ms, timeout_ms);
+  return new JetStreamBucket(kv, jsm, spec.name, max_age_ms, timeout_ms, clock);
 }
