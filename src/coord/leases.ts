@@ -29,8 +29,10 @@ import {
   decodeRecord,
   encodeRecord,
   isLive,
+  isTenure,
   judgeClaim,
   judgeRenew,
+  judgeToken,
   toLease,
   toView,
   type LeaseRecord,
@@ -38,6 +40,19 @@ import {
 
 /** Epoch CAS retries: only a claimer whose own claiming record lapsed mid-claim races here. */
 const EPOCH_CAS_ATTEMPTS = 3;
+/** Token writes per claim. A second is made only when the record, read back, still holds
+ *  this claim's claiming record at its revision: the first did not land (its answer lost
+ *  to a leader that died, or its compare-and-set refused by a new leader that had not yet
+ *  applied write 1), and the next one is a compare-and-set on the same revision, so it
+ *  can land only if nothing came between. */
+export const TOKEN_WRITE_ATTEMPTS = 2;
+/** Reads of the record after a token write went wrong: one more than a single read, so a
+ *  read that met the same dead leader is asked again of the new one (an election is ~4 s,
+ *  two call budgets at the shortest TTLs the tests run). */
+const READ_BACK_ATTEMPTS = 2;
+/** Renewals and releases per call: a second only when a compare-and-set was refused (or a
+ *  delete's answer lost) while the record, read again, is still this tenure's. */
+const TENURE_WRITE_ATTEMPTS = 2;
 
 export interface LeaseStoreOptions {
   /** Holds the records (crewlet_leases or crewlet_duties). */
@@ -110,7 +125,7 @@ export class BucketLeaseStore implements LeaseStore {
           ? await this.records.create(wire, encodeRecord(claiming))
           : await this.records.update(wire, encodeRecord(claiming), judged.revision);
     } catch (err) {
-      if (err instanceof CasConflict) return this.refusedByRace(wire, err);
+      if (err instanceof CasConflict) return this.refusedByRace(wire, err, nonce);
       // The write may have landed with its answer lost: give back a record that is ours.
       await this.giveBackIfOurs(wire, nonce);
       return { ok: false, rule: "unknown", error: errorText(err) };
@@ -133,7 +148,7 @@ export class BucketLeaseStore implements LeaseStore {
       }
     } catch (err) {
       await this.giveBack(wire, r1);
-      if (err instanceof CasConflict) return this.refusedByRace(wire, err);
+      if (err instanceof CasConflict) return this.refusedByRace(wire, err, nonce);
       return { ok: false, rule: "unknown", error: errorText(err) };
     }
 
@@ -147,80 +162,101 @@ export class BucketLeaseStore implements LeaseStore {
       return { ok: false, rule: "unknown", error: errorText(err) };
     }
 
-    // Write 3: the token into the record.
+    // Write 3: the token into the record. Whatever a failed write's answer said, the
+    // record read back from the stream leader says what happened, judged by this claim's
+    // nonce and epoch.
     const held: LeaseRecord = { ...claiming, epoch, state: "held", acquired_at: claimed_at };
-    try {
-      const r3 = await this.records.update(wire, encodeRecord(held), r1);
-      const entry = await this.records.at(wire, r3);
-      if (!entry) throw new StoreUnavailable(`${key}: the record written at revision ${r3} is gone`);
-      return { ok: true, lease: toLease(key, entry, held) };
-    } catch (err) {
-      if (err instanceof CasConflict) {
-        await this.giveBack(wire, r1);
-        return this.refusedByRace(wire, err);
-      }
-      // Did the token land? If the record carries it, the tenure committed: say so.
+    let lastErr: unknown = null;
+    for (let attempt = 0; attempt < TOKEN_WRITE_ATTEMPTS; attempt++) {
       try {
-        const now_current = await this.read(wire);
-        const rec = now_current?.record;
-        if (now_current && rec && rec.claim === nonce && rec.state === "held" && rec.epoch === epoch) {
-          return { ok: true, lease: toLease(key, now_current.entry, rec) };
-        }
-      } catch {
-        // unreachable: fall through to the give-back, which is refused the same way or not
+        const r3 = await this.records.update(wire, encodeRecord(held), r1);
+        const entry = await this.records.at(wire, r3);
+        if (entry) return { ok: true, lease: toLease(key, entry, held) };
+        lastErr = new StoreUnavailable(`${key}: the record written at revision ${r3} is gone`);
+      } catch (err) {
+        lastErr = err;
       }
-      await this.giveBack(wire, r1);
-      return { ok: false, rule: "unknown", error: errorText(err) };
+      const seen = await this.readBack(wire);
+      if (seen === undefined) break;
+      const judged = judgeToken(seen, nonce, epoch, r1);
+      if (judged.token === "committed") return { ok: true, lease: toLease(key, seen!.entry, seen!.record!) };
+      if (judged.token === "gone") {
+        if (seen?.record) return { ok: false, rule: "held", holder: seen.record.owner, epoch: seen.record.epoch };
+        return { ok: false, rule: "unknown", error: errorText(lastErr) };
+      }
+      // pending: the token did not land, and nothing came between; ask once more.
     }
+    await this.giveBack(wire, r1);
+    return { ok: false, rule: "unknown", error: errorText(lastErr) };
   }
 
   async renew(key: string, owner: string, epoch: number, meta?: LeaseMeta): Promise<RenewResult> {
     const wire = encodeLeaseKey(key);
-    let current: Current;
-    try {
-      current = await this.read(wire);
-    } catch (err) {
-      return { status: "unknown", error: errorText(err) };
+    let lastErr: unknown = null;
+    for (let attempt = 0; attempt < TENURE_WRITE_ATTEMPTS; attempt++) {
+      let current: Current;
+      try {
+        current = await this.read(wire);
+      } catch (err) {
+        return { status: "unknown", error: errorText(err) };
+      }
+      if (!current || judgeRenew(current.record, owner, epoch).renew === false) return { status: "lost" };
+      const record = current.record!;
+      const next: LeaseRecord = { ...record, meta: meta ?? record.meta };
+      let revision: number;
+      try {
+        revision = await this.records.update(wire, encodeRecord(next), current.entry.revision);
+      } catch (err) {
+        if (!(err instanceof CasConflict)) return { status: "unknown", error: errorText(err) };
+        // Refused: the next read says whether the tenure moved on (lost) or the record is
+        // still this tenure's (an earlier renewal of ours whose answer was lost, or a new
+        // leader that had not applied the last write yet), which is no loss.
+        lastErr = err;
+        continue;
+      }
+      let written: KvEntry | null;
+      try {
+        written = await this.records.at(wire, revision);
+      } catch (err) {
+        return { status: "unknown", error: errorText(err) };
+      }
+      if (!written) return { status: "lost" };
+      // Lapsed before this renewal landed: nobody took it (the CAS proves it), but work done
+      // in the gap was unprotected, so the tenure is over. Give the write back; re-acquire.
+      if (!isLive(current.entry, record, written.created)) {
+        await this.giveBack(wire, revision);
+        this.log.info("lease_renew_lapsed", { key, epoch });
+        return { status: "lost" };
+      }
+      return { status: "renewed", lease: toLease(key, written, next) };
     }
-    if (!current || judgeRenew(current.record, owner, epoch).renew === false) return { status: "lost" };
-    const record = current.record!;
-    const next: LeaseRecord = { ...record, meta: meta ?? record.meta };
-    let revision: number;
-    try {
-      revision = await this.records.update(wire, encodeRecord(next), current.entry.revision);
-    } catch (err) {
-      if (err instanceof CasConflict) return { status: "lost" };
-      return { status: "unknown", error: errorText(err) };
-    }
-    let written: KvEntry | null;
-    try {
-      written = await this.records.at(wire, revision);
-    } catch (err) {
-      return { status: "unknown", error: errorText(err) };
-    }
-    if (!written) return { status: "lost" };
-    // Lapsed before this renewal landed: nobody took it (the CAS proves it), but work done
-    // in the gap was unprotected, so the tenure is over. Give the write back; re-acquire.
-    if (!isLive(current.entry, record, written.created)) {
-      await this.giveBack(wire, revision);
-      this.log.info("lease_renew_lapsed", { key, epoch });
-      return { status: "lost" };
-    }
-    return { status: "renewed", lease: toLease(key, written, next) };
+    return { status: "unknown", error: errorText(lastErr) };
   }
 
   async release(key: string, owner: string, epoch: number): Promise<ReleaseResult> {
     const wire = encodeLeaseKey(key);
-    try {
-      const current = await this.read(wire);
-      const record = current?.record;
-      if (!current || !record || record.owner !== owner || record.epoch !== epoch) return "not_held";
-      await this.records.delete(wire, current.entry.revision);
-      return "released";
-    } catch (err) {
-      if (err instanceof CasConflict) return "not_held";
-      return "unknown";
+    let deleteAnswerLost = false;
+    for (let attempt = 0; attempt < TENURE_WRITE_ATTEMPTS; attempt++) {
+      let current: Current;
+      try {
+        current = await this.read(wire);
+      } catch {
+        return "unknown";
+      }
+      if (!current || !isTenure(current.record, owner, epoch)) {
+        // Gone after a delete of ours whose answer was lost: that delete landed.
+        return deleteAnswerLost && !current ? "released" : "not_held";
+      }
+      try {
+        await this.records.delete(wire, current.entry.revision);
+        return "released";
+      } catch (err) {
+        // Either way the next read judges: a refused delete on a record still this
+        // tenure's was no loss of it, and a lost answer may have landed.
+        deleteAnswerLost = !(err instanceof CasConflict);
+      }
     }
+    return "unknown";
   }
 
   async get(key: string): Promise<LeaseView | null> {
@@ -299,6 +335,18 @@ export class BucketLeaseStore implements LeaseStore {
     }
   }
 
+  /** The record as the stream leader holds it now; undefined when no read answered. */
+  private async readBack(wire: string): Promise<Current | undefined> {
+    for (let attempt = 0; attempt < READ_BACK_ATTEMPTS; attempt++) {
+      try {
+        return await this.read(wire);
+      } catch (err) {
+        this.log.debug("lease_read_back_failed", { key: wire, attempt, error: errorText(err) });
+      }
+    }
+    return undefined;
+  }
+
   /** After a lost answer to write 1 the revision is unknown: read it, and give back only ours. */
   private async giveBackIfOurs(wire: string, nonce: string): Promise<void> {
     try {
@@ -311,10 +359,14 @@ export class BucketLeaseStore implements LeaseStore {
     }
   }
 
-  private async refusedByRace(wire: string, err: CasConflict): Promise<AcquireResult> {
+  private async refusedByRace(wire: string, err: CasConflict, nonce: string): Promise<AcquireResult> {
     try {
       const current = await this.read(wire);
-      if (current?.record) return { ok: false, rule: "held", holder: current.record.owner, epoch: current.record.epoch };
+      // Our own claiming record is no rival: a refused write of ours, read back, is unknown.
+      if (current?.record && current.record.claim !== nonce) {
+        return { ok: false, rule: "held", holder: current.record.owner, epoch: current.record.epoch };
+      }
+      if (current?.record?.state === "claiming") await this.giveBack(wire, current.entry.revision);
     } catch {
       // fall through
     }

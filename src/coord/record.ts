@@ -116,3 +116,36 @@ export function judgeRenew(record: LeaseRecord | null, owner: string, epoch: num
 export function countsForGate(key: string): boolean {
   return key.startsWith("node:") || key.startsWith("seat:");
 }
+
+/** True when the record is the tenure (owner, epoch) names: epochs never repeat on a key. */
+export function isTenure(record: LeaseRecord | null, owner: string, epoch: number): boolean {
+  return record !== null && record.state === "held" && record.owner === owner && record.epoch === epoch;
+}
+
+export type TokenJudgement =
+  /** The token landed: the tenure committed, whatever the write's own answer said. */
+  | { token: "committed" }
+  /** The key still holds this claim's claiming record: the token did not land (yet). */
+  | { token: "pending" }
+  /** The key holds nothing of this claim's: another claim or a give-back came between. */
+  | { token: "gone" };
+
+/**
+ * A token write (a claim's third write) failed or lost its answer, and the key was read
+ * back from the stream leader: what does the record say about this claim? Judged by the
+ * claim's own nonce and epoch, never by the write's error, because a write whose answer
+ * was lost, and a compare-and-set refused by a leader that has not yet applied the claim's
+ * first write, both leave the record saying something else than the error did.
+ */
+export function judgeToken(
+  seen: { entry: KvEntry; record: LeaseRecord | null } | null,
+  claim: string,
+  epoch: number,
+  claiming_revision: number,
+): TokenJudgement {
+  const record = seen?.record ?? null;
+  if (!seen || !record || record.claim !== claim) return { token: "gone" };
+  if (record.state === "held" && record.epoch === epoch) return { token: "committed" };
+  if (record.state === "claiming" && seen.entry.revision === claiming_revision) return { token: "pending" };
+  return { token: "gone" };
+}

@@ -3,11 +3,12 @@
 // twin on a FakeClock, JetStream KV on one member (R1) and on a 3-member cluster (R3) with
 // a member killed mid-suite. It asserts behaviour, never timing.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { CasConflict, SLOT_NAMES, type AcquireResult, type KvEntry, type Lease } from "../../src/coord/contract.ts";
+import { CasConflict, SLOT_NAMES, type AcquireResult, type KvEntry, type Lease, type LeaseStore } from "../../src/coord/contract.ts";
 import { encodeLeaseKey } from "../../src/coord/bucket.ts";
 import { DUTIES_BUCKET, EPOCHS_BUCKET, LEASES_BUCKET } from "../../src/coord/buckets.ts";
-import { StoreFaults, writeTo } from "../../src/coord/faults.ts";
+import { StoreFaults, writeTo, type StoreOp } from "../../src/coord/faults.ts";
 import type { CoordinationHandle } from "../../src/coord/index.ts";
+import { TOKEN_WRITE_ATTEMPTS } from "../../src/coord/leases.ts";
 import type { Clock } from "../../src/clock.ts";
 
 export interface CoordHarness {
@@ -47,6 +48,40 @@ async function settled(fn: () => Promise<AcquireResult>): Promise<AcquireResult>
     r = await fn();
   }
   return r;
+}
+
+/** Bound on one heartbeat's renewals: a case lasts at most CASE_TIMEOUT_MS, which at a
+ *  third of the shortest TTL the suites run (1 s) is 270 beats. */
+const HEARTBEAT_BEATS_MAX = 300;
+
+/**
+ * Renews a lease every third of its TTL until stopped, as the node holding it would. A case
+ * that holds a lease across calls that may each take a whole call budget (a member killed,
+ * a consumer placed on it) keeps the lease live the way the fleet does, instead of
+ * assuming those calls are quick. A renewal that says `lost` ends the heartbeat and is
+ * reported, so a case still fails when a tenure is really lost.
+ */
+function heartbeat(store: LeaseStore, lease: Lease, clock: Clock, ttl_ms: number): { stop(): Promise<{ lost: boolean }> } {
+  const abort = new AbortController();
+  let lost = false;
+  const beating = (async () => {
+    for (let beat = 0; beat < HEARTBEAT_BEATS_MAX; beat++) {
+      await clock.sleep(Math.floor(ttl_ms / 3), abort.signal);
+      const r = await store.renew(lease.key, lease.owner, lease.epoch);
+      if (r.status === "lost") {
+        lost = true;
+        return;
+      }
+      if (abort.signal.aborted) return;
+    }
+  })().catch(() => undefined);
+  return {
+    async stop() {
+      abort.abort(new Error("heartbeat stopped"));
+      await beating;
+      return { lost };
+    },
+  };
 }
 
 function okLease(r: AcquireResult): Lease {
@@ -215,7 +250,8 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
         const cases: { what: string; arm: (wire: string) => void }[] = [
           { what: "the counter write fails", arm: () => faults.failNext(writeTo(EPOCHS_BUCKET)) },
           { what: "the counter write's answer is lost", arm: () => faults.loseNextAnswer(writeTo(EPOCHS_BUCKET)) },
-          { what: "the token write fails", arm: (w) => faults.failNext((op) => op.kind === "update" && op.bucket === LEASES_BUCKET && op.key === w) },
+          // Every token write the claim makes fails (a second is made when the first did not land).
+          { what: "the token write fails", arm: (w) => faults.failNext((op) => op.kind === "update" && op.bucket === LEASES_BUCKET && op.key === w, TOKEN_WRITE_ATTEMPTS) },
           { what: "the claiming write's answer is lost", arm: (w) => faults.loseNextAnswer(writeTo(LEASES_BUCKET, w)) },
           { what: "the claim's read-back fails", arm: (w) => faults.failNext((op) => op.kind === "at" && op.key === w) },
         ];
@@ -240,6 +276,47 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
         const won = okLease(await claim(f, key, oa));
         expect((await b.leases.get(key))?.epoch).toBe(won.epoch);
         expect((await f.leases.renew(key, oa, won.epoch)).status).toBe("renewed");
+      } finally {
+        await f.close();
+      }
+    }, CASE_TIMEOUT_MS);
+
+    test("a write refused or unanswered while the record is still the claim's or the tenure's is judged by the record read back", async () => {
+      const faults = new StoreFaults(h.clock);
+      const f = await h.open({ faults });
+      const oa = owner("node-a");
+      try {
+        const key = `seat:${uniq("judged")}`;
+        const wire = encodeLeaseKey(key);
+        const tokenWrite = (op: StoreOp) => op.kind === "update" && op.bucket === LEASES_BUCKET && op.key === wire;
+        // A token write refused with nothing in its way (a new stream leader that has not
+        // applied the claiming write yet): the claim asks again and commits.
+        faults.conflictNext(tokenWrite);
+        const lease = okLease(await claim(f, key, oa));
+        expect(await b.leases.get(key)).toMatchObject({ owner: oa, epoch: lease.epoch, live: true });
+        // A renewal refused likewise is no loss: the record is still this tenure's.
+        faults.conflictNext(writeTo(LEASES_BUCKET, wire));
+        expect((await f.leases.renew(key, oa, lease.epoch)).status).toBe("renewed");
+        // A release refused likewise still releases.
+        faults.conflictNext(writeTo(LEASES_BUCKET, wire));
+        expect(await f.leases.release(key, oa, lease.epoch)).toBe("released");
+        expect(await b.leases.get(key)).toBeNull();
+        // A release whose answer was lost did release.
+        const again = okLease(await claim(f, key, oa));
+        expect(again.epoch).toBeGreaterThan(lease.epoch);
+        faults.loseNextAnswer(writeTo(LEASES_BUCKET, wire));
+        expect(await f.leases.release(key, oa, again.epoch)).toBe("released");
+        expect(await b.leases.get(key)).toBeNull();
+        // Refused every time it asks: unknown, and nothing is left held.
+        faults.conflictNext(tokenWrite, TOKEN_WRITE_ATTEMPTS);
+        expect(await claim(f, key, oa)).toMatchObject({ ok: false, rule: "unknown" });
+        expect(await b.leases.get(key)).toBeNull();
+        // A rival's tenure read back is never taken for ours: renew is lost, release not held.
+        const rival = okLease(await claim(b, key, owner("node-b")));
+        expect(rival.epoch).toBeGreaterThan(again.epoch);
+        expect(await f.leases.renew(key, oa, again.epoch)).toEqual({ status: "lost" });
+        expect(await f.leases.release(key, oa, again.epoch)).toBe("not_held");
+        expect(await a.leases.get(key)).toMatchObject({ owner: rival.owner, epoch: rival.epoch, live: true });
       } finally {
         await f.close();
       }
@@ -374,6 +451,12 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       const older = await h.open({ protocol: 3 });
       const oldOwner = owner("node-old");
       const newOwner = owner("node-new");
+      const beats: ReturnType<typeof heartbeat>[] = [];
+      const beat = (lease: Lease) => {
+        const hb = heartbeat(older.leases, lease, h.clock, ttl);
+        beats.push(hb);
+        return hb;
+      };
       try {
         // An older build's duty lease never holds newer nodes back.
         const duty = await older.duties.acquire(`worker:${uniq("duty")}`, { owner: oldOwner, preferred: "node-old", ttl_ms: ttl * 10 });
@@ -382,8 +465,10 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
         const s1 = okLease(await claimSettled(a, free, newOwner, { gate: true }));
         expect(await a.leases.release(free, newOwner, s1.epoch)).toBe("released");
 
-        // Its presence does.
+        // Its presence does. The older node keeps it (and its seat below) renewed while
+        // the case asks its questions, as it would in the fleet.
         const presence = okLease(await settled(() => older.leases.acquire(`node:${uniq("old")}`, { owner: oldOwner, preferred: "node-old", ttl_ms: ttl })));
+        const presenceBeat = beat(presence);
         expect(presence.protocol).toBe(3);
         const gated = `seat:${uniq("gate")}`;
         expect(await claimSettled(a, gated, newOwner, { gate: true })).toEqual({ ok: false, rule: "protocol", floor: 3 });
@@ -392,25 +477,30 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
         // A seat a peer holds is refused for the hold, judging no gate.
         const theirs = `seat:${uniq("gate")}`;
         const oldSeat = okLease(await settled(() => older.leases.acquire(theirs, { owner: oldOwner, preferred: "node-old", ttl_ms: ttl, gate: true })));
+        const seatBeat = beat(oldSeat);
         expect(await claimSettled(a, theirs, newOwner, { gate: true })).toEqual({ ok: false, rule: "held", holder: oldOwner, epoch: oldSeat.epoch });
 
         // Presence gone, the older seat lease still counts.
+        expect(await presenceBeat.stop()).toEqual({ lost: false });
         expect(await older.leases.release(presence.key, oldOwner, presence.epoch)).toBe("released");
         expect(await claimSettled(a, gated, newOwner, { gate: true })).toEqual({ ok: false, rule: "protocol", floor: 3 });
         // Released: the gate opens.
+        expect(await seatBeat.stop()).toEqual({ lost: false });
         expect(await older.leases.release(theirs, oldOwner, oldSeat.epoch)).toBe("released");
         const s2 = okLease(await claimSettled(a, gated, newOwner, { gate: true }));
         expect(await a.leases.release(gated, newOwner, s2.epoch)).toBe("released");
 
-        // A lower lease that lapsed does not count either.
-        okLease(await settled(() => older.leases.acquire(`node:${uniq("old")}`, { owner: oldOwner, preferred: "node-old", ttl_ms: ttl })));
+        // A lower lease that lapsed does not count either: live, it gates; unrenewed, it lapses.
+        const lapsing = beat(okLease(await settled(() => older.leases.acquire(`node:${uniq("old")}`, { owner: oldOwner, preferred: "node-old", ttl_ms: ttl }))));
         const later = `seat:${uniq("gate")}`;
         expect(await claimSettled(a, later, newOwner, { gate: true })).toMatchObject({ ok: false, rule: "protocol", floor: 3 });
+        expect(await lapsing.stop()).toEqual({ lost: false });
         await h.elapse(ttl + 50);
         await eventually("the older presence to lapse", async () => (await claimSettled(a, later, newOwner, { gate: true })).ok);
         expect(await a.leases.protocolFloor()).toBe(4);
         expect(duty.ok && (await older.duties.get(duty.lease.key))?.live).toBe(true);
       } finally {
+        await Promise.all(beats.map((hb) => hb.stop()));
         await older.close();
       }
     }, CASE_TIMEOUT_MS);

@@ -3,7 +3,7 @@
 import { describe, expect, test } from "bun:test";
 import { decodeLeaseKey, decodeSlotKey, encodeLeaseKey, encodeSlotKey, filterMatches, leaseFilter } from "../../src/coord/bucket.ts";
 import type { KvEntry } from "../../src/coord/contract.ts";
-import { judgeClaim, nodeIdOf, type LeaseRecord } from "../../src/coord/record.ts";
+import { isTenure, judgeClaim, judgeToken, nodeIdOf, type LeaseRecord } from "../../src/coord/record.ts";
 
 const entry = (created: number, revision = 7): KvEntry => ({ key: "seat.a", value: new Uint8Array(), revision, created, operation: "put" });
 const record = (owner: string, ttl_ms = 1000): LeaseRecord => ({
@@ -30,6 +30,31 @@ describe("judgeClaim", () => {
     ["unreadable record: refuse", [{ entry: entry(0), record: null }, 5000, "n1:a", undefined], { take: "refuse", holder: "unknown", epoch: 0 }],
   ];
   for (const [name, args, want] of cases) test(name, () => expect(judgeClaim(...args)).toEqual(want));
+});
+
+describe("judgeToken: what the record read back after a token write says about the claim", () => {
+  const claiming = (claim: string): LeaseRecord => ({ ...record("n1:a"), epoch: 0, state: "claiming", claim, acquired_at: null });
+  const held = (claim: string, epoch: number): LeaseRecord => ({ ...record("n1:a"), epoch, claim });
+  const cases: [string, Parameters<typeof judgeToken>, ReturnType<typeof judgeToken>][] = [
+    ["nothing there (given back, or aged out)", [null, "c1", 5, 7], { token: "gone" }],
+    ["unreadable record", [{ entry: entry(0), record: null }, "c1", 5, 7], { token: "gone" }],
+    ["our token landed, whatever the answer said", [{ entry: entry(0, 8), record: held("c1", 5) }, "c1", 5, 7], { token: "committed" }],
+    ["our claiming record still at its revision", [{ entry: entry(0, 7), record: claiming("c1") }, "c1", 5, 7], { token: "pending" }],
+    ["our claiming record at another revision", [{ entry: entry(0, 9), record: claiming("c1") }, "c1", 5, 7], { token: "gone" }],
+    ["another claim of the same owner", [{ entry: entry(0, 8), record: held("c2", 6) }, "c1", 5, 7], { token: "gone" }],
+    ["a rival's claiming record", [{ entry: entry(0, 8), record: { ...claiming("c2"), owner: "n2:b" } }, "c1", 5, 7], { token: "gone" }],
+  ];
+  for (const [name, args, want] of cases) test(name, () => expect(judgeToken(...args)).toEqual(want));
+});
+
+describe("isTenure", () => {
+  test("owner and epoch of a held record, nothing less", () => {
+    expect(isTenure(record("n1:a"), "n1:a", 3)).toBe(true);
+    expect(isTenure(record("n1:a"), "n1:a", 4)).toBe(false);
+    expect(isTenure(record("n1:a"), "n1:b", 3)).toBe(false);
+    expect(isTenure({ ...record("n1:a"), state: "claiming" }, "n1:a", 3)).toBe(false);
+    expect(isTenure(null, "n1:a", 3)).toBe(false);
+  });
 });
 
 describe("key encodings", () => {
