@@ -434,10 +434,11 @@ class JetStreamSource implements MailboxSource {
       // The connection closed under the pull: nothing more can arrive, so it is over.
       void sub.closed.then(() => finish(new Error("connection closed under the pull")));
       timer = this.clock.setTimeout(() => finish(new Error("pull went unanswered past its expiry")), PULL_EXPIRES_MS + PULL_LOST_AFTER_MS);
-      // A drain is no_wait WITH an expiry: nats-server (2.9 as 2.10) then waits for the first
-      // message up to the expiry, delivers what else is waiting up to the batch, and ends
-      // the pull at once with a 408 (measured on 2.9.10, one member and a cluster). Without
-      // no_wait the pull would hold out for the whole batch.
+      // A drain is no_wait WITH an expiry: nats-server then waits for the first message up
+      // to the expiry, delivers what else is waiting up to the batch, and ends the pull at
+      // once with a 408 (measured on 2.9.10, on one member and in a 3-member cluster; with
+      // nothing waiting it ends at the expiry, 408). Without no_wait the pull would hold out
+      // for the whole batch; no_wait without an expiry would answer 404 at once when idle.
       const request = { batch, expires: PULL_EXPIRES_MS * NS_PER_MS, no_wait: mode === "drain" };
       this.nc.publish(this.nextSubject, JSON.stringify(request), { reply: inbox });
     } catch (error) {
