@@ -41,10 +41,12 @@ const DUPLICATE_WINDOW_MAX_MS = 2 * 60 * 1000;
 const CLOCK_KEY = "_clock";
 /** Starts of one consumer (a watch or a listing): on a cluster that lost a member,
  *  nats-server 2.9 places about one ephemeral consumer in three on the dead member, where
- *  its creation never answers, for as long as the member stays down (measured here over
- *  40 s); a fresh one lands elsewhere. Five leaves ~0.4 % to chance and bounds what a
- *  store that is really down costs. */
-const CONSUMER_ATTEMPTS = 5;
+ *  its start never answers, for as long as the member stays down (measured here over
+ *  40 s); a fresh one lands elsewhere. Hedged starts run side by side, so more of them
+ *  cost little: eight leave (1/3)^8 ≈ 0.02 % to chance, across the dozens of starts a
+ *  node makes while a member is down, and a store that is really down answers within
+ *  seven hedges plus one call budget. */
+const CONSUMER_ATTEMPTS = 8;
 /** A consumer start with no answer after this long gets a second one alongside: a live
  *  member answers in single-digit ms (tens to hundreds on a loaded 2-core box), so this
  *  rarely doubles a healthy start, and a dead placement costs 0.3 s instead of a whole

@@ -125,7 +125,7 @@ export class BucketLeaseStore implements LeaseStore {
           ? await this.records.create(wire, encodeRecord(claiming))
           : await this.records.update(wire, encodeRecord(claiming), judged.revision);
     } catch (err) {
-      if (err instanceof CasConflict) return this.refusedByRace(wire, err, nonce);
+      if (err instanceof CasConflict) return this.refusedByRace(wire, err, nonce, opts.owner);
       // The write may have landed with its answer lost: give back a record that is ours.
       await this.giveBackIfOurs(wire, nonce);
       return { ok: false, rule: "unknown", error: errorText(err) };
@@ -148,7 +148,7 @@ export class BucketLeaseStore implements LeaseStore {
       }
     } catch (err) {
       await this.giveBack(wire, r1);
-      if (err instanceof CasConflict) return this.refusedByRace(wire, err, nonce);
+      if (err instanceof CasConflict) return this.refusedByRace(wire, err, nonce, opts.owner);
       return { ok: false, rule: "unknown", error: errorText(err) };
     }
 
@@ -181,7 +181,10 @@ export class BucketLeaseStore implements LeaseStore {
       const judged = judgeToken(seen, nonce, epoch, r1);
       if (judged.token === "committed") return { ok: true, lease: toLease(key, seen!.entry, seen!.record!) };
       if (judged.token === "gone") {
-        if (seen?.record) return { ok: false, rule: "held", holder: seen.record.owner, epoch: seen.record.epoch };
+        // Another claim by this same owner is no rival either (see refusedByRace).
+        if (seen?.record && seen.record.owner !== opts.owner) {
+          return { ok: false, rule: "held", holder: seen.record.owner, epoch: seen.record.epoch };
+        }
         return { ok: false, rule: "unknown", error: errorText(lastErr) };
       }
       // pending: the token did not land, and nothing came between; ask once more.
@@ -359,14 +362,16 @@ export class BucketLeaseStore implements LeaseStore {
     }
   }
 
-  private async refusedByRace(wire: string, err: CasConflict, nonce: string): Promise<AcquireResult> {
+  private async refusedByRace(wire: string, err: CasConflict, nonce: string, owner: string): Promise<AcquireResult> {
     try {
       const current = await this.read(wire);
-      // Our own claiming record is no rival: a refused write of ours, read back, is unknown.
-      if (current?.record && current.record.claim !== nonce) {
+      // Neither this claim's own record nor another claim by the same owner (an earlier
+      // ask whose answer was lost, committing late) is a rival: that is unknown, and the
+      // owner's next ask re-acquires over it with a new epoch.
+      if (current?.record && current.record.claim !== nonce && current.record.owner !== owner) {
         return { ok: false, rule: "held", holder: current.record.owner, epoch: current.record.epoch };
       }
-      if (current?.record?.state === "claiming") await this.giveBack(wire, current.entry.revision);
+      if (current?.record?.claim === nonce && current.record.state === "claiming") await this.giveBack(wire, current.entry.revision);
     } catch {
       // fall through
     }

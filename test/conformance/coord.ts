@@ -317,6 +317,24 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
         expect(await f.leases.renew(key, oa, again.epoch)).toEqual({ status: "lost" });
         expect(await f.leases.release(key, oa, again.epoch)).toBe("not_held");
         expect(await a.leases.get(key)).toMatchObject({ owner: rival.owner, epoch: rival.epoch, live: true });
+        // An earlier ask by the same owner that committed between this ask's read and its
+        // first write is no rival: unknown (never `held` by itself), and the next ask
+        // re-acquires over it with a new epoch.
+        const own = `seat:${uniq("own")}`;
+        const ownWire = encodeLeaseKey(own);
+        let earlier: AcquireResult | null = null;
+        faults.onOp = async (op) => {
+          if (earlier || op.kind !== "create" || op.bucket !== LEASES_BUCKET || op.key !== ownWire) return;
+          earlier = await claim(b, own, oa);
+        };
+        const raced = await claim(f, own, oa);
+        faults.onOp = null;
+        expect(raced).toMatchObject({ ok: false, rule: "unknown" });
+        const first = okLease(earlier!);
+        const next = okLease(await claim(f, own, oa));
+        expect(next.epoch).toBeGreaterThan(first.epoch);
+        expect(await f.leases.release(own, oa, first.epoch)).toBe("not_held");
+        expect(await f.leases.release(own, oa, next.epoch)).toBe("released");
       } finally {
         await f.close();
       }
