@@ -955,7 +955,9 @@ export class SeatHost {
       withdrawn: p.withdrawn,
     }));
     const leases: FleetLease[] = seatViews
-      .filter((v: LeaseView) => v.live)
+      // A claim in flight (epoch 0 until its second write mints one) is not a tenure yet:
+      // showing it would report a seat held at an epoch nobody holds.
+      .filter((v: LeaseView) => v.live && v.epoch > 0)
       .map((v) => ({
         handle: v.key.slice(SEAT_PREFIX.length),
         node: ownerNodeId(v.owner),
