@@ -459,6 +459,18 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
         }
         // The store answers again before the suite moves on.
         await eventually("the store to answer again", async () => (await a.leases.now()) > 0);
+        // What the store holds now agrees with every grant: no grant's epoch is past the
+        // record's (a tenure the store never recorded), and the last grant, if it is still
+        // the record's epoch, is the record's owner.
+        for (const key of keys) {
+          const last = grants.filter((g) => g.key === key).reduce((x, y) => (y.epoch > x.epoch ? y : x));
+          let view: Awaited<ReturnType<typeof a.leases.get>> = null;
+          await eventually(`a read of ${key}`, async () => ((view = await a.leases.get(key)), true));
+          const seen = view as Awaited<ReturnType<typeof a.leases.get>>;
+          if (seen === null) continue; // lapsed and aged out of the bucket
+          expect(seen.epoch).toBeGreaterThanOrEqual(last.epoch);
+          if (seen.epoch === last.epoch) expect(seen.owner).toBe(last.owner);
+        }
         if (!h.disrupt) expect(unknowns).toBe(0);
       } finally {
         await Promise.all(nodes.map((n) => n.close()));
