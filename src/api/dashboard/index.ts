@@ -1,0 +1,79 @@
+// The dashboard: GET /dashboard (and / redirecting to it) and its two assets, all open.
+// The page carries no data and no token: it asks the person for the API token once, keeps
+// it in sessionStorage and calls the API with it like any other client, so serving the
+// page openly discloses nothing the open /health does not.
+import { createHash } from "node:crypto";
+import { Hono } from "hono";
+import type { RouteGroup } from "../app.ts";
+import type { AuthEnv } from "../auth.ts";
+import pageText from "./page.html" with { type: "text" };
+import styleText from "./dashboard.css" with { type: "text" };
+import scriptText from "./dashboard.client.js" with { type: "text" };
+
+/** bun-types types every `.html` import as an HTMLBundle; a text import is a string. */
+function asText(asset: unknown, name: string): string {
+  if (typeof asset !== "string") throw new Error(`dashboard asset ${name} was not imported as text`);
+  return asset;
+}
+
+/** 12 hex digits of sha256: names an asset's content, so it may be cached for good. */
+function contentName(base: string, ext: string, body: string): string {
+  return `${base}.${createHash("sha256").update(body).digest("hex").slice(0, 12)}.${ext}`;
+}
+
+interface Asset {
+  body: string;
+  type: string;
+}
+
+const STYLE_NAME = contentName("dashboard", "css", styleText);
+const SCRIPT_NAME = contentName("dashboard", "js", scriptText);
+const PAGE = asText(pageText, "page.html").replace("{{style}}", `/dashboard/${STYLE_NAME}`).replace("{{script}}", `/dashboard/${SCRIPT_NAME}`);
+const ASSETS = new Map<string, Asset>([
+  [STYLE_NAME, { body: styleText, type: "text/css; charset=utf-8" }],
+  [SCRIPT_NAME, { body: scriptText, type: "text/javascript; charset=utf-8" }],
+]);
+
+/**
+ * Same-origin only: the page talks to this node's API and nothing else, inline script
+ * and style are refused (nothing it shows can run), and no other site may frame it to
+ * trick a click. `data:` images only for the blank favicon.
+ */
+const CONTENT_SECURITY_POLICY = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "connect-src 'self'",
+  "img-src 'self' data:",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+const SECURITY_HEADERS: Record<string, string> = {
+  "content-security-policy": CONTENT_SECURITY_POLICY,
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+};
+
+/** A content-named asset never changes under its name: a year is "for good" to a browser. */
+const ASSET_CACHE_CONTROL = "public, max-age=31536000, immutable";
+/** The page names the current assets, so it is checked on every load (a new binary). */
+const PAGE_CACHE_CONTROL = "no-cache";
+
+export function dashboardGroup(): RouteGroup {
+  return {
+    prefix: "/",
+    routes: () => {
+      const app = new Hono<AuthEnv>();
+      app.get("/", (c) => c.redirect("/dashboard", 302));
+      app.get("/dashboard", (c) => c.body(PAGE, 200, { ...SECURITY_HEADERS, "content-type": "text/html; charset=utf-8", "cache-control": PAGE_CACHE_CONTROL }));
+      app.get("/dashboard/:asset", (c) => {
+        const asset = ASSETS.get(c.req.param("asset"));
+        if (!asset) return c.json({ error: { code: "not_found", message: `no dashboard asset ${c.req.param("asset")}` } }, 404);
+        return c.body(asset.body, 200, { ...SECURITY_HEADERS, "content-type": asset.type, "cache-control": ASSET_CACHE_CONTROL });
+      });
+      return app;
+    },
+  };
+}
