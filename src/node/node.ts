@@ -30,6 +30,7 @@ import { CompanyRevisions, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type Ac
 import { dataNodesFrom } from "./data-nodes.ts";
 import { NodeEngine } from "./engine.ts";
 import { agentsGroup } from "../api/routes/agents.ts";
+import { dashboardGroup } from "../api/dashboard/index.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
 
 export interface NodeOptions {
@@ -296,6 +297,7 @@ export class CrewletNode {
     this.step("api");
     this.mountApi(auth, [
       ...(roles.includes("ingress") ? estate.routeGroups : []),
+      ...(roles.includes("ingress") ? [dashboardGroup()] : []),
       agentsGroup({ nodeId: this.nodeId, org: () => engine.currentOrg, status: (h) => engine.status(h), leases: () => seats.fleet() }),
       ...fleetGroups({ fleet: () => seats.fleet(), drain: () => void this.stop(EXIT_OK, "drain requested") }),
     ]);
