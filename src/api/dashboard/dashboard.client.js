@@ -315,7 +315,7 @@ function chatView(arg) {
   const error = h("p", { class: "error", role: "alert" });
   const form = h(
     "form",
-    { class: "card composer", "aria-label": "Post a message" },
+    { class: "card composer", "aria-label": "Post to this channel" },
     h("div", { class: "row" }, h("div", {}, h("label", { for: "chat-author" }, "Post as"), author), h("div", {}, h("label", { for: "chat-body" }, "Message"), body)),
     replyNote,
     h("button", { type: "submit" }, "Post"),
@@ -530,7 +530,7 @@ function workView(arg) {
       const w = got.item;
       detailParts.title.textContent = `${w.key} · ${w.title}`;
       detailParts.fields.replaceChildren(
-        chips([w.status.replace("_", " "), w.assignee ? `@${w.assignee}` : "unassigned", `priority ${w.priority}`, `${w.type}`, `reported by ${w.reporter}`, ...w.labels]),
+        ...chips([w.status.replace("_", " "), w.assignee ? `@${w.assignee}` : "unassigned", `priority ${w.priority}`, w.type, `reported by ${w.reporter}`, ...w.labels]),
       );
       detailParts.body.textContent = w.body || "(no description)";
       detailParts.comments.replaceChildren(

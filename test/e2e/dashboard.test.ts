@@ -1,0 +1,150 @@
+// The dashboard in a real browser against a real one-box node running the root company:
+// a person opens it, is refused with a wrong token, enters the right one, sees the four
+// agent seats held, asks @ceo for a plan in #general, and watches the reply land in the
+// thread and the work items appear. Needs Chromium at /usr/bin/chromium (Debian package
+// `chromium`), driven by playwright-core.
+import { afterAll, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { parse } from "yaml";
+import { makeFleet, TEST_TOKEN, type Fleet } from "../support/fleet.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+/** Where the final screenshot goes, for a person to look at after a run. */
+const SCREENSHOT = process.env.CREWLET_DASHBOARD_SCREENSHOT ?? "/tmp/dashboard.png";
+/** Generous: the scripted turn, two tool calls and the pick-ups take well under a second
+ * here, but CI boxes are shared; the refresh loop itself runs every 3 s. */
+const SEE_MS = 30_000;
+
+const rootCompany = (parse(readFileSync(resolve(import.meta.dir, "../../crewlet.yaml"), "utf8")) as { company: unknown }).company;
+let fleet: Fleet | null = null;
+let context: BrowserContext | null = null;
+const profileDir = mkdtempSync(join(tmpdir(), "crewlet-chromium-"));
+
+afterAll(async () => {
+  await context?.close().catch(() => undefined);
+  await fleet?.stop();
+  rmSync(profileDir, { recursive: true, force: true });
+});
+
+/** Rows of the table captioned `caption`, each as its cells' text. */
+async function rows(page: Page, caption: RegExp): Promise<string[][]> {
+  const table = page.locator("table", { has: page.locator("caption", { hasText: caption }) });
+  return table.locator("tbody tr").evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll("th, td")].map((c) => (c.textContent ?? "").trim())));
+}
+
+async function until<T>(what: string, check: () => Promise<T | null | undefined | false>): Promise<T> {
+  const deadline = Date.now() + SEE_MS;
+  for (;;) {
+    const v = await check();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`the dashboard did not show ${what} within ${SEE_MS} ms`);
+    await Bun.sleep(200);
+  }
+}
+
+test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply and the work", async () => {
+  fleet = await makeFleet({ nodes: [{ id: "node-1", kind: "member" }], company: rootCompany });
+  const node = fleet.node("node-1");
+  await node.start();
+  await node.waitReady(60_000);
+
+  context = await chromium.launchPersistentContext(profileDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1280, height: 900 },
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  // A script error or a refused resource (the content policy) shows up here.
+  const problems: string[] = [];
+  page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
+  page.on("console", (msg) => {
+    if (msg.type() === "error") problems.push(`console: ${msg.text()}`);
+  });
+
+  // "/" leads to the dashboard, which asks for the token and shows nothing else.
+  await page.goto(`${node.apiUrl}/`);
+  expect(new URL(page.url()).pathname).toBe("/dashboard");
+  await page.getByLabel("API token", { exact: true }).waitFor({ state: "visible" });
+  expect(await page.locator("#tabs").isVisible()).toBe(false);
+
+  // A wrong token is refused with a message that says so.
+  await page.getByLabel("API token", { exact: true }).fill("not-the-token-0000000000000");
+  await page.getByRole("button", { name: "Open dashboard" }).click();
+  await page.getByText("That token was not accepted").waitFor({ timeout: SEE_MS });
+  expect(await page.locator("#tabs").isVisible()).toBe(false);
+  problems.length = 0; // the browser logs the refused request itself
+
+  await page.getByLabel("API token", { exact: true }).fill(TEST_TOKEN);
+  await page.getByRole("button", { name: "Open dashboard" }).click();
+
+  // Fleet: the one node, and the four agent seats held on it.
+  await page.getByRole("heading", { name: "Fleet", level: 2 }).waitFor({ timeout: SEE_MS });
+  const leases = await until("four seat leases", async () => {
+    const r = await rows(page, /Who holds each agent seat/);
+    return r.length === 4 ? r : null;
+  });
+  expect(leases.map((r) => r[0]).sort()).toEqual(["@ceo", "@cto", "@engineer", "@pm"]);
+  for (const r of leases) expect(r[1]).toMatch(/^node-1 · since \d\d:\d\d$/);
+  const nodes = await rows(page, /^Nodes$/);
+  expect(nodes.length).toBe(1);
+  expect(nodes[0]![0]).toBe("node-1");
+  expect(nodes[0]![5]).toBe("4");
+  expect(await page.locator("#node").textContent()).toContain("node-1");
+  await page.screenshot({ path: SCREENSHOT.replace(/\.png$/, "-fleet.png"), fullPage: true });
+
+  // Agents: each held here and idle before anyone has asked anything.
+  await page.getByRole("link", { name: "Agents" }).click();
+  const agents = await until("four idle agents", async () => {
+    const r = await rows(page, /Agent seats/);
+    return r.length === 4 && r.every((a) => a[2] === "idle") ? r : null;
+  });
+  for (const a of agents) expect(a[1]).toMatch(/^node-1 · since \d\d:\d\d · epoch \d+$/);
+  await page.screenshot({ path: SCREENSHOT.replace(/\.png$/, "-agents.png"), fullPage: true });
+
+  // Chat: post as @founder in #general.
+  await page.getByRole("link", { name: "Chat" }).click();
+  await page.getByRole("heading", { name: "#general" }).waitFor({ timeout: SEE_MS });
+  expect(await page.getByLabel("Post as", { exact: true }).inputValue()).toBe("founder");
+  await page.getByLabel("Message", { exact: true }).fill("@ceo please make a plan");
+  await page.getByRole("button", { name: "Post" }).click();
+  const asked = page.locator(".messages > li", { hasText: "@ceo please make a plan" });
+  await asked.waitFor({ timeout: SEE_MS });
+  expect(await asked.locator(".msg-head strong").first().textContent()).toBe("founder");
+  // @ceo answers in the thread of the message.
+  const reply = asked.locator(".thread li", { hasText: "On it" });
+  await reply.waitFor({ timeout: SEE_MS });
+  expect(await reply.locator(".msg-head strong").textContent()).toBe("ceo");
+  expect(await page.getByLabel("Message", { exact: true }).inputValue()).toBe("");
+  await page.screenshot({ path: SCREENSHOT.replace(/\.png$/, "-chat.png"), fullPage: true });
+
+  // Work: an ENG item for @cto and an OPS item for @pm, picked up.
+  await page.getByRole("link", { name: "Work" }).click();
+  const work = await until("the ENG and OPS items in progress", async () => {
+    const r = await rows(page, /work items/);
+    const eng = r.find((w) => w[0]!.startsWith("ENG-") && w[3] === "@cto" && w[2] === "in progress");
+    const ops = r.find((w) => w[0]!.startsWith("OPS-") && w[3] === "@pm" && w[2] === "in progress");
+    return eng && ops ? { eng, ops } : null;
+  });
+  expect(work.eng[1]).toContain("Technical plan");
+  expect(work.ops[1]).toContain("Delivery plan");
+
+  // The ENG item's detail carries @cto's comment.
+  await page.getByRole("link", { name: work.eng[0]! }).click();
+  await page.getByRole("heading", { name: new RegExp(`^${work.eng[0]} · Technical plan`) }).waitFor({ timeout: SEE_MS });
+  await page.locator(".comments li", { hasText: "Picked up by @cto" }).waitFor({ timeout: SEE_MS });
+  const facts = await page.locator(".detail .chip").allTextContents();
+  expect(facts).toContain("@cto");
+  expect(facts).toContain("in progress");
+
+  await page.screenshot({ path: SCREENSHOT, fullPage: true });
+  expect(problems).toEqual([]);
+
+  // The token was only ever in this tab: forgetting it returns to the sign-in form.
+  await page.getByRole("button", { name: "Forget token" }).click();
+  await page.getByLabel("API token", { exact: true }).waitFor({ state: "visible" });
+  expect(await page.evaluate(() => sessionStorage.getItem("crewlet.token"))).toBeNull();
+}, 180_000);
