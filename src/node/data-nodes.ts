@@ -4,34 +4,52 @@
 import type { Clock } from "../clock.ts";
 import type { LeaseStore } from "../coord/contract.ts";
 import { PRESENCE_PREFIX, parsePresence } from "../seat/presence.ts";
+import { ROUTE_VIEW_STALE_MS } from "./posture.ts";
 
 /** A presence row changes at most once a heartbeat (15 s); 2 s keeps a joiner's wait short. */
 const DATA_NODES_CACHE_MS = 2_000;
-/** Every cached coordination fact is bounded: past a minute unread, say nothing rather than guess. */
-const DATA_NODES_STALE_MS = 60_000;
 
-export function dataNodesFrom(leases: LeaseStore, clock: Clock): () => Promise<readonly string[]> {
-  let cached: string[] = [];
-  let read_ms = -Infinity;
-  let inflight: Promise<readonly string[]> | null = null;
-  const refresh = async (): Promise<readonly string[]> => {
+export class DataNodesView {
+  private cached: string[] = [];
+  /** Last successful read (store clock is not needed: this is a local cache age). */
+  private read_ms = -Infinity;
+  /** Before the first read, "unread" counts from boot rather than from the epoch. */
+  private readonly since_ms: number;
+  private inflight: Promise<readonly string[]> | null = null;
+
+  constructor(
+    private readonly leases: LeaseStore,
+    private readonly clock: Clock,
+  ) {
+    this.since_ms = clock.now();
+  }
+
+  /** The live data nodes (for the estate router). */
+  readonly list = (): Promise<readonly string[]> => {
+    if (this.clock.now() - this.read_ms < DATA_NODES_CACHE_MS) return Promise.resolve(this.cached);
+    this.inflight ??= this.refresh().finally(() => (this.inflight = null));
+    return this.inflight;
+  };
+
+  /** How long the view has gone without a successful read. */
+  unreadMs(): number {
+    return Math.max(0, this.clock.now() - Math.max(this.read_ms, this.since_ms));
+  }
+
+  private async refresh(): Promise<readonly string[]> {
     try {
-      const views = await leases.list(PRESENCE_PREFIX);
-      cached = views
+      const views = await this.leases.list(PRESENCE_PREFIX);
+      this.cached = views
         .filter((v) => v.live)
         .map((v) => parsePresence(v))
         .filter((p) => p.roles.includes("data"))
         .map((p) => p.node_id)
         .sort();
-      read_ms = clock.now();
+      this.read_ms = this.clock.now();
     } catch {
-      if (clock.now() - read_ms > DATA_NODES_STALE_MS) cached = [];
+      // Past the bound, an unread view names nobody rather than a guess.
+      if (this.unreadMs() > ROUTE_VIEW_STALE_MS) this.cached = [];
     }
-    return cached;
-  };
-  return () => {
-    if (clock.now() - read_ms < DATA_NODES_CACHE_MS) return Promise.resolve(cached);
-    inflight ??= refresh().finally(() => (inflight = null));
-    return inflight;
-  };
+    return this.cached;
+  }
 }

@@ -27,7 +27,8 @@ import { SeatHost } from "../seat/host.ts";
 import { Watchdog } from "../seat/watchdog.ts";
 import { brokerPlanFor } from "./broker-plan.ts";
 import { CompanyRevisions, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "./company-revisions.ts";
-import { dataNodesFrom } from "./data-nodes.ts";
+import { DataNodesView } from "./data-nodes.ts";
+import { judgePosture } from "./posture.ts";
 import { NodeEngine } from "./engine.ts";
 import { agentsGroup } from "../api/routes/agents.ts";
 import { dashboardGroup } from "../api/dashboard/index.ts";
@@ -43,6 +44,10 @@ export interface NodeOptions {
 
 /** A node whose fleet has no company yet runs with none: no seats, an empty estate. */
 const EMPTY_COMPANY: Company = companySchema.parse({ name: "Crewlet" });
+
+/** Posture is judged once a second: a copy's state moves on its own check, and a claim
+ * withheld for a second longer than needed costs nothing. */
+const POSTURE_CHECK_MS = 1_000;
 
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
@@ -216,6 +221,7 @@ export class CrewletNode {
     if (company) await this.whileClusterForms("mailboxes", () => ensureSeatMailboxes(queue, agentSeats(company).map((s) => s.handle), this.clock, this.log));
 
     const roles = c.node.roles;
+    const dataNodes = new DataNodesView(coord.leases, this.clock);
     this.step("estate");
     this.estate = openEstate({
       nc,
@@ -226,7 +232,7 @@ export class CrewletNode {
       company: this.company ?? EMPTY_COMPANY,
       clock: this.clock,
       log: this.log,
-      dataNodes: dataNodesFrom(coord.leases, this.clock),
+      dataNodes: dataNodes.list,
       claims: coord.slot("claims"),
     });
     const estate = this.estate;
@@ -276,6 +282,23 @@ export class CrewletNode {
       await seats.drain();
       await seats.stop();
     });
+
+    // The estate's state decides whether this node may claim (behind: not until level)
+    // and whether it can serve its seats at all (withdrawn: cannot route).
+    const posture = this.clock.setInterval(() => {
+      const h = estate.health();
+      const servedLocally = h.data && h.in_service;
+      if (!servedLocally) void dataNodes.list();
+      const p = judgePosture({
+        data: h.data,
+        in_service: h.in_service,
+        behind: Object.values(h.domains ?? {}).some((d) => d.state === "behind"),
+        route_view_unread_ms: dataNodes.unreadMs(),
+      });
+      seats.setBehind(p.behind);
+      seats.setWithdrawn(p.withdrawn);
+    }, POSTURE_CHECK_MS);
+    this.onStop(() => posture.cancel());
 
     this.step("revisions");
     this.revisions = new RevisionFollower(revisions, (a) => this.applyRevision(a, revisions), this.clock, this.log);
