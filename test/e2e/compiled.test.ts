@@ -43,8 +43,12 @@ test("the compiled binary runs the root company end to end", async () => {
   // The boot summary carries the token minted at first boot; the API refuses without it.
   const token = readFileSync(join(work, "store", "api-token"), "utf8").trim();
   expect((await api(url, "/work", { token: "wrong-token-wrong-token-x" })).status).toBe(401);
-  const health = await api(url, "/health", { token });
-  expect(health.json.seats.held.sort()).toEqual(["ceo", "cto", "engineer", "pm"]);
+  // Ready means serving; the first sweep's claims attach right after (≤ 4 per pass).
+  const held = await until("the four agent seats held", async () => {
+    const h = (await api(url, "/health", { token })).json;
+    return h.seats.held.length === 4 ? h.seats.held : null;
+  });
+  expect([...held].sort()).toEqual(["ceo", "cto", "engineer", "pm"]);
 
   const { reply, items } = await askCeoForAPlan(url, token);
   expect(reply.body).toContain("@cto");
