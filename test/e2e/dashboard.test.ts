@@ -105,6 +105,14 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
   for (const a of agents) expect(a[1]).toMatch(/^node-1 · since \d\d:\d\d · epoch \d+$/);
   await page.screenshot({ path: SCREENSHOT.replace(/\.png$/, "-agents.png"), fullPage: true });
 
+  // A second tab watches the live event feed (its own sign-in: sessionStorage is per tab).
+  const feed = await context.newPage();
+  feed.on("pageerror", (err) => problems.push(`feed page error: ${err.message}`));
+  await feed.goto(`${node.apiUrl}/dashboard#events`);
+  await feed.getByLabel("API token", { exact: true }).fill(TEST_TOKEN);
+  await feed.getByRole("button", { name: "Open dashboard" }).click();
+  await feed.getByText("Live.", { exact: true }).waitFor({ timeout: SEE_MS });
+
   // Chat: post as @founder in #general.
   await page.getByRole("link", { name: "Chat" }).click();
   await page.getByRole("heading", { name: "#general" }).waitFor({ timeout: SEE_MS });
@@ -141,6 +149,16 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
   expect(facts).toContain("in progress");
 
   await page.screenshot({ path: SCREENSHOT, fullPage: true });
+
+  // The feed saw @ceo's turn start, call its tools and complete, as it happened.
+  const feedLines = await until("@ceo's turn in the event feed", async () => {
+    const lines = await feed.locator(".feed li").allTextContents();
+    return lines.some((l) => / turn_completed @ceo /.test(l)) ? lines : null;
+  });
+  expect(feedLines.some((l) => / turn_started @ceo /.test(l))).toBe(true);
+  expect(feedLines.some((l) => / tool_called @ceo .*tool=work_create/.test(l))).toBe(true);
+  await feed.screenshot({ path: SCREENSHOT.replace(/\.png$/, "-events.png"), fullPage: true });
+  await feed.close();
   expect(problems).toEqual([]);
 
   // The token was only ever in this tab: forgetting it returns to the sign-in form.

@@ -603,11 +603,12 @@ function eventsView() {
         return;
       }
       if (!res.ok || !res.body) throw new Error(`${res.status} ${res.statusText}`);
-      state.textContent = "Live.";
+      state.textContent = "Connected.";
       retries = 0;
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
       const feedChunk = sseFrames((event, data) => {
-        if (event === "dropped") state.textContent = `Live (this view fell behind and skipped ${data} events).`;
+        if (event === "ready") state.textContent = "Live.";
+        else if (event === "dropped") state.textContent = `Live (this view fell behind and skipped ${data} events).`;
         else add(event, data);
       });
       for (;;) {
