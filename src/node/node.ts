@@ -32,6 +32,7 @@ import { judgePosture } from "./posture.ts";
 import { NodeEngine } from "./engine.ts";
 import { agentsGroup } from "../api/routes/agents.ts";
 import { dashboardGroup } from "../api/dashboard/index.ts";
+import { eventsGroup } from "../api/routes/events.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
 
 export interface NodeOptions {
@@ -320,7 +321,7 @@ export class CrewletNode {
     this.step("api");
     this.mountApi(auth, [
       ...(roles.includes("ingress") ? estate.routeGroups : []),
-      ...(roles.includes("ingress") ? [dashboardGroup()] : []),
+      ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log })] : []),
       agentsGroup({ nodeId: this.nodeId, org: () => engine.currentOrg, status: (h) => engine.status(h), leases: () => seats.fleet() }),
       ...fleetGroups({ fleet: () => seats.fleet(), drain: () => void this.stop(EXIT_OK, "drain requested") }),
     ]);
