@@ -11,8 +11,17 @@ if [ ! -x node_modules/.bin/bun ] || [ package-lock.json -nt node_modules/.packa
   npm ci --no-audit --no-fund --loglevel=error
 fi
 
+missing=()
 if [ -z "${CREWLET_NATS_SERVER:-}" ] && ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ]; then
-  echo "setup: installing nats-server from Debian" >&2
+  missing+=(nats-server)
+fi
+# The tests drive the dashboard in headless Chromium, like a person would; starting the
+# company does not need it.
+if [ "${1:-}" = "--tests" ] && [ ! -x /usr/bin/chromium ]; then
+  missing+=(chromium)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]} from Debian" >&2
   as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
