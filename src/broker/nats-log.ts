@@ -9,10 +9,13 @@ export interface NatsLogLine {
 
 // nats-server tags: DBG, TRC, INF, WRN, ERR, FTL. A fatal line is followed by exit, which
 // the sidecar reports on its own; here it is an error like any other.
+// Its informational lines (a 30-line banner at every boot, route chatter) go to debug: the
+// node's own lines (nats_sidecar_ready, nats_sidecar_died …) say what an operator needs,
+// and nats-server's warnings and errors still come through at their level.
 const LEVELS: Record<string, Level> = {
   TRC: "debug",
   DBG: "debug",
-  INF: "info",
+  INF: "debug",
   WRN: "warn",
   ERR: "error",
   FTL: "error",

@@ -10,7 +10,7 @@ import { wrapperArgv } from "../../src/broker/sidecar.ts";
 
 describe("parseNatsLogLine", () => {
   const cases: [string, { level: string; msg: string } | null][] = [
-    ["[123] [INF] Starting nats-server", { level: "info", msg: "Starting nats-server" }],
+    ["[123] [INF] Starting nats-server", { level: "debug", msg: "Starting nats-server" }],
     ["[123] 2026/01/01 10:00:00.123456 [WRN] slow consumer", { level: "warn", msg: "slow consumer" }],
     ["[9] [ERR] route failed", { level: "error", msg: "route failed" }],
     ["[9] [FTL] cannot listen", { level: "error", msg: "cannot listen" }],
