@@ -52,5 +52,10 @@ export async function runRun(args: string[]): Promise<number> {
     console.error(`crewlet: ${loaded.nodeId} failed to start: ${(err as Error).message}`);
     return EXIT_FAILURE;
   }
-  return node.stopped;
+  const code = await node.stopped;
+  // Everything the node started has been stopped and every log line written (the sinks
+  // write synchronously). A handle some component failed to close must not keep a stopped
+  // node's process alive: a supervisor waits on the exit, and a drained node that never
+  // exits looks wedged.
+  process.exit(code);
 }

@@ -57,10 +57,12 @@ export const EXIT_FAILURE = 1;
  * "no responders", which a restarted member answers for an asset whose leader it has not
  * learned yet. */
 const CLUSTER_FORMING = /TIMEOUT|\b503\b|no responders|no suitable peers for placement|temporarily unavailable/i;
-/** A forming cluster's boot steps are retried this many times: enough for the peers to
- * register and a few raft campaigns to run, few enough that a member that cannot reach
- * quorum fails its boot within seconds rather than hanging. */
-const CLUSTER_FORMING_ATTEMPTS = 10;
+/** A forming cluster's boot steps are retried this many times (~30 s): enough for the
+ * peers to register, and for a member restarted after a peer's fault to see its assets'
+ * leaders elected again (measured: 5 s and more for an idle R3 consumer after two member
+ * restarts), few enough that a member that cannot reach quorum fails its boot rather
+ * than hanging. */
+const CLUSTER_FORMING_ATTEMPTS = 60;
 /** Between attempts: about one raft campaign, the thing being waited out. */
 const CLUSTER_FORMING_RETRY_MS = 500;
 
