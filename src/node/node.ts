@@ -200,6 +200,14 @@ export class CrewletNode {
     this.queue = new JetStreamQueue({ nc, replicas, clock: this.clock, log: this.log });
     const queue = this.queue;
     await this.whileClusterForms("streams", () => queue.ensureStreams());
+    // Registered first, so it runs last of the components: after the seats are handed
+    // over, the last pulls must end before the connection does (see JetStreamQueue.close).
+    this.onStop(async () => {
+      const out = queue.pullsOut;
+      const started = this.clock.now();
+      await queue.close();
+      if (out > 0) this.log.info("queue_pulls_settled", { pulls: out, waited_ms: this.clock.now() - started });
+    });
 
     this.step("coordination");
     this.coord = await this.whileClusterForms("coordination", () =>

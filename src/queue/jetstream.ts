@@ -138,6 +138,7 @@ export class JetStreamQueue implements Queue {
   private readonly js: JetStreamClient;
   private jsmPromise: Promise<JetStreamManager> | null = null;
   private readonly attachments = new Set<AttachmentCore>();
+  private readonly pulls = new PullTracker();
   private readonly serving = new Set<Subscription>();
 
   constructor(opts: JetStreamQueueOptions) {
@@ -275,7 +276,7 @@ export class JetStreamQueue implements Queue {
     // Attaching creates the mailbox if it is missing: the seat's owner must never consume
     // from nothing (idempotent and cheap when it exists).
     await this.ensureMailbox(subject, group);
-    const source = new JetStreamSource(this.nc, this.js, mustStream(subject), group, this.clock);
+    const source = new JetStreamSource(this.nc, this.js, mustStream(subject), group, this.clock, this.pulls);
     const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, this.log.child({ subject, group }), opts, () => this.attachments.delete(core));
     this.attachments.add(core);
     core.start();
@@ -360,10 +361,40 @@ export class JetStreamQueue implements Queue {
     };
   }
 
+  /**
+   * Detaches everything, then waits for every pull still out to end (bounded by a pull's
+   * expiry plus PULL_LOST_AFTER_MS) before the caller closes the connection. A pull cannot
+   * be withdrawn in nats-server 2.9: one still waiting when the connection goes would take
+   * the next message to a subscriber that no longer exists, and that message would sit
+   * ack-pending for the 30-minute ack wait instead of going to the seat's next owner. While
+   * we wait, whatever such a pull brings is handed back at once.
+   */
   async close(): Promise<void> {
     for (const a of [...this.attachments]) await a.detach();
     for (const s of this.serving) s.unsubscribe();
     this.serving.clear();
+    await this.pulls.idle();
+  }
+
+  /** Pulls still out at the broker (for tests and the shutdown log). */
+  get pullsOut(): number {
+    return this.pulls.count;
+  }
+}
+
+/** Counts pulls that are out at the broker and lets a caller wait until none are. */
+class PullTracker {
+  count = 0;
+  private waiters: (() => void)[] = [];
+  started(): void {
+    this.count += 1;
+  }
+  ended(): void {
+    this.count = Math.max(0, this.count - 1);
+    if (this.count === 0) for (const w of this.waiters.splice(0)) w();
+  }
+  idle(): Promise<void> {
+    return this.count === 0 ? Promise.resolve() : new Promise((r) => this.waiters.push(r));
   }
 }
 
@@ -385,6 +416,7 @@ class JetStreamSource implements MailboxSource {
     private readonly stream: string,
     private readonly group: string,
     private readonly clock: Clock,
+    private readonly pulls: PullTracker,
   ) {
     this.durable = durableName(group);
     this.nextSubject = `$JS.API.CONSUMER.MSG.NEXT.${stream}.${this.durable}`;
@@ -410,8 +442,10 @@ class JetStreamSource implements MailboxSource {
       done = true;
       timer?.cancel();
       sub?.unsubscribe();
+      this.pulls.ended();
       sink.end(error);
     };
+    this.pulls.started();
     try {
       sub = this.nc.subscribe(inbox, {
         callback: (err, msg) => {
