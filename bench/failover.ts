@@ -17,6 +17,7 @@
 // Run: bun bench/failover.ts            (all; about four minutes)
 //      bun bench/failover.ts --quick    (skips the TTL 45 s fleet)
 //      bun bench/failover.ts --only=idle | --only=processes
+//      bun bench/failover.ts --only=idle --holders=1   (the Go edition's two-node shape)
 import type { NatsConnection } from "nats";
 import { systemClock } from "../src/clock.ts";
 import { createCoordination } from "../src/coord/index.ts";
@@ -158,8 +159,9 @@ async function processFigures(quick: boolean): Promise<void> {
 // ---- 2,000 seats: what an idle node draws per sweep ----------------------------------------
 
 const FLEET_SEATS = 2_000;
-/** Holders sharing the 2,000 seats: 40 each, so the fleet fills in a few claim rounds. */
-const HOLDERS = 50;
+/** Holders sharing the 2,000 seats: 40 each by default, so the fleet fills in a few claim
+ * rounds; --holders=1 is the Go edition's shape (one peer holding the seats, one idle node). */
+const HOLDERS = Number(process.argv.find((x) => x.startsWith("--holders="))?.slice("--holders=".length) ?? 50);
 /** Sweeps averaged over once the fleet is full and quiet. */
 const MEASURED_SWEEPS = 12;
 const SHIPPED_TTL_MS = 45_000;
