@@ -288,8 +288,17 @@ export class CrewletNode {
     const seats = this.seats;
     await seats.start(this.company ? agentSeats(this.company) : []);
     this.watchdog.arm();
+    // A member whose sidecar stops after the drain first hands its mailboxes' consumer
+    // leaderships to peers, so the mail the drain hands back (NAKs) lands on a leader that
+    // survives (see JetStreamQueue.handOffLeaderships).
+    const leavingServer = plan.kind === "member" ? this.nodeId : null;
     this.onStop(async () => {
       this.watchdog?.disarm();
+      if (leavingServer) {
+        const started = this.clock.now();
+        const { handedOff, stillHere } = await queue.handOffLeaderships(leavingServer);
+        this.log.info("queue_leaders_handed_off", { consumers: handedOff, still_here: stillHere.length, waited_ms: this.clock.now() - started });
+      }
       await seats.drain();
       await seats.stop();
     });

@@ -50,6 +50,16 @@ export const MAX_WAITING_PULLS = 128;
 export const MAX_ACK_PENDING = 1_000;
 /** Consumer INFO calls listMailboxes keeps in flight: fast listing without a burst of hundreds. */
 const LIST_INFO_CONCURRENCY = 16;
+/**
+ * How long handOffLeaderships waits for a peer to lead a consumer this member stepped down
+ * from. An R3 election takes a few hundred ms on a loaded 2-core box (measured ~250 ms per
+ * stepdown on 2.9.10); 10 s covers a stalled route many times over and keeps a drain short.
+ * A mailbox still led here after that is logged and the drain goes on (its hand-backs are
+ * then at the mercy of the ack wait, as before).
+ */
+export const LEADER_HANDOFF_WITHIN_MS = 10_000;
+/** Between consumer INFO polls while waiting for a new leader: an election's own pace. */
+const LEADER_POLL_MS = 100;
 /** The JetStream names API pages 1024 names at a time; this many pages bound the walk. */
 const NAMES_PAGES_MAX = 1_000;
 
@@ -138,6 +148,8 @@ export class JetStreamQueue implements Queue {
   private readonly js: JetStreamClient;
   private jsmPromise: Promise<JetStreamManager> | null = null;
   private readonly attachments = new Set<AttachmentCore>();
+  /** The consumer behind each attachment, for handOffLeaderships. */
+  private readonly consumerOf = new Map<AttachmentCore, { stream: string; durable: string }>();
   private readonly pulls = new PullTracker();
   private readonly serving = new Set<Subscription>();
 
@@ -277,8 +289,12 @@ export class JetStreamQueue implements Queue {
     // from nothing (idempotent and cheap when it exists).
     await this.ensureMailbox(subject, group);
     const source = new JetStreamSource(this.nc, this.js, mustStream(subject), group, this.clock, this.pulls);
-    const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, this.log.child({ subject, group }), opts, () => this.attachments.delete(core));
+    const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, this.log.child({ subject, group }), opts, () => {
+      this.attachments.delete(core);
+      this.consumerOf.delete(core);
+    });
     this.attachments.add(core);
+    this.consumerOf.set(core, { stream: mustStream(subject), durable: durableName(group) });
     core.start();
     return core;
   }
@@ -359,6 +375,59 @@ export class JetStreamQueue implements Queue {
         sub.unsubscribe();
       },
     };
+  }
+
+  /**
+   * Before a cluster member leaves gracefully: every attached mailbox whose consumer leader
+   * is this member (`serverName`, its sidecar's server_name) is stepped down, and each waits
+   * (bounded, LEADER_HANDOFF_WITHIN_MS) until a peer leads it. Call it BEFORE the attachments
+   * hand mail back. nats-server 2.9 keeps a NAK's redelivery in the leader's memory only: a
+   * NAK processed here and then this member's shutdown leaves the message delivered-and-
+   * pending on the next leader, redelivered only after the 30-minute ack wait (reproduced on
+   * 2.9.10 with a 3-member cluster). After the handoff the NAKs land on a leader that
+   * survives. Pulls waiting at the old leader are dropped by the change; they end at their
+   * expiry here as any lost pull does. Returns how many consumers were handed off.
+   */
+  async handOffLeaderships(serverName: string): Promise<{ handedOff: number; stillHere: string[] }> {
+    if (this.replicas === 1) return { handedOff: 0, stillHere: [] }; // no peer to lead
+    const jsm = await this.jsm();
+    const seen = new Set<string>();
+    const consumers = [...this.consumerOf.values()].filter((c) => {
+      const key = `${c.stream}.${c.durable}`;
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
+    const leaderOf = async (c: { stream: string; durable: string }): Promise<string | null> => {
+      const info = await jsm.consumers.info(c.stream, c.durable).catch(() => null);
+      return info?.cluster?.leader ?? null;
+    };
+    let handedOff = 0;
+    const stillHere: string[] = [];
+    const handOff = async (c: { stream: string; durable: string }): Promise<void> => {
+      if ((await leaderOf(c)) !== serverName) return;
+      try {
+        await this.nc.request(`$JS.API.CONSUMER.LEADER.STEPDOWN.${c.stream}.${c.durable}`, "", { timeout: LEADER_HANDOFF_WITHIN_MS });
+      } catch (err) {
+        this.log.warn("queue_leader_stepdown_failed", { stream: c.stream, consumer: c.durable, error: String(err) });
+      }
+      // The stepdown answers before a peer is elected; a NAK sent in between has no leader.
+      const deadline = this.clock.now() + LEADER_HANDOFF_WITHIN_MS;
+      while (this.clock.now() < deadline) {
+        const leader = await leaderOf(c);
+        if (leader && leader !== serverName) {
+          handedOff += 1;
+          return;
+        }
+        await this.clock.sleep(LEADER_POLL_MS);
+      }
+      stillHere.push(`${c.stream}.${c.durable}`);
+    };
+    for (let i = 0; i < consumers.length; i += LIST_INFO_CONCURRENCY) {
+      await Promise.all(consumers.slice(i, i + LIST_INFO_CONCURRENCY).map(handOff));
+    }
+    if (stillHere.length > 0) this.log.warn("queue_leaders_not_handed_off", { consumers: stillHere, within_ms: LEADER_HANDOFF_WITHIN_MS });
+    return { handedOff, stillHere };
   }
 
   /**
