@@ -26,6 +26,7 @@ import { ensureSeatMailboxes } from "../queue/mailboxes.ts";
 import { SeatHost } from "../seat/host.ts";
 import { Watchdog } from "../seat/watchdog.ts";
 import { brokerPlanFor } from "./broker-plan.ts";
+import { handOffStreamLeaders } from "../broker/handoff.ts";
 import { CompanyRevisions, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "./company-revisions.ts";
 import { DataNodesView } from "./data-nodes.ts";
 import { judgePosture } from "./posture.ts";
@@ -294,10 +295,17 @@ export class CrewletNode {
     const leavingServer = plan.kind === "member" ? this.nodeId : null;
     this.onStop(async () => {
       this.watchdog?.disarm();
-      if (leavingServer) {
+      if (leavingServer && replicas > 1) {
         const started = this.clock.now();
+        // Streams first (the lease bucket among them), so the peers taking this node's
+        // seats claim against a live leader; then the mailboxes' consumers, so what the
+        // drain hands back lands on a leader that stays.
+        const streams = await handOffStreamLeaders(nc, leavingServer, this.clock, this.log).catch((err) => {
+          this.log.warn("broker_stream_handoff_failed", { error: err as Error });
+          return { handedOff: 0, stillHere: [] as string[] };
+        });
         const { handedOff, stillHere } = await queue.handOffLeaderships(leavingServer);
-        this.log.info("queue_leaders_handed_off", { consumers: handedOff, still_here: stillHere.length, waited_ms: this.clock.now() - started });
+        this.log.info("queue_leaders_handed_off", { streams: streams.handedOff, consumers: handedOff, still_here: stillHere.length + streams.stillHere.length, waited_ms: this.clock.now() - started });
       }
       await seats.drain();
       await seats.stop();
