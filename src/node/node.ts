@@ -295,20 +295,27 @@ export class CrewletNode {
     const leavingServer = plan.kind === "member" ? this.nodeId : null;
     this.onStop(async () => {
       this.watchdog?.disarm();
-      if (leavingServer && replicas > 1) {
+      const handingOff = leavingServer !== null && replicas > 1;
+      if (handingOff) {
+        // The mailboxes' consumers first, so what the drain hands back (NAKs) lands on a
+        // leader that stays.
         const started = this.clock.now();
-        // Streams first (the lease bucket among them), so the peers taking this node's
-        // seats claim against a live leader; then the mailboxes' consumers, so what the
-        // drain hands back lands on a leader that stays.
+        const { handedOff, stillHere } = await queue.handOffLeaderships(leavingServer);
+        this.log.info("queue_leaders_handed_off", { consumers: handedOff, still_here: stillHere.length, waited_ms: this.clock.now() - started });
+      }
+      await seats.drain();
+      await seats.stop();
+      if (handingOff) {
+        // Then the streams (the lease bucket among them), once the drain's releases have
+        // landed on a stable leader: the peers taking these seats claim against a live
+        // leader instead of into the election this member's exit would force.
+        const started = this.clock.now();
         const streams = await handOffStreamLeaders(nc, leavingServer, this.clock, this.log).catch((err) => {
           this.log.warn("broker_stream_handoff_failed", { error: err as Error });
           return { handedOff: 0, stillHere: [] as string[] };
         });
-        const { handedOff, stillHere } = await queue.handOffLeaderships(leavingServer);
-        this.log.info("queue_leaders_handed_off", { streams: streams.handedOff, consumers: handedOff, still_here: stillHere.length + streams.stillHere.length, waited_ms: this.clock.now() - started });
+        this.log.info("broker_streams_handed_off", { streams: streams.handedOff, still_here: streams.stillHere.length, waited_ms: this.clock.now() - started });
       }
-      await seats.drain();
-      await seats.stop();
     });
 
     // The estate's state decides whether this node may claim (behind: not until level)
