@@ -47,6 +47,8 @@ export const INBOX_DRAIN_MAX = 16;
 /** A voluntary release whose store answer was lost is retried on the heartbeat until this
  * many TTLs have passed; by then the lease has lapsed on its own. */
 export const PENDING_RELEASE_TTLS = 1;
+/** A drain asks again for an unanswered release this often: an R3 election is ~0.3–4 s. */
+export const DRAIN_RELEASE_RETRY_MS = 250;
 
 /** One tenure of one seat: what hooks and turns are handed. */
 export interface SeatGrant {
@@ -344,6 +346,16 @@ export class SeatHost {
       .map((s) => this.withLock(s.handle, () => this.releaseVoluntarilyLocked(s, "drain")));
     await Promise.allSettled(releases);
     await this.settleBackground();
+    // A release the store did not answer (a leader election, a blip) would otherwise wait
+    // for the heartbeat's retry, and a draining node stops right after this: its peers
+    // would wait out a whole TTL for a seat it meant to give back. Ask again, bounded by
+    // one heartbeat.
+    const deadline = this.clock.now() + this.heartbeat_ms;
+    while (this.pendingReleases.size > 0 && this.clock.now() < deadline) {
+      await this.clock.sleep(DRAIN_RELEASE_RETRY_MS);
+      await this.retryPendingReleases();
+    }
+    if (this.pendingReleases.size > 0) this.log.warn("seat_drain_releases_unanswered", { seats: [...this.pendingReleases.keys()] });
     const undead = [...this.seats.values()].filter((s) => s.phase === "undead").map((s) => s.handle);
     this.log.info("seat_drain_finished", { undead });
   }
