@@ -37,9 +37,23 @@ export const MAX_RECORD_BYTES = 1024 * 1024;
  */
 export const APPEND_TIMEOUT_MS = 10_000;
 
+/**
+ * A log's identity is a generation minted when it is created and kept in its config
+ * description, which the meta layer replicates identically to every member. Not the
+ * stream's `created` time: in a cluster each member stamps its own replica's creation, so
+ * a copy reading it from another leader after a leadership change would judge its own log
+ * foreign (seen as two data nodes' checkpoints differing by a few milliseconds).
+ */
+const GENERATION_PREFIX = "crewlet estate log, generation ";
+
+export function logGeneration(description: string | undefined, created: string): string {
+  return description?.startsWith(GENERATION_PREFIX) ? description.slice(GENERATION_PREFIX.length) : created;
+}
+
 export function logStreamConfig(domain: Domain, replicas: number): StreamConfig {
   return {
     name: stateLogStream(domain),
+    description: `${GENERATION_PREFIX}${crypto.randomUUID()}`,
     subjects: [stateLogSubjects(domain)],
     // The log IS the history every copy is rebuilt from: nothing ages out by itself; a
     // retention duty trims it below every copy's applied position.
@@ -82,7 +96,7 @@ function apiErrorCode(err: unknown): number | undefined {
 export interface LogPosition {
   first_seq: number;
   last_seq: number;
-  /** ISO time the broker created the stream: names this log, not a rebuilt one. */
+  /** The log's generation (see logGeneration): names this log, not a rebuilt one. */
   created: string;
 }
 
@@ -143,7 +157,7 @@ export class StateLog {
   async position(domain: Domain): Promise<LogPosition> {
     const jsm = await this.jsm();
     const info = await jsm.streams.info(stateLogStream(domain));
-    return { first_seq: info.state.first_seq, last_seq: info.state.last_seq, created: info.created };
+    return { first_seq: info.state.first_seq, last_seq: info.state.last_seq, created: logGeneration(info.config.description, info.created) };
   }
 
   /** Appends a record under its op id; `ok: false` means the log did not answer (unknown). */
