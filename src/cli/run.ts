@@ -3,7 +3,12 @@
 import { ConfigError, loadConfigFile } from "../config/load.ts";
 import { createLogger, fileSink, streamSink, type LogSink } from "../log.ts";
 import { CrewletNode, EXIT_FAILURE } from "../node/node.ts";
+import { NodeRefusal } from "../node/refusal.ts";
 import { parseFlags } from "./args.ts";
+
+/** The store dir holds the estate, the API token and the sidecar's credentials: every file
+ * this process (and its sidecar, which inherits the mask) creates is its owner's alone. */
+const STORE_UMASK = 0o077;
 
 export const EXIT_BAD_CONFIG = 2;
 /** What a process killed by a second signal reports: 128 + SIGINT, as a shell would. */
@@ -22,6 +27,7 @@ export async function runRun(args: string[]): Promise<number> {
     }
     throw err;
   }
+  process.umask(STORE_UMASK);
   const lc = loaded.config.logging;
   const sinks: LogSink[] = [];
   if (lc.stderr) sinks.push(streamSink(2, lc.format));
@@ -50,7 +56,9 @@ export async function runRun(args: string[]): Promise<number> {
     });
   } catch (err) {
     console.error(`crewlet: ${loaded.nodeId} failed to start: ${(err as Error).message}`);
-    return EXIT_FAILURE;
+    // A refusal is the operator's setup (a store or node id that is another process's):
+    // restarting would only meet it again.
+    return err instanceof NodeRefusal ? EXIT_BAD_CONFIG : EXIT_FAILURE;
   }
   const code = await node.stopped;
   // Everything the node started has been stopped and every log line written (the sinks

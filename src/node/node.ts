@@ -6,7 +6,6 @@
 // (before anything publishes: mail to a subject no mailbox covers is dropped), the
 // estate, the seat host, and the API last but for /health and /ready, which answer from
 // the first moment so a supervisor can watch the boot.
-import { rmSync } from "node:fs";
 import { resolve } from "node:path";
 import { connect, type NatsConnection } from "nats";
 import { systemClock, type Clock } from "../clock.ts";
@@ -35,6 +34,8 @@ import { agentsGroup } from "../api/routes/agents.ts";
 import { dashboardGroup } from "../api/dashboard/index.ts";
 import { eventsGroup } from "../api/routes/events.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
+import { wipeScratchStore } from "./scratch.ts";
+import { NodeRefusal } from "./refusal.ts";
 
 export interface NodeOptions {
   loaded: LoadedConfig;
@@ -109,6 +110,7 @@ export class CrewletNode {
     try {
       await node.boot();
     } catch (err) {
+      if (err instanceof NodeRefusal) node.log.error(err.event, { ...err.fields, message: err.message });
       node.log.error("node_boot_failed", { step: node.bootStep, error: err as Error });
       await node.stop(EXIT_FAILURE, "boot failed");
       throw err;
@@ -159,8 +161,13 @@ export class CrewletNode {
     const c = this.config;
     const storeDir = resolve(c.store.dir);
     this.step("store");
-    if (c.store.scratch) rmSync(storeDir, { recursive: true, force: true });
+    // The lock first: nothing in a store is touched, a scratch wipe least of all, until this
+    // process has proved the store is its own.
     this.lock = lockStoreDir(storeDir);
+    if (c.store.scratch) {
+      const removed = wipeScratchStore(storeDir);
+      this.log.info("store_scratch_wiped", { dir: storeDir, entries: removed.length });
+    }
 
     // The API comes up first with only /health and /ready, so a supervisor sees the boot.
     this.step("api");
