@@ -11,6 +11,7 @@ import { createHash, randomUUID } from "node:crypto";
 import type { Clock } from "../clock.ts";
 import { EstateInvalid, EstateUnavailable } from "../estate/router.ts";
 import { parseMentions } from "../estate/mentions.ts";
+import { MAX_MESSAGE_BYTES, truncateToBytes } from "../estate/records.ts";
 import type { Message } from "../estate/queries.ts";
 import type { Logger } from "../log.ts";
 import type { Org, Seat } from "../org/org.ts";
@@ -372,7 +373,9 @@ export class TurnEngine {
         // other's automatic replies would never stop. A person named is still notified.
         const mentions = parseMentions(text).filter((h) => org.seat(h)?.kind !== "agent");
         const result = await writeResult(
-          () => this.o.estate.write("chat", { op: "chat.post", channel: chat.refs.channel!, author: seat.handle, body: text, thread_parent: root_id, mentions, dm: null }),
+          // The engine's own post is bounded by the record's rule too: cut with a marker, so
+          // an over-long answer still reaches the person rather than being refused.
+          () => this.o.estate.write("chat", { op: "chat.post", channel: chat.refs.channel!, author: seat.handle, body: truncateToBytes(text, MAX_MESSAGE_BYTES), thread_parent: root_id, mentions, dm: null }),
           (o) => o,
         );
         if (result.reached) state.reached_outside = true;

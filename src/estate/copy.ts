@@ -197,7 +197,7 @@ export class EstateCopy {
     if (domain !== "tracker" && domain !== "pages" && domain !== "chat") return { status: "invalid", message: "record.domain: expected tracker, pages or chat" };
     // The same decoder the applier uses: nothing this build could not apply is appended.
     const decoded = decodeRecord(domain, new TextEncoder().encode(JSON.stringify(raw)), RECORD_VERSION);
-    if (!decoded.ok) return { status: "invalid", message: decoded.error };
+    if (!decoded.ok) return { status: "invalid", message: decoded.error, ...(decoded.field ? { field: decoded.field } : {}), code: "invalid_record" };
     return this.writeRecord(decoded.record);
   }
 
@@ -209,6 +209,7 @@ export class EstateCopy {
     const prior = applier.outcomeOf(record.op_id);
     if (prior) return { status: "applied", position: prior.position, outcome: prior.outcome };
     const appended = await this.o.stateLog.append(record);
+    if (!appended.ok && "refused" in appended) return { status: "invalid", message: appended.error, ...appended.refused };
     if (!appended.ok) return { status: "unknown", error: `the ${domain} log did not answer: ${appended.error}` };
     if (await applier.waitApplied(appended.seq, APPLY_WAIT_MS)) {
       const done = applier.outcomeOf(record.op_id);

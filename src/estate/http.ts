@@ -13,7 +13,10 @@ export async function estateCall<T>(fn: () => Promise<T>): Promise<T> {
     return await fn();
   } catch (err) {
     if (err instanceof EstateUnavailable) throw new ApiError(503, "estate_unavailable", err.message);
-    if (err instanceof EstateInvalid) throw new ApiError(400, "invalid_input", err.message);
+    if (err instanceof EstateInvalid) {
+      if (err.code === "too_large") throw new ApiError(413, "too_large", err.message, err.field);
+      throw new ApiError(400, "invalid_input", err.message, err.field);
+    }
     throw err;
   }
 }

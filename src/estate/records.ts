@@ -18,38 +18,90 @@ export const MAX_MESSAGE_BYTES = 32 * 1024;
 export const MAX_WORK_BODY_BYTES = 256 * 1024;
 /** A page's body: well under the 1 MiB message cap of the log streams, with room for the envelope. */
 export const MAX_PAGE_BODY_BYTES = 512 * 1024;
-/** Titles are read in lists and as page addresses; beyond this they are bodies. */
-export const MAX_TITLE_CHARS = 300;
+/** Titles are read in lists and as page addresses: 300 characters of any script (≤ 4 bytes each) fit; beyond this they are bodies. */
+export const MAX_TITLE_BYTES = 1024;
 /** Labels are tags, not content. */
 export const MAX_LABELS = 32;
-export const MAX_LABEL_CHARS = 64;
+export const MAX_LABEL_BYTES = 64;
+/** A handle, a person's name or `token:{id}`: an address, not prose. */
+export const MAX_ACTOR_BYTES = 128;
+/** Names of seeded projects, containers and channels (from the company file). */
+export const MAX_NAME_BYTES = 256;
+/** Container keys and channel ids are addresses (and URL path segments). */
+export const MAX_CONTAINER_KEY_BYTES = 128;
+export const MAX_CHANNEL_ID_BYTES = 200;
 /** Mentions a single message may wake: a message naming more seats than this is a broadcast. */
 export const MAX_MENTIONS = 32;
+/** Members of one DM: past this it is a channel, and its id (the members joined) stops being an address. */
+export const MAX_DM_MEMBERS = 16;
+/** Why an operator skipped a record: a sentence or two for the next operator. */
+export const MAX_REASON_BYTES = 1024;
+/**
+ * Largest encoded record (envelope included). The log streams' max_msg_size and the
+ * broker's default max_payload are both 1 MiB; a record is refused over this before it is
+ * published, never sent to be refused by the broker after the caller was told "maybe".
+ */
+export const MAX_RECORD_BYTES = 1024 * 1024;
 
-function maxBytes(limit: number) {
-  return (s: string) => Buffer.byteLength(s, "utf8") <= limit;
+/**
+ * A text field bounded in UTF-8 bytes, the unit every limit here is in (a model, an HTTP
+ * client and the broker all count differently in characters). Lone surrogates are refused:
+ * they do not survive UTF-8 storage, so what was read back would not be what was written.
+ */
+export function textField(max_bytes: number, o: { min?: number } = {}) {
+  let s = z.string();
+  if (o.min !== undefined && o.min > 0) s = s.min(o.min, "is empty");
+  return s
+    .refine(isWellFormed, "holds an unpaired UTF-16 surrogate (not valid Unicode text)")
+    .refine((v) => Buffer.byteLength(v, "utf8") <= max_bytes, overBytes(max_bytes));
+}
+
+function overBytes(max_bytes: number): string {
+  return `is over ${max_bytes} bytes${max_bytes % 1024 === 0 ? ` (${max_bytes / 1024} KiB)` : ""} of UTF-8`;
+}
+
+/** An unpaired UTF-16 surrogate: a string holding one is not Unicode text. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+function isWellFormed(s: string): boolean {
+  LONE_SURROGATE.lastIndex = 0;
+  return !LONE_SURROGATE.test(s);
 }
 
 /** Who did it: a seat handle, a person, or `token:{id}` for an API caller. */
-export const actor = z.string().min(1, "is empty").max(128, "is longer than 128 characters");
+export const actor = textField(MAX_ACTOR_BYTES, { min: 1 });
 export const projectKey = z.string().regex(/^[A-Z][A-Z0-9]{1,9}$/, "project keys are 2–10 upper-case letters/digits, e.g. ENG");
 export const workKey = z.string().regex(/^[A-Z][A-Z0-9]{1,9}-[1-9][0-9]{0,9}$/, "work keys look like ENG-12");
-export const title = z.string().trim().min(1, "is empty").max(MAX_TITLE_CHARS, `is longer than ${MAX_TITLE_CHARS} characters`);
-export const containerKey = z.string().min(1, "is empty").max(128).regex(/^[^/\s][^/]*$/, "container keys hold no '/' and start with no space");
+export const title = z
+  .string()
+  .trim()
+  .min(1, "is empty")
+  .refine(isWellFormed, "holds an unpaired UTF-16 surrogate (not valid Unicode text)")
+  .refine((v) => Buffer.byteLength(v, "utf8") <= MAX_TITLE_BYTES, overBytes(MAX_TITLE_BYTES));
+export const containerKey = textField(MAX_CONTAINER_KEY_BYTES, { min: 1 }).regex(/^[^/\s][^/]*$/, "container keys hold no '/' and start with no space");
 export const pageTitle = title.regex(/^[^/]+$/, "page titles hold no '/'");
-export const channelId = z.string().min(1, "is empty").max(200).regex(/^[a-z0-9][a-z0-9_.\-]*$/, "channel ids are lower-case letters, digits, _ . -");
+export const channelId = z
+  .string()
+  .min(1, "is empty")
+  .max(MAX_CHANNEL_ID_BYTES, `is over ${MAX_CHANNEL_ID_BYTES} bytes`)
+  .regex(/^[a-z0-9][a-z0-9_.\-]*$/, "channel ids are lower-case letters, digits, _ . -");
 export const labels = z
-  .array(z.string().min(1).max(MAX_LABEL_CHARS))
+  .array(textField(MAX_LABEL_BYTES, { min: 1 }))
   .max(MAX_LABELS, `at most ${MAX_LABELS} labels`)
   .transform((l) => [...new Set(l)].sort());
-export const dueDate = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, "due dates are YYYY-MM-DD");
+export const dueDate = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, "due dates are YYYY-MM-DD").refine(isCalendarDate, "is not a calendar date");
 export const opId = z.string().regex(/^[A-Za-z0-9_\-]{8,100}$/, "operation ids are 8–100 letters, digits, _ and -");
 export const handle = z.string().regex(/^[a-z0-9][a-z0-9_\-]{0,47}$/, "handles are lower-case letters, digits, _ and -");
+const seedName = textField(MAX_NAME_BYTES, { min: 1 });
+
+function isCalendarDate(s: string): boolean {
+  const d = new Date(`${s}T00:00:00Z`);
+  return !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === s;
+}
 
 export const workFields = z.strictObject({
   type: z.enum(WORK_TYPES),
   title,
-  body: z.string().refine(maxBytes(MAX_WORK_BODY_BYTES), `is over ${MAX_WORK_BODY_BYTES} bytes`),
+  body: textField(MAX_WORK_BODY_BYTES),
   status: z.enum(WORK_STATUSES),
   priority: z.enum(WORK_PRIORITIES),
   assignee: actor.nullable(),
@@ -71,11 +123,11 @@ export const workComment = z.strictObject({
   op: z.literal("work.comment"),
   key: workKey,
   author: actor,
-  body: z.string().min(1, "is empty").refine(maxBytes(MAX_WORK_BODY_BYTES), `is over ${MAX_WORK_BODY_BYTES} bytes`),
+  body: textField(MAX_WORK_BODY_BYTES, { min: 1 }),
 });
 export const trackerSeed = z.strictObject({
   op: z.literal("tracker.seed"),
-  projects: z.array(z.strictObject({ key: projectKey, name: z.string().min(1), unit_id: z.string().nullable() })).max(1000),
+  projects: z.array(z.strictObject({ key: projectKey, name: seedName, unit_id: seedName.nullable() })).max(1000),
 });
 
 // ---- knowledge --------------------------------------------------------------------------
@@ -84,23 +136,20 @@ export const pagePut = z.strictObject({
   op: z.literal("page.put"),
   container: containerKey,
   title: pageTitle,
-  body: z.string().refine(maxBytes(MAX_PAGE_BODY_BYTES), `is over ${MAX_PAGE_BODY_BYTES} bytes`),
+  body: textField(MAX_PAGE_BODY_BYTES),
   labels,
   author: actor,
   /** When set, the put applies only over this revision (0: only if the page is new). */
-  base_revision: z.number().int().min(0).nullable(),
+  base_revision: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullable(),
 });
 export const pagesSeed = z.strictObject({
   op: z.literal("pages.seed"),
-  containers: z.array(z.strictObject({ key: containerKey, name: z.string().min(1), unit_id: z.string().nullable() })).max(1000),
+  containers: z.array(z.strictObject({ key: containerKey, name: seedName, unit_id: seedName.nullable() })).max(1000),
 });
 
 // ---- chat -------------------------------------------------------------------------------
 
-const messageBody = z
-  .string()
-  .min(1, "is empty")
-  .refine(maxBytes(MAX_MESSAGE_BYTES), `is over ${MAX_MESSAGE_BYTES} bytes (32 KiB)`);
+const messageBody = textField(MAX_MESSAGE_BYTES, { min: 1 });
 const mentions = z.array(handle).max(MAX_MENTIONS);
 
 export const chatPost = z.strictObject({
@@ -111,7 +160,7 @@ export const chatPost = z.strictObject({
   thread_parent: opId.nullable(),
   mentions,
   /** Set when the post opens a DM: its participants, which the channel id is derived from. */
-  dm: z.strictObject({ members: z.array(handle).min(2).max(16) }).nullable(),
+  dm: z.strictObject({ members: z.array(handle).min(2, "a DM has at least 2 members").max(MAX_DM_MEMBERS, `a DM has at most ${MAX_DM_MEMBERS} members`) }).nullable(),
 });
 export const chatEdit = z.strictObject({
   op: z.literal("chat.edit"),
@@ -124,7 +173,7 @@ export const chatDelete = z.strictObject({ op: z.literal("chat.delete"), message
 export const chatSeed = z.strictObject({
   op: z.literal("chat.seed"),
   channels: z
-    .array(z.strictObject({ id: channelId, kind: z.enum(["unit", "general"]), name: z.string().min(1), unit_id: z.string().nullable() }))
+    .array(z.strictObject({ id: channelId, kind: z.enum(["unit", "general"]), name: seedName, unit_id: seedName.nullable() }))
     .max(1000),
 });
 
@@ -177,11 +226,13 @@ export function encodeRecord(record: StateRecord): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(record));
 }
 
-export type Decoded<D extends Domain> = { ok: true; record: StateRecord<D> } | { ok: false; error: string };
+export type Decoded<D extends Domain> = { ok: true; record: StateRecord<D> } | { ok: false; error: string; field?: string };
 
 /**
  * Decodes one log message. `reads_version` is the newest format this build understands;
- * a newer record is undecodable here even when its JSON happens to parse.
+ * a newer record is undecodable here even when its JSON happens to parse. `field` names the
+ * offending field of the body (`dm.members`, `due` …), or of the envelope when it is not
+ * under the body.
  */
 export function decodeRecord<D extends Domain>(domain: D, data: Uint8Array, reads_version: number = RECORD_VERSION): Decoded<D> {
   let raw: unknown;
@@ -197,9 +248,64 @@ export function decodeRecord<D extends Domain>(domain: D, data: Uint8Array, read
   const parsed = recordSchemas[domain].safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    return { ok: false, error: `${issue?.path.join(".") || "record"}: ${issue?.message ?? "invalid"}` };
+    const path = issue?.path.map(String) ?? [];
+    const field = path[0] === "body" && path.length > 1 ? path.slice(1).join(".") : path.join(".");
+    const message = issue?.code === "unrecognized_keys" ? `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")}` : (issue?.message ?? "invalid");
+    return { ok: false, error: `${path.join(".") || "record"}: ${message}`, ...(field ? { field } : {}) };
   }
   return { ok: true, record: parsed.data as StateRecord<D> };
+}
+
+export type RecordCheck =
+  | { ok: true; record: StateRecord; data: Uint8Array }
+  | { ok: false; code: "invalid_record" | "too_large"; message: string; field?: string };
+
+/**
+ * The one gate in front of every append: the record as it will travel, encoded, must be no
+ * larger than `max_bytes` and must decode with the very decoder every copy's applier uses.
+ * A record that passes is one every copy of this build can apply; one that fails is refused
+ * here, before anything is published, with the field named. Pure.
+ */
+export function checkRecord(record: StateRecord, max_bytes: number = MAX_RECORD_BYTES): RecordCheck {
+  const domain = (record as { domain?: unknown } | null)?.domain;
+  if (domain !== "tracker" && domain !== "pages" && domain !== "chat") {
+    return { ok: false, code: "invalid_record", message: "record.domain: expected tracker, pages or chat", field: "domain" };
+  }
+  let data: Uint8Array;
+  try {
+    data = encodeRecord(record);
+  } catch (err) {
+    return { ok: false, code: "invalid_record", message: `record cannot be encoded: ${(err as Error).message}` };
+  }
+  if (data.byteLength > max_bytes) {
+    return { ok: false, code: "too_large", message: `the record is ${data.byteLength} bytes encoded, over the ${max_bytes}-byte limit of one log message` };
+  }
+  const decoded = decodeRecord(domain, data, RECORD_VERSION);
+  if (!decoded.ok) return { ok: false, code: "invalid_record", message: decoded.error, ...(decoded.field ? { field: decoded.field } : {}) };
+  return { ok: true, record: decoded.record, data };
+}
+
+/** What a text cut to a limit ends with, so a reader knows there was more. */
+export const TRUNCATION_MARKER = "\n\n[… truncated: the rest did not fit the limit]";
+
+/**
+ * `text` cut to at most `max_bytes` of UTF-8, at a code-point boundary, ending with the
+ * truncation marker when anything was cut. For text the engine writes on its own account
+ * (a turn's reply), which must be bounded like any write but never refused silently.
+ */
+export function truncateToBytes(text: string, max_bytes: number, marker: string = TRUNCATION_MARKER): string {
+  const wellFormed = text.replace(LONE_SURROGATE, "\uFFFD");
+  if (Buffer.byteLength(wellFormed, "utf8") <= max_bytes) return wellFormed;
+  const room = Math.max(0, max_bytes - Buffer.byteLength(marker, "utf8"));
+  let used = 0;
+  let out = "";
+  for (const ch of wellFormed) {
+    const n = Buffer.byteLength(ch, "utf8");
+    if (used + n > room) break;
+    used += n;
+    out += ch;
+  }
+  return out + marker;
 }
 
 /** A fresh operation id: unique per write, reused for every retry of that write. */

@@ -9,7 +9,8 @@ import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { EstateCopy } from "./copy.ts";
 import { domainOfQuery, querySchema, type QueryName, type QueryOf, type Results } from "./queries.ts";
-import { makeRecord, type BodyOf, type StateRecord } from "./records.ts";
+import { checkRecord, makeRecord, type BodyOf, type StateRecord } from "./records.ts";
+import { recordLimitBytes } from "./statelog.ts";
 import type { Outcome } from "./apply.ts";
 import { answerSchema, decodeJson, encodeJson, rpcSubject, zeroFloor, type Answer, type Floor, type RpcRequest } from "./rpc.ts";
 import type { Domain } from "./schema.ts";
@@ -42,9 +43,17 @@ export class EstateUnavailable extends Error {
   }
 }
 
-/** A query or record this build itself refuses (a caller bug, not an estate fault). */
+/**
+ * A query or record this build itself refuses (a caller's fault, not an estate fault):
+ * nothing was published. `field` names the body field at fault when one is; `too_large`
+ * says the record is over one log message.
+ */
 export class EstateInvalid extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly field?: string,
+    readonly code: "invalid_record" | "too_large" = "invalid_record",
+  ) {
     super(message);
     this.name = "EstateInvalid";
   }
@@ -156,12 +165,17 @@ export class EstateRouter {
    * copy's ledger apply once.
    */
   async writeRecord(record: StateRecord): Promise<WriteOutcome> {
+    // The record gate, here too: a node holding no data refuses what no copy could apply
+    // before asking anyone (each executor's log append checks again).
+    const checked = checkRecord(record, recordLimitBytes(this.o.nc));
+    if (!checked.ok) throw new EstateInvalid(checked.message, checked.field, checked.code);
     const domain = record.domain;
     const said: Said = {};
     let mayHaveRun: string | null = null;
     const copy = this.o.copy;
     if (copy && copy.inService(domain)) {
       const a = await copy.writeRecord(record);
+      if (a.status === "invalid") throw new EstateInvalid(a.message, a.field, a.code);
       const done = this.settle(record, a, this.o.nodeId);
       if (done) return done;
       if (a.status === "unknown") mayHaveRun = a.error;
@@ -176,7 +190,7 @@ export class EstateRouter {
         if (a.mayHaveRun) mayHaveRun = a.failed;
         continue;
       }
-      if (a.status === "invalid") throw new EstateInvalid(a.message);
+      if (a.status === "invalid") throw new EstateInvalid(a.message, a.field, a.code);
       const done = this.settle(record, a, node);
       if (done) {
         this.last = node;

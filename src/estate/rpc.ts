@@ -37,7 +37,13 @@ export const answerSchema = z.discriminatedUnion("status", [
   z.strictObject({ status: z.literal("applied"), position: z.number().int(), outcome: outcomeSchema }),
   z.strictObject({ status: z.literal("pending"), position: z.number().int() }),
   z.strictObject({ status: z.literal("unknown"), error: z.string() }),
-  z.strictObject({ status: z.literal("invalid"), message: z.string() }),
+  z.strictObject({
+    status: z.literal("invalid"),
+    message: z.string(),
+    /** The field at fault, when one is; `too_large` when the record is over the log's message size. */
+    field: z.string().optional(),
+    code: z.enum(["invalid_record", "too_large"]).optional(),
+  }),
 ]);
 export type Answer = z.output<typeof answerSchema>;
 export type ReadAnswer = Extract<Answer, { status: "ok" | "out_of_service" | "behind" | "invalid" }>;

@@ -12,7 +12,7 @@ import {
 } from "nats";
 import type { Logger } from "../log.ts";
 import { stateLogStream, stateLogSubject, stateLogSubjects } from "../queue/topics.ts";
-import { encodeRecord, opToken, type StateRecord } from "./records.ts";
+import { checkRecord, MAX_RECORD_BYTES, opToken, type StateRecord } from "./records.ts";
 import { DOMAINS, type Domain } from "./schema.ts";
 
 const MINUTE_MS = 60_000;
@@ -27,8 +27,24 @@ const NS_PER_MS = 1_000_000;
  */
 export const LOG_DUPLICATE_WINDOW_MS = 2 * MINUTE_MS;
 
-/** Largest record: the stream cap matches the broker's default max_payload (1 MiB). */
-export const MAX_RECORD_BYTES = 1024 * 1024;
+export { MAX_RECORD_BYTES };
+
+/**
+ * Room left in one log message for its headers (Nats-Msg-Id with an op id of ≤ 100 bytes,
+ * Nats-Expected-Stream, the header preamble): the stream's max_msg_size and the broker's
+ * max_payload both count headers and data together.
+ */
+export const APPEND_HEADER_ROOM_BYTES = 1024;
+
+/**
+ * The largest encoded record this connection can append: the log streams' cap or the
+ * broker's max_payload (a server may be configured lower than its 1 MiB default),
+ * whichever is smaller, less the headers' room.
+ */
+export function recordLimitBytes(nc: Pick<NatsConnection, "info">): number {
+  const max_payload = nc.info?.max_payload ?? MAX_RECORD_BYTES;
+  return Math.min(MAX_RECORD_BYTES, max_payload) - APPEND_HEADER_ROOM_BYTES;
+}
 
 /**
  * Waits this long for the log to acknowledge an append. A stream leader's death stops
@@ -100,7 +116,12 @@ export interface LogPosition {
   created: string;
 }
 
-export type AppendResult = { ok: true; seq: number; duplicate: boolean } | { ok: false; error: string };
+export type AppendResult =
+  | { ok: true; seq: number; duplicate: boolean }
+  /** The log did not answer: the append may or may not have landed. */
+  | { ok: false; error: string }
+  /** Refused before anything was published: no copy could apply it, or it is too large. */
+  | { ok: false; error: string; refused: { code: "invalid_record" | "too_large"; field?: string } };
 
 export class StateLog {
   private readonly js: JetStreamClient;
@@ -160,9 +181,15 @@ export class StateLog {
     return { first_seq: info.state.first_seq, last_seq: info.state.last_seq, created: logGeneration(info.config.description, info.created) };
   }
 
-  /** Appends a record under its op id; `ok: false` means the log did not answer (unknown). */
+  /**
+   * Appends a record under its op id. Every append passes the record gate first (see
+   * checkRecord): a record no copy could apply never reaches the log. `ok: false` without
+   * `refused` means the log did not answer (unknown).
+   */
   async append(record: StateRecord): Promise<AppendResult> {
-    return this.appendRaw(record.domain, stateLogSubject(record.domain, opToken(record.body.op)), encodeRecord(record), record.op_id);
+    const checked = checkRecord(record, recordLimitBytes(this.nc));
+    if (!checked.ok) return { ok: false, error: checked.message, refused: { code: checked.code, ...(checked.field ? { field: checked.field } : {}) } };
+    return this.appendRaw(record.domain, stateLogSubject(record.domain, opToken(record.body.op)), checked.data, record.op_id);
   }
 
   /** Appends bytes as they are (the repair and test path for records this build cannot write). */

@@ -9,8 +9,8 @@ import { applyRecord } from "../../src/estate/apply.ts";
 import { openEstateDb } from "../../src/estate/migrate.ts";
 import { parseMentions } from "../../src/estate/mentions.ts";
 import { querySchema, runQuery, type QueryName, type QueryOf, type Results } from "../../src/estate/queries.ts";
-import { makeRecord, type BodyOf, type StateRecord } from "../../src/estate/records.ts";
-import type { WriteOutcome } from "../../src/estate/router.ts";
+import { checkRecord, makeRecord, type BodyOf, type StateRecord } from "../../src/estate/records.ts";
+import { EstateInvalid, type WriteOutcome } from "../../src/estate/router.ts";
 import { seedRecords } from "../../src/estate/seed.ts";
 import type { Domain } from "../../src/estate/schema.ts";
 import type { Company } from "../../src/config/company.ts";
@@ -42,7 +42,10 @@ export class LocalEstate implements EstatePort {
 
   async write<D extends Domain>(domain: D, body: BodyOf<D>): Promise<WriteOutcome> {
     this.beforeWrite?.(domain, body);
-    const record = makeRecord(domain, body, Date.now(), "test") as StateRecord;
+    // The router's record gate, so the agent is refused here exactly as on a real node.
+    const checked = checkRecord(makeRecord(domain, body, Date.now(), "test") as StateRecord);
+    if (!checked.ok) throw new EstateInvalid(checked.message, checked.field, checked.code);
+    const record = checked.record;
     const position = ++this.position;
     const outcome = applyRecord(this.opened.db, record, position);
     this.writes.push({ domain, body });

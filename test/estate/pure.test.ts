@@ -5,7 +5,7 @@ import { Database } from "bun:sqlite";
 import { getTableConfig, type SQLiteTable } from "drizzle-orm/sqlite-core";
 import { migrate } from "../../src/estate/migrate.ts";
 import { dmChannelId, dmMembers, parseMentions } from "../../src/estate/mentions.ts";
-import { decodeRecord, encodeRecord, makeRecord, RECORD_VERSION } from "../../src/estate/records.ts";
+import { checkRecord, decodeRecord, encodeRecord, makeRecord, MAX_MESSAGE_BYTES, RECORD_VERSION, truncateToBytes } from "../../src/estate/records.ts";
 import { askOrder, SILENT_FOR_MS } from "../../src/estate/router.ts";
 import * as schema from "../../src/estate/schema.ts";
 import { seedBodies } from "../../src/estate/seed.ts";
@@ -74,6 +74,41 @@ test("records round-trip; garbage, newer formats and bad fields are undecodable 
   expect(!big.ok && big.error).toMatch(/^body\.body: .*32 KiB/);
   // A chat record is not a tracker record.
   expect(decodeRecord("tracker", encodeRecord(r)).ok).toBe(false);
+});
+
+test("the record gate: what it passes decodes; what it refuses names the body field; sizes are bytes of the encoded record", () => {
+  const post = (body: Record<string, unknown>) => makeRecord("chat", { op: "chat.post", channel: "general", author: "a", body: "hi", thread_parent: null, mentions: [], dm: null, ...body } as never, 5, "n1");
+  const cases: [string, ReturnType<typeof checkRecord>, { ok: boolean; code?: string; field?: string }][] = [
+    ["a plain post", checkRecord(post({})), { ok: true }],
+    ["32 KiB of ASCII", checkRecord(post({ body: "x".repeat(MAX_MESSAGE_BYTES) })), { ok: true }],
+    ["32 KiB + 1", checkRecord(post({ body: "x".repeat(MAX_MESSAGE_BYTES + 1) })), { ok: false, code: "invalid_record", field: "body" }],
+    ["16,385 two-byte characters", checkRecord(post({ body: "é".repeat(MAX_MESSAGE_BYTES / 2 + 1) })), { ok: false, field: "body" }],
+    ["a lone surrogate", checkRecord(post({ body: "a\ud800b" })), { ok: false, field: "body" }],
+    ["17 DM members", checkRecord(post({ dm: { members: Array.from({ length: 17 }, (_, i) => `m${i}`) } })), { ok: false, field: "dm.members" }],
+    ["a stray field", checkRecord(post({ extra: 1 })), { ok: false }],
+    ["over the record limit", checkRecord(post({ body: "x".repeat(2000) }), 1000), { ok: false, code: "too_large" }],
+    [
+      "an impossible due date",
+      checkRecord(makeRecord("tracker", { op: "work.create", project: "ENG", type: "task", title: "t", body: "", status: "todo", priority: "none", assignee: null, reporter: "a", parent: null, labels: [], due: "2026-02-30" }, 1, "n")),
+      { ok: false, field: "due" },
+    ],
+  ];
+  for (const [what, got, want] of cases) {
+    expect({ what, ok: got.ok }).toEqual({ what, ok: want.ok });
+    if (!got.ok) {
+      if (want.code) expect({ what, code: got.code }).toEqual({ what, code: want.code as never });
+      if (want.field) expect({ what, field: got.field }).toEqual({ what, field: want.field });
+    }
+  }
+});
+
+test("truncateToBytes: cuts at a code point, ends with the marker, leaves short text alone", () => {
+  expect(truncateToBytes("short", 100)).toBe("short");
+  const cut = truncateToBytes("😀".repeat(100), 64, "[cut]");
+  expect(Buffer.byteLength(cut)).toBeLessThanOrEqual(64);
+  expect(cut).toBe("😀".repeat(14) + "[cut]");
+  expect(truncateToBytes("a\ud800", 10)).toBe("a\ufffd");
+  expect(Buffer.byteLength(truncateToBytes("é".repeat(20_000), MAX_MESSAGE_BYTES))).toBeLessThanOrEqual(MAX_MESSAGE_BYTES);
 });
 
 test("wake derivation: mentions and DMs wake agent seats, never the author or a person", () => {

@@ -9,7 +9,8 @@ import type { Clock } from "../../clock.ts";
 import { EstateInvalid, EstateUnavailable } from "../../estate/router.ts";
 import { parseMentions } from "../../estate/mentions.ts";
 import type { Message } from "../../estate/queries.ts";
-import { WORK_PRIORITIES, WORK_STATUSES, WORK_TYPES } from "../../estate/schema.ts";
+import { WORK_STATUSES } from "../../estate/schema.ts";
+import { actor, channelId, chatPost, containerKey, dueDate, labels, opId, pagePut, pageTitle, projectKey, textField, workComment, workFields, workKey } from "../../estate/records.ts";
 import { encodeTrigger, type Trigger } from "../../org/trigger.ts";
 import type { Org } from "../../org/org.ts";
 import { routeFor } from "../../org/routing.ts";
@@ -62,7 +63,13 @@ export async function writeResult(write: () => Promise<WriteOutcome>, describe: 
   return { content: `the write may or may not have been applied: ${out.error}`, is_error: true, reached: true };
 }
 
-const text = (max: number) => z.string().min(1).max(max);
+/** A search needle or a question: text bounded in bytes like every estate field. */
+const text = (max_bytes: number) => textField(max_bytes, { min: 1 });
+
+// Tool inputs are derived from the record schemas (src/estate/records.ts), so a model is
+// refused by the same rule, in the same words, as the API and the log: a call the record
+// could not hold is a tool error the model reads, never a record on the log.
+const assigneeInput = actor.describe("A seat handle, without @");
 
 export function builtinTools(deps: BuiltinDeps): Tool[] {
   const { estate } = deps;
@@ -96,9 +103,9 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
       name: "work_list",
       description: "List work items, optionally filtered by project, status or assignee.",
       input: z.strictObject({
-        project: z.string().optional(),
+        project: projectKey.optional(),
         status: z.enum(WORK_STATUSES).optional(),
-        assignee: z.string().optional(),
+        assignee: actor.optional(),
         limit: z.number().int().min(1).max(100).default(50),
       }),
       annotations: readOnly,
@@ -107,7 +114,7 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
     defineTool({
       name: "work_get",
       description: "Get one work item with its comments and activity.",
-      input: z.strictObject({ key: z.string().describe("e.g. ENG-12") }),
+      input: z.strictObject({ key: workKey.describe("e.g. ENG-12") }),
       annotations: readOnly,
       run: async (a) => {
         const got = await estate.read({ q: "work.get", key: a.key });
@@ -117,7 +124,7 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
     defineTool({
       name: "work_search",
       description: "Find work items whose key, title or body contains the text.",
-      input: z.strictObject({ text: text(200), project: z.string().optional(), limit: z.number().int().min(1).max(50).default(20) }),
+      input: z.strictObject({ text: text(200), project: projectKey.optional(), limit: z.number().int().min(1).max(50).default(20) }),
       annotations: readOnly,
       run: async (a) => {
         const needle = a.text.toLowerCase();
@@ -139,15 +146,15 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
       name: "work_create",
       description: "Create a work item in a project, optionally assigned to a seat.",
       input: z.strictObject({
-        project: z.string().describe("Project key, e.g. ENG"),
-        title: text(300),
-        body: z.string().default(""),
-        assignee: z.string().optional().describe("A seat handle, without @"),
-        type: z.enum(WORK_TYPES).default("task"),
-        priority: z.enum(WORK_PRIORITIES).default("none"),
-        labels: z.array(z.string()).default([]),
-        due: z.string().optional().describe("YYYY-MM-DD"),
-        parent: z.string().optional(),
+        project: projectKey.describe("Project key, e.g. ENG"),
+        title: workFields.shape.title,
+        body: workFields.shape.body.default(""),
+        assignee: assigneeInput.optional(),
+        type: workFields.shape.type.default("task"),
+        priority: workFields.shape.priority.default("none"),
+        labels: labels.default([]),
+        due: dueDate.optional().describe("YYYY-MM-DD"),
+        parent: workKey.optional(),
       }),
       annotations: estateWrite,
       run: (a, ctx) =>
@@ -164,7 +171,7 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
               priority: a.priority,
               assignee: a.assignee?.replace(/^@/, "") ?? null,
               parent: a.parent ?? null,
-              labels: [...new Set(a.labels)].sort(),
+              labels: a.labels,
               due: a.due ?? null,
             }),
           (o) => ({ key: o.key }),
@@ -174,21 +181,20 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
       name: "work_update",
       description: "Change a work item's status, title, body, assignee, priority, labels or due date.",
       input: z.strictObject({
-        key: z.string(),
-        status: z.enum(WORK_STATUSES).optional(),
-        title: text(300).optional(),
-        body: z.string().optional(),
-        assignee: z.string().nullable().optional(),
-        priority: z.enum(WORK_PRIORITIES).optional(),
-        labels: z.array(z.string()).optional(),
-        due: z.string().nullable().optional(),
+        key: workKey,
+        status: workFields.shape.status.optional(),
+        title: workFields.shape.title.optional(),
+        body: workFields.shape.body.optional(),
+        assignee: assigneeInput.nullable().optional(),
+        priority: workFields.shape.priority.optional(),
+        labels: labels.optional(),
+        due: dueDate.nullable().optional().describe("YYYY-MM-DD, or null to clear"),
       }),
       annotations: estateWrite,
       run: (a, ctx) => {
         const { key, ...rest } = a;
         const patch = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined));
         if (typeof patch.assignee === "string") patch.assignee = patch.assignee.replace(/^@/, "");
-        if (Array.isArray(patch.labels)) patch.labels = [...new Set(patch.labels as string[])].sort();
         if (Object.keys(patch).length === 0) return Promise.resolve(fail("nothing to change"));
         return writeResult(() => estate.write("tracker", { op: "work.update", key, actor: ctx.seat, patch }), () => ({ key, updated: Object.keys(patch) }));
       },
@@ -196,21 +202,21 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
     defineTool({
       name: "work_comment",
       description: "Comment on a work item.",
-      input: z.strictObject({ key: z.string(), body: text(256 * 1024) }),
+      input: z.strictObject({ key: workKey, body: workComment.shape.body }),
       annotations: estateWrite,
       run: (a, ctx) => writeResult(() => estate.write("tracker", { op: "work.comment", key: a.key, author: ctx.seat, body: a.body }), (o) => ({ key: a.key, comment: o.comment_id ?? null })),
     }),
     defineTool({
       name: "pages_search",
       description: "Full-text search of the knowledge base.",
-      input: z.strictObject({ text: text(500), container: z.string().optional(), limit: z.number().int().min(1).max(50).default(10) }),
+      input: z.strictObject({ text: text(500), container: containerKey.optional(), limit: z.number().int().min(1).max(50).default(10) }),
       annotations: readOnly,
       run: async (a) => ok(await estate.read({ q: "pages.search", text: a.text, container: a.container, limit: a.limit })),
     }),
     defineTool({
       name: "pages_get",
       description: "Read one knowledge page by container and title.",
-      input: z.strictObject({ container: z.string(), title: z.string() }),
+      input: z.strictObject({ container: containerKey, title: pageTitle }),
       annotations: readOnly,
       run: async (a) => {
         const page = await estate.read({ q: "pages.get", container: a.container, title: a.title });
@@ -220,7 +226,7 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
     defineTool({
       name: "pages_write",
       description: "Create or replace a knowledge page.",
-      input: z.strictObject({ container: z.string(), title: text(300), body: z.string(), labels: z.array(z.string()).default([]) }),
+      input: z.strictObject({ container: containerKey, title: pageTitle, body: pagePut.shape.body, labels: labels.default([]) }),
       annotations: estateWrite,
       run: (a, ctx) =>
         writeResult(
@@ -230,7 +236,7 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
               container: a.container,
               title: a.title,
               body: a.body,
-              labels: [...new Set(a.labels)].sort(),
+              labels: a.labels,
               author: ctx.seat,
               base_revision: null,
             }),
@@ -240,14 +246,14 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
     defineTool({
       name: "chat_post",
       description: "Post a message to a chat channel (top level).",
-      input: z.strictObject({ channel: z.string(), body: text(32 * 1024) }),
+      input: z.strictObject({ channel: channelId, body: chatPost.shape.body }),
       annotations: estateWrite,
       run: (a, ctx) => postChat(ctx, a.channel, a.body, null),
     }),
     defineTool({
       name: "chat_reply",
       description: "Reply in the thread of a chat message.",
-      input: z.strictObject({ message_id: z.string(), body: text(32 * 1024) }),
+      input: z.strictObject({ message_id: opId, body: chatPost.shape.body }),
       annotations: estateWrite,
       run: async (a, ctx) => {
         const m = await estate.read({ q: "chat.message", id: a.message_id });
@@ -258,7 +264,7 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
     defineTool({
       name: "chat_read",
       description: "Read the newest messages of a chat channel.",
-      input: z.strictObject({ channel: z.string(), limit: z.number().int().min(1).max(100).default(30) }),
+      input: z.strictObject({ channel: channelId, limit: z.number().int().min(1).max(100).default(30) }),
       annotations: readOnly,
       run: async (a) => {
         const last: Message[] = [];
@@ -272,7 +278,7 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
     defineTool({
       name: "chat_search",
       description: "Find chat messages containing the text, in one channel or every channel you can see.",
-      input: z.strictObject({ text: text(200), channel: z.string().optional(), limit: z.number().int().min(1).max(50).default(20) }),
+      input: z.strictObject({ text: text(200), channel: channelId.optional(), limit: z.number().int().min(1).max(50).default(20) }),
       annotations: readOnly,
       run: async (a, ctx) => {
         const needle = a.text.toLowerCase();

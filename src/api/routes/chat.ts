@@ -56,7 +56,10 @@ export function chatRoutes(router: EstateRouter, company: () => Company): RouteG
           const members = dmMembers(id);
           const known = new Set(company().roles.map((r) => r.handle));
           if (!members || members.some((m) => !known.has(m))) throw new ApiError(404, "unknown_channel", `no channel ${id}`, "id");
-          dm = { members };
+          // The record's own rule for a DM (its member count), named against the address.
+          const checked = chatPost.shape.dm.unwrap().safeParse({ members });
+          if (!checked.success) throw new ApiError(400, "invalid_input", `params.id: ${checked.error.issues[0]?.message ?? "not a DM"}`, "id");
+          dm = checked.data;
         }
         if (b.thread_parent !== null) {
           const parent = await estateCall(() => router.read({ q: "chat.message", id: b.thread_parent! }));

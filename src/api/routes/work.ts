@@ -6,7 +6,7 @@ import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
 import { ApiError, parseJsonBody, parseQuery } from "../errors.ts";
 import { callerActor, estateCall, writeReply } from "../../estate/http.ts";
-import { actor, workFields, workKey, projectKey } from "../../estate/records.ts";
+import { actor, workComment, workFields, workKey, projectKey } from "../../estate/records.ts";
 import type { EstateRouter } from "../../estate/router.ts";
 import { DEFAULT_PROJECT_KEY } from "../../estate/seed.ts";
 import { WORK_STATUSES } from "../../estate/schema.ts";
@@ -38,7 +38,7 @@ const patchBody = workFields
   .extend({ actor: actor.optional() })
   .refine((p) => Object.keys(p).some((k) => k !== "actor"), "changes nothing: send at least one field");
 
-const commentBody = z.strictObject({ body: z.string().min(1, "is empty"), author: actor.optional() });
+const commentBody = z.strictObject({ body: workComment.shape.body, author: actor.optional() });
 
 function keyParam(raw: string): string {
   const parsed = workKey.safeParse(raw);
