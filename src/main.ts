@@ -11,6 +11,7 @@ Usage:
   crewlet schema                          JSON Schema of crewlet.yaml, for editors
   crewlet chat post <channel> <text>      post to a channel on a running node
   crewlet work list                       list work items on a running node
+  crewlet config list|show|apply|activate the fleet's company revisions on a running node
   crewlet --help                          this text
 
 Exit codes: 0 clean, 1 runtime failure, 2 bad config or usage, 75 watchdog.
@@ -42,6 +43,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import("./cli/chat.ts")).runChatCommand(rest);
     case "work":
       return (await import("./cli/work.ts")).runWorkCommand(rest);
+    case "config":
+      return (await import("./cli/config.ts")).runConfigCommand(rest);
     default:
       throw new UsageError(`unknown command "${command}" (see crewlet --help)`);
   }

@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import { isMap, isSeq, LineCounter, parseDocument, type Document } from "yaml";
 import type { z } from "zod";
 import { tierASchema, DEFAULT_NODE_ID, type TierA } from "./tier-a.ts";
+import { companySchema, type Company } from "./company.ts";
 import { topologyProblems, type ConfigProblem } from "./topology.ts";
 
 export type { ConfigProblem };
@@ -100,6 +101,42 @@ export function parseConfig(text: string, source = "crewlet.yaml", env: Record<s
     throw new ConfigError(source, withLines);
   }
   return { config: parsed.data, nodeId: parsed.data.node.id ?? DEFAULT_NODE_ID, source };
+}
+
+/**
+ * A company on its own, for `crewlet config apply`: a crewlet.yaml (its `company:` is
+ * taken) or a file holding just the company. ${VAR} expands as in Tier A; every problem is
+ * named with its path and line, as for a node's own file.
+ */
+export function parseCompanyText(text: string, source: string, env: Record<string, string | undefined> = process.env): Company {
+  const counter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: counter, prettyErrors: false, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    throw new ConfigError(
+      source,
+      doc.errors.map((e) => ({ path: "", message: `YAML: ${e.message.split("\n")[0]}${e.linePos ? ` (line ${e.linePos[0].line})` : ""}` })),
+    );
+  }
+  const raw = doc.toJS() ?? {};
+  if (typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError(source, [{ path: "", message: "expected a mapping at the top level" }]);
+  const wrapped = "company" in raw;
+  const prefix = wrapped ? ["company"] : [];
+  const problems: ConfigProblem[] = [];
+  const expanded = expandEnv(wrapped ? (raw as { company: unknown }).company : raw, env, prefix, problems);
+  const parsed = companySchema.safeParse(expanded);
+  if (!parsed.success) {
+    for (const p of zodProblems(parsed.error)) problems.push({ path: formatPath([...prefix, ...(p.path ? p.path.split(/\.|\[|\]/).filter(Boolean) : [])]), message: p.message });
+  }
+  if (problems.length > 0 || !parsed.success) {
+    throw new ConfigError(
+      source,
+      problems.map((p) => {
+        const line = p.path ? lineOf(doc, counter, p.path.split(/\.|\[|\]/).filter(Boolean)) : undefined;
+        return line ? { ...p, message: `${p.message} (line ${line})` } : p;
+      }),
+    );
+  }
+  return parsed.data;
 }
 
 export function loadConfigFile(path: string, env: Record<string, string | undefined> = process.env): LoadedConfig {

@@ -9,7 +9,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { Clock, Timer } from "../clock.ts";
-import { companySchema, type Company } from "../config/company.ts";
+import { agentSeats, companySchema, type Company } from "../config/company.ts";
 import { CasConflict, type KvSlot } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 
@@ -24,7 +24,7 @@ const ACTIVE_KEY = "active";
 const revisionKey = (digest: string) => `revision.${digest}`;
 
 const pointerSchema = z.object({ digest: z.string().regex(/^[0-9a-f]{64}$/), activated_by: z.string(), activated_at: z.number() });
-const storedRevisionSchema = z.object({ digest: z.string(), company: z.unknown() });
+const storedRevisionSchema = z.object({ digest: z.string(), company: z.unknown(), stored_by: z.string().optional() });
 const appliedSchema = z.object({ digest: z.string(), epoch: z.number(), applied_at: z.number(), seats: z.number() });
 export type AppliedRecord = z.infer<typeof appliedSchema>;
 
@@ -54,6 +54,38 @@ export interface ActiveRevision {
   company: Company;
 }
 
+/** A stored revision as the API lists it. */
+export interface RevisionSummary {
+  digest: string;
+  name: string;
+  /** Agent seats the revision places. */
+  seats: number;
+  /** Store clock, ms: when the body was first stored. */
+  stored_at: number;
+  stored_by: string | null;
+  active: boolean;
+}
+
+/** Revisions one listing reads: far more than an operator keeps, and a bound on the walk. */
+export const MAX_LISTED_REVISIONS = 1_000;
+
+export class RevisionNotFound extends Error {
+  constructor(readonly digest: string) {
+    super(`no company revision ${digest}`);
+    this.name = "RevisionNotFound";
+  }
+}
+
+/** A stored body this build cannot read as a company (written by another build, or damaged). */
+export class RevisionUnreadable extends Error {
+  constructor(readonly digest: string, readonly detail: string) {
+    super(`company revision ${digest} cannot be read by this build: ${detail}`);
+    this.name = "RevisionUnreadable";
+  }
+}
+
+export const DIGEST_RE = /^[0-9a-f]{64}$/;
+
 export class CompanyRevisions {
   constructor(
     private readonly config: KvSlot,
@@ -63,15 +95,65 @@ export class CompanyRevisions {
     private readonly log: Logger,
   ) {}
 
-  /** Reads the active revision, or null when the fleet has none yet. */
-  async active(): Promise<ActiveRevision | null> {
+  private async pointer(): Promise<{ digest: string; epoch: number } | null> {
     const ptr = await this.config.get(ACTIVE_KEY);
     if (!ptr || ptr.operation !== "put") return null;
-    const pointer = pointerSchema.parse(JSON.parse(dec.decode(ptr.value)));
-    const body = await this.config.get(revisionKey(pointer.digest));
-    if (!body || body.operation !== "put") throw new Error(`active revision ${pointer.digest} has no body in crewlet_config`);
+    return { digest: pointerSchema.parse(JSON.parse(dec.decode(ptr.value))).digest, epoch: ptr.revision };
+  }
+
+  /** Reads the active revision, or null when the fleet has none yet. */
+  async active(): Promise<ActiveRevision | null> {
+    const ptr = await this.pointer();
+    if (!ptr) return null;
+    const found = await this.read(ptr.digest);
+    if (!found) throw new Error(`active revision ${ptr.digest} has no body in crewlet_config`);
+    return { digest: ptr.digest, epoch: ptr.epoch, company: found.company };
+  }
+
+  /** One stored revision, or null when there is none by that digest. */
+  async read(digest: string): Promise<{ company: Company; stored_at: number; stored_by: string | null } | null> {
+    const body = await this.config.get(revisionKey(digest));
+    if (!body || body.operation !== "put") return null;
     const stored = storedRevisionSchema.parse(JSON.parse(dec.decode(body.value)));
-    return { digest: pointer.digest, epoch: ptr.revision, company: companySchema.parse(stored.company) };
+    const parsed = companySchema.safeParse(stored.company);
+    if (!parsed.success) throw new RevisionUnreadable(digest, parsed.error.issues[0]?.message ?? "invalid");
+    return { company: parsed.data, stored_at: body.created, stored_by: stored.stored_by ?? null };
+  }
+
+  /** The stored revisions, newest first (at most MAX_LISTED_REVISIONS). */
+  async list(): Promise<RevisionSummary[]> {
+    const ptr = await this.pointer();
+    const keys = (await this.config.keys("revision.*")).slice(0, MAX_LISTED_REVISIONS);
+    const out: RevisionSummary[] = [];
+    for (const key of keys) {
+      const digest = key.slice("revision.".length);
+      const body = await this.config.get(key);
+      if (!body || body.operation !== "put") continue;
+      const stored = storedRevisionSchema.parse(JSON.parse(dec.decode(body.value)));
+      const parsed = companySchema.safeParse(stored.company);
+      out.push({
+        digest,
+        name: parsed.success ? parsed.data.name : "(unreadable by this build)",
+        seats: parsed.success ? agentSeats(parsed.data).length : 0,
+        stored_at: body.created,
+        stored_by: stored.stored_by ?? null,
+        active: ptr?.digest === digest,
+      });
+    }
+    return out.sort((a, b) => b.stored_at - a.stored_at || (a.digest < b.digest ? -1 : 1));
+  }
+
+  /** Stores `company` as an immutable revision (a no-op when it is there); returns its digest. */
+  async store(company: Company): Promise<string> {
+    const digest = companyDigest(company);
+    const body = enc.encode(JSON.stringify({ digest, company, stored_by: this.nodeId }));
+    try {
+      await this.config.create(revisionKey(digest), body);
+    } catch (err) {
+      // Already stored: a revision is immutable, and its first stored_at stands.
+      if (!(err instanceof CasConflict)) throw err;
+    }
+    return digest;
   }
 
   /**
@@ -79,7 +161,31 @@ export class CompanyRevisions {
    * after the call, whoever won a race.
    */
   async activate(company: Company): Promise<{ active: ActiveRevision; changed: boolean }> {
-    const digest = companyDigest(company);
+    const digest = await this.store(company);
+    return this.point(digest, company, false);
+  }
+
+  /**
+   * Makes `company` the fleet's company only if the fleet has none: a peer that activated
+   * one first (two first boots racing) wins, and this call changes nothing. Returns null
+   * then.
+   */
+  async activateIfNone(company: Company): Promise<{ active: ActiveRevision; changed: boolean } | null> {
+    const digest = await this.store(company);
+    return this.point(digest, company, true);
+  }
+
+  /** Makes a stored revision active again (a rollback, or a roll forward). */
+  async activateDigest(digest: string): Promise<{ active: ActiveRevision; changed: boolean }> {
+    const found = await this.read(digest);
+    if (!found) throw new RevisionNotFound(digest);
+    return this.point(digest, found.company, false);
+  }
+
+  /** Moves the activation pointer to a stored body (compare-and-set on the pointer). */
+  private async point(digest: string, company: Company, onlyIfNone: true): Promise<{ active: ActiveRevision; changed: boolean } | null>;
+  private async point(digest: string, company: Company, onlyIfNone: false): Promise<{ active: ActiveRevision; changed: boolean }>;
+  private async point(digest: string, company: Company, onlyIfNone: boolean): Promise<{ active: ActiveRevision; changed: boolean } | null> {
     // Bounded: each lost race means a peer moved the pointer; a few laps settle it.
     for (let attempt = 0; attempt < 5; attempt++) {
       const ptr = await this.config.get(ACTIVE_KEY);
@@ -87,12 +193,11 @@ export class CompanyRevisions {
       if (current?.digest === digest) {
         return { active: { digest, epoch: ptr!.revision, company }, changed: false };
       }
-      // The body first: a pointer must never name a revision that is not there.
-      await this.config.put(revisionKey(digest), enc.encode(JSON.stringify({ digest, company })));
+      if (onlyIfNone && current) return null;
       const pointer = enc.encode(JSON.stringify({ digest, activated_by: this.nodeId, activated_at: this.clock.now() }));
       try {
         const epoch = ptr && ptr.operation === "put" ? await this.config.update(ACTIVE_KEY, pointer, ptr.revision) : await this.config.create(ACTIVE_KEY, pointer);
-        this.log.info("config_revision_activated", { digest, epoch });
+        this.log.info("config_revision_activated", { digest, epoch, previous: current?.digest ?? null });
         return { active: { digest, epoch, company }, changed: true };
       } catch (err) {
         if (!(err instanceof CasConflict)) throw err;

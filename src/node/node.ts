@@ -26,13 +26,15 @@ import { SeatHost } from "../seat/host.ts";
 import { Watchdog } from "../seat/watchdog.ts";
 import { brokerPlanFor } from "./broker-plan.ts";
 import { handOffStreamLeaders } from "../broker/handoff.ts";
-import { CompanyRevisions, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "./company-revisions.ts";
+import { decideSeed, SeedMemory } from "./company-seed.ts";
+import { CompanyRevisions, companyDigest, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "./company-revisions.ts";
 import { DataNodesView } from "./data-nodes.ts";
 import { judgePosture } from "./posture.ts";
 import { NodeEngine } from "./engine.ts";
 import { agentsGroup } from "../api/routes/agents.ts";
 import { dashboardGroup } from "../api/dashboard/index.ts";
 import { eventsGroup } from "../api/routes/events.ts";
+import { configGroup } from "../api/routes/config.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
 import { wipeScratchStore } from "./scratch.ts";
 import { NodeRefusal } from "./refusal.ts";
@@ -227,10 +229,7 @@ export class CrewletNode {
     this.step("company");
     const revisions = new CompanyRevisions(coord.slot("config"), coord.slot("status"), this.nodeId, this.clock, this.log);
     const fileCompany = c.company;
-    if (fileCompany) {
-      const { changed } = await this.whileClusterForms("company", () => revisions.activate(fileCompany));
-      if (changed) nc.publish(REVISION_ACTIVATED_SUBJECT);
-    }
+    if (fileCompany) await this.seedCompany(fileCompany, revisions, storeDir, nc);
     const active = await this.whileClusterForms("company", () => revisions.active());
     this.company = active?.company ?? null;
 
@@ -365,6 +364,7 @@ export class CrewletNode {
       ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log })] : []),
       agentsGroup({ nodeId: this.nodeId, org: () => engine.currentOrg, status: (h) => engine.status(h), leases: () => seats.fleet() }),
       ...fleetGroups({ fleet: () => seats.fleet(), drain: () => void this.stop(EXIT_OK, "drain requested") }),
+      configGroup({ revisions, nudge: () => nc.publish(REVISION_ACTIVATED_SUBJECT) }),
     ]);
 
     this.step("ready");
@@ -394,6 +394,39 @@ export class CrewletNode {
         this.log.warn("node_boot_step_retry", { step, attempt, error: err as Error });
         await this.clock.sleep(CLUSTER_FORMING_RETRY_MS);
       }
+    }
+  }
+
+  /**
+   * The file's company is a seed (see company-seed.ts): activated when the fleet has none
+   * or the operator edited the file since this node last booted with it, never merely
+   * because this node restarted with an older file.
+   */
+  private async seedCompany(fileCompany: Company, revisions: CompanyRevisions, storeDir: string, nc: NatsConnection): Promise<void> {
+    const memory = new SeedMemory(storeDir);
+    try {
+      const file = companyDigest(fileCompany);
+      const current = await this.whileClusterForms("company", () => revisions.active());
+      const decision = decideSeed({ file, lastSeeded: memory.last(), active: current?.digest ?? null });
+      if (decision.apply) {
+        const result = await this.whileClusterForms("company", () =>
+          decision.reason === "fleet_has_none" ? revisions.activateIfNone(fileCompany) : revisions.activate(fileCompany),
+        );
+        if (result?.changed) nc.publish(REVISION_ACTIVATED_SUBJECT);
+        if (result) this.log.info("config_file_applied", { digest: file, reason: decision.reason, epoch: result.active.epoch });
+        // A peer's first boot won the race to seed the fleet: its company stands.
+        else this.log.warn("config_file_not_applied", { file_digest: file, active_digest: (await revisions.active())?.digest ?? null, reason: "fleet_seeded_by_peer" });
+      } else if (decision.reason !== "already_active") {
+        this.log.warn("config_file_not_applied", {
+          file_digest: file,
+          active_digest: current?.digest ?? null,
+          reason: decision.reason,
+          hint: "the fleet's active revision stands; `crewlet config apply` makes a file the fleet's company",
+        });
+      }
+      memory.remember(file, this.clock.now());
+    } finally {
+      memory.close();
     }
   }
 

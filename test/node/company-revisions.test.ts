@@ -5,7 +5,11 @@ import { FakeClock } from "../../src/clock.ts";
 import { companySchema } from "../../src/config/company.ts";
 import { MemoryCoordination } from "../../src/coord/index.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { APPLY_POLL_MS, CompanyRevisions, companyDigest, RevisionFollower, type ActiveRevision } from "../../src/node/company-revisions.ts";
+import { APPLY_POLL_MS, CompanyRevisions, companyDigest, RevisionFollower, RevisionNotFound, type ActiveRevision } from "../../src/node/company-revisions.ts";
+import { decideSeed, SeedMemory } from "../../src/node/company-seed.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 const acme = companySchema.parse({ name: "Acme", roles: [{ name: "CEO", handle: "ceo" }] });
 const acme2 = companySchema.parse({ name: "Acme", roles: [{ name: "CEO", handle: "ceo" }, { name: "CTO", handle: "cto" }] });
@@ -89,4 +93,60 @@ test("an apply that fails is retried on the next check", async () => {
   fail = false;
   await follower.check();
   expect(applied).toEqual([companyDigest(acme)]);
+});
+
+test("the file is a seed: activated only when the fleet has none or the operator edited it", () => {
+  const table: [string, Parameters<typeof decideSeed>[0], ReturnType<typeof decideSeed>][] = [
+    ["first boot of the fleet", { file: "A", lastSeeded: null, active: null }, { apply: true, reason: "fleet_has_none" }],
+    ["the fleet lost its pointer", { file: "A", lastSeeded: "A", active: null }, { apply: true, reason: "fleet_has_none" }],
+    ["the file is the active company", { file: "A", lastSeeded: "A", active: "A" }, { apply: false, reason: "already_active" }],
+    ["restart with the file seeded last time, fleet moved on", { file: "A", lastSeeded: "A", active: "B" }, { apply: false, reason: "file_unchanged" }],
+    ["restart after the operator edited the file", { file: "C", lastSeeded: "A", active: "B" }, { apply: true, reason: "file_changed" }],
+    ["a new (or scratch) store joining a fleet", { file: "C", lastSeeded: null, active: "B" }, { apply: false, reason: "not_seeded_here" }],
+  ];
+  for (const [, input, want] of table) expect(decideSeed(input)).toEqual(want);
+});
+
+test("the seed memory lives in node.db across opens", () => {
+  const dir = mkdtempSync(join(tmpdir(), "crewlet-seed-"));
+  try {
+    const m = new SeedMemory(dir);
+    expect(m.last()).toBeNull();
+    m.remember("abc", 1);
+    m.remember("def", 2);
+    m.close();
+    const again = new SeedMemory(dir);
+    expect(again.last()).toBe("def");
+    again.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("revisions are listed newest first, read by digest, re-activated (rollback), and first-boot seeding never overwrites", async () => {
+  const { clock, node } = setup();
+  const a = node("a");
+  expect(await a.activateIfNone(acme)).toMatchObject({ changed: true });
+  // A peer's first boot that lost the race changes nothing.
+  expect(await node("b").activateIfNone(acme2)).toBeNull();
+  expect((await a.active())!.digest).toBe(companyDigest(acme));
+  await clock.advance(1_000);
+  const second = await node("b").activate(acme2);
+  const list = await a.list();
+  expect(list.map((r) => [r.digest, r.active, r.seats, r.stored_by])).toEqual([
+    [companyDigest(acme2), true, 2, "b"],
+    [companyDigest(acme), false, 1, "a"],
+  ]);
+  expect((await a.read(companyDigest(acme)))!.company.roles.map((r) => r.handle)).toEqual(["ceo"]);
+  expect(await a.read("0".repeat(64))).toBeNull();
+  const back = await a.activateDigest(companyDigest(acme));
+  expect(back.changed).toBe(true);
+  expect(back.active.epoch).toBeGreaterThan(second.active.epoch);
+  expect((await a.active())!.digest).toBe(companyDigest(acme));
+  await expect(a.activateDigest("f".repeat(64))).rejects.toBeInstanceOf(RevisionNotFound);
+  // A stored revision is immutable: storing it again keeps its first stored_at.
+  const storedAt = (await a.list()).find((r) => r.digest === companyDigest(acme))!.stored_at;
+  await clock.advance(1_000);
+  await a.activate(acme);
+  expect((await a.list()).find((r) => r.digest === companyDigest(acme))!.stored_at).toBe(storedAt);
 });
