@@ -20,6 +20,7 @@ import { encodeTrigger, type Trigger } from "../org/trigger.ts";
 import { dispose, type Disposition, type Settle, type TurnEndKind } from "./classify.ts";
 import type { EpisodeStore } from "./episodes.ts";
 import type { EventSink } from "./events.ts";
+import type { TurnMemoryFacts, TurnMemoryPort } from "./memory.ts";
 import { workKeyOf, type CompletionLedger } from "./ledger.ts";
 import { systemPrompt, turnMessage, waitingMessages, type TurnContextData } from "./prompt.ts";
 import { ProviderError, type ChatMessage, type Provider, type ToolCall, type TurnFacts, type Usage } from "./providers/contract.ts";
@@ -58,6 +59,8 @@ export interface TurnEngineOptions {
   /** Null: no ledger (a test, or coordination without the slot) — every trigger runs. */
   ledger: CompletionLedger | null;
   episodes: EpisodeStore | null;
+  /** The seat's memory (src/memory): recall, memory tools, rows written at the turn's end. */
+  memory?: TurnMemoryPort | null;
   events: EventSink;
   max_rounds?: number;
 }
@@ -123,6 +126,8 @@ interface RunState {
   final_text: string;
   /** The model was still calling tools when the round cap ended the turn. */
   limit_hit: boolean;
+  /** Work items the turn's tools named (its episode lists them). */
+  work_items?: Set<string>;
 }
 
 function isExpected(err: unknown): boolean {
@@ -151,8 +156,9 @@ export class TurnEngine {
 
   toolsFor(handle: string): Tool[] {
     const mcp = this.o.mcpTools?.(handle) ?? [];
-    const names = new Set(this.builtins.map((t) => t.name));
-    return [...this.builtins, ...mcp.filter((t) => !names.has(t.name))];
+    const own = [...this.builtins, ...(this.o.memory?.tools() ?? [])];
+    const names = new Set(own.map((t) => t.name));
+    return [...own, ...mcp.filter((t) => !names.has(t.name))];
   }
 
   async run(req: TurnRequest): Promise<TurnReport> {
@@ -227,6 +233,30 @@ export class TurnEngine {
 
     const d = dispose(end, state.reached_outside);
     const message = error === null ? null : error instanceof Error ? error.message : String(error);
+    const memoryFacts: TurnMemoryFacts | null =
+      d.settle === "ack" && this.o.memory
+        ? {
+            seat: seat.handle,
+            turn_id: state.turn_id,
+            work_key,
+            trigger_ids: ran,
+            conversation,
+            counterparty: toRun[toRun.length - 1]!.from !== seat.handle ? toRun[toRun.length - 1]!.from : null,
+            outcome: d.outcome,
+            summary: state.final_text || (message ?? ""),
+            work_items: [...(state.work_items ?? [])],
+            asked: toRun.map((t) => t.text).join("\n"),
+          }
+        : null;
+    if (memoryFacts) {
+      // The turn's memory rows are written and published before its completion is
+      // recorded: a crash after the record finds every row of this turn on the changelog.
+      try {
+        await this.o.memory!.turnEnded(memoryFacts);
+      } catch (err) {
+        this.o.log.warn("memory_turn_write_failed", { seat: seat.handle, turn_id: state.turn_id, error: (err as Error).message });
+      }
+    }
     if (d.record && this.o.ledger) {
       await this.o.ledger.record({ seat: seat.handle, turn_id: state.turn_id, node: this.o.node_id, outcome: d.outcome, triggers: toRun, answered_messages: answered });
     }
@@ -249,6 +279,7 @@ export class TurnEngine {
         this.o.log.warn("episode_write_failed", { seat: seat.handle, turn_id: state.turn_id, error: (err as Error).message });
       }
     }
+    if (memoryFacts && d.outcome === "completed") await this.o.memory!.turnRecorded(memoryFacts);
     if (d.gave_up) {
       for (const t of toRun) {
         this.o.events.emit("turn_trigger_skipped", { seat: seat.handle, node: this.o.node_id, event_id: t.event_id, type: t.type, reason: end === "panicked" ? "turn_panicked" : "turn_failed_after_reaching_outside", by_turn: state.turn_id });
@@ -305,8 +336,11 @@ export class TurnEngine {
     const byName = new Map(tools.map((t) => [t.name, t]));
     const specs = tools.map(toolSpec);
     const system = systemPrompt(org, seat);
-    const messages: ChatMessage[] = [{ role: "user", content: turnMessage(triggers, ctx) }];
-    const facts = this.factsFor(seat, primary, ctx);
+    const recalled = await this.recall(seat, triggers);
+    const opening = turnMessage(triggers, ctx);
+    const messages: ChatMessage[] = [{ role: "user", content: recalled?.block ? `${opening}\n\n${recalled.block}` : opening }];
+    const base = this.factsFor(seat, primary, ctx);
+    const facts = recalled ? { ...base, vars: { ...base.vars, ...recalled.vars } } : base;
     const abort = new AbortController();
     const toolCtx: ToolContext = { seat: seat.handle, epoch: req.epoch, turn_id: state.turn_id, signal: abort.signal };
     const max_rounds = this.o.max_rounds ?? MAX_ROUNDS;
@@ -351,6 +385,7 @@ export class TurnEngine {
       }
       const reached = result.reached ?? reachesOutside(tool.annotations);
       if (reached) state.reached_outside = true;
+      if (!result.is_error && call.name.startsWith("work_")) noteWorkItem(state, call.arguments, result.content);
       result = { ...result, reached };
     }
     this.o.events.emit("tool_called", { seat: state.seat, node: this.o.node_id, turn_id: state.turn_id, round, tool: call.name, ok: !result.is_error, reached: result.reached ?? false });
@@ -407,6 +442,17 @@ export class TurnEngine {
     }
   }
 
+  /** The seat's memory for this turn; a memory that cannot be read costs the turn nothing. */
+  private async recall(seat: Seat, triggers: Trigger[]) {
+    if (!this.o.memory) return null;
+    try {
+      return await this.o.memory.recall({ seat, org: this.o.org(), triggers, work_key: workKeyOf(triggers) });
+    } catch (err) {
+      this.o.log.warn("memory_recall_failed", { seat: seat.handle, error: (err as Error).message });
+      return null;
+    }
+  }
+
   private factsFor(seat: Seat, t: Trigger, ctx: TurnContextData): TurnFacts {
     const woke = ctx.thread?.messages.find((m) => m.id === t.refs.message_id);
     return {
@@ -460,6 +506,17 @@ export class TurnEngine {
       }
     }
     return { ctx, woke, thread };
+  }
+}
+
+/** Work items a tool call named: its `key` argument, or the key its answer reports. */
+function noteWorkItem(state: RunState, args: Record<string, unknown>, content: string): void {
+  const items = (state.work_items ??= new Set());
+  if (items.size >= 32) return;
+  if (typeof args.key === "string") items.add(args.key);
+  else {
+    const m = /"key"\s*:\s*"([^"]{1,200})"/.exec(content);
+    if (m) items.add(m[1]!);
   }
 }
 

@@ -7,6 +7,11 @@ import { join } from "node:path";
 import type { Clock } from "../clock.ts";
 import type { Company } from "../config/company.ts";
 import type { KvSlot } from "../coord/contract.ts";
+import { TurnMemory } from "../agent/memory.ts";
+import { ReflectDispatcher } from "../agent/reflect.ts";
+import type { Changelog } from "../memory/changelog.ts";
+import { MemoryStore } from "../memory/store.ts";
+import { MemorySync } from "../memory/sync.ts";
 import type { Logger } from "../log.ts";
 import { buildOrg, type Org } from "../org/org.ts";
 import type { Queue } from "../queue/contract.ts";
@@ -14,7 +19,6 @@ import type { SeatHooks } from "../seat/host.ts";
 import {
   buildProviders,
   CompletionLedger,
-  EpisodeStore,
   McpPool,
   mcpPrepareStep,
   mcpReleaseStep,
@@ -35,6 +39,10 @@ export interface EngineOptions {
   estate: EstatePort;
   queue: Queue;
   ledger: KvSlot;
+  /** The seats' memory changelog (CREWLET_MEMORY). */
+  changelog: Changelog;
+  /** crewlet_claims: the onboarding step's fleet-wide claim (null: no onboarding). */
+  claims: KvSlot | null;
   max_concurrent: number;
   clock: Clock;
   log: Logger;
@@ -47,6 +55,9 @@ export class NodeEngine {
   private readonly mcp: McpPool;
   readonly turns: TurnEngine;
   readonly inbox: SeatInbox;
+  readonly memoryStore: MemoryStore;
+  readonly memorySync: MemorySync;
+  private readonly reflect: ReflectDispatcher;
 
   constructor(private readonly o: EngineOptions) {
     this.org = buildOrg(o.company);
@@ -55,6 +66,10 @@ export class NodeEngine {
     // WAL: turns write episodes while the API reads them.
     this.db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
     this.mcp = new McpPool({ clock: o.clock, log: o.log });
+    this.memoryStore = new MemoryStore(this.db, o.clock);
+    this.memorySync = new MemorySync({ store: this.memoryStore, changelog: o.changelog, clock: o.clock, log: o.log });
+    const providerFor = (seat: { llm?: string | null }) => (seat.llm ? this.providers.get(seat.llm) : undefined);
+    this.reflect = new ReflectDispatcher({ queue: o.queue, store: this.memoryStore, sync: this.memorySync, org: () => this.org, providerFor, clock: o.clock, log: o.log });
     this.turns = new TurnEngine({
       org: () => this.org,
       node_id: o.nodeId,
@@ -65,18 +80,36 @@ export class NodeEngine {
       providerFor: (seat) => (seat.llm ? this.providers.get(seat.llm) : undefined),
       mcpTools: (handle) => this.mcp.tools(handle),
       ledger: new CompletionLedger(o.ledger, o.clock, o.log),
-      episodes: new EpisodeStore(this.db),
+      // The seat's episodes are its memory's (src/memory), written before the completion.
+      episodes: null,
+      memory: new TurnMemory({ store: this.memoryStore, sync: this.memorySync, estate: o.estate, queue: o.queue, claims: o.claims, node_id: o.nodeId, clock: o.clock, log: o.log }),
       events: publishEventSink(o.queue, o.log, () => o.clock.now()),
     });
     this.inbox = new SeatInbox({ engine: this.turns, log: o.log, max_concurrent: o.max_concurrent });
+    this.memorySync.start();
   }
 
-  /** The seat host's hooks: MCP children up before the inbox attaches, down on release. */
+  /**
+   * The seat host's hooks. Acquire: MCP children, then the seat's memory hydrated from the
+   * changelog (a failure refuses the seat), then its reflection subject — the host attaches
+   * the inbox last. Release: the reflection subject goes first, then the last flush, then
+   * the children.
+   */
   hooks(): SeatHooks {
     const release = mcpReleaseStep(this.mcp);
     return {
-      prepare: [mcpPrepareStep(this.mcp, () => this.org, this.o.log)],
-      onRelease: (grant) => release(grant),
+      prepare: [
+        mcpPrepareStep(this.mcp, () => this.org, this.o.log),
+        async (grant) => {
+          await this.memorySync.hydrate(grant.handle);
+          await this.reflect.attach(grant.handle);
+        },
+      ],
+      onRelease: async (grant) => {
+        await this.reflect.detach(grant.handle);
+        await this.memorySync.release(grant.handle);
+        await release(grant);
+      },
     };
   }
 
@@ -95,6 +128,8 @@ export class NodeEngine {
   }
 
   async stop(): Promise<void> {
+    await this.reflect.detachAll();
+    await this.memorySync.stop();
     await this.mcp.stopAll();
     this.db.close();
   }

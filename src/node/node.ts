@@ -38,6 +38,9 @@ import { configGroup } from "../api/routes/config.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
 import { wipeScratchStore } from "./scratch.ts";
 import { NodeRefusal } from "./refusal.ts";
+import { JetStreamChangelog } from "../memory/changelog.ts";
+import { MemoryReads } from "../memory/reads.ts";
+import { memoryGroup } from "../api/routes/memory.ts";
 
 export interface NodeOptions {
   loaded: LoadedConfig;
@@ -219,6 +222,10 @@ export class CrewletNode {
       if (out > 0) this.log.info("queue_pulls_settled", { pulls: out, waited_ms: this.clock.now() - started });
     });
 
+    // The seats' memory changelog: every node hydrates seats from it and publishes to it.
+    const changelog = new JetStreamChangelog(nc, replicas);
+    await this.whileClusterForms("memory", () => changelog.ensure());
+
     this.step("coordination");
     this.coord = await this.whileClusterForms("coordination", () =>
       createCoordination({ type: c.coordination.type, nc, replicas, lease_ttl_ms: ttl_ms, clock: this.clock, log: this.log }),
@@ -265,6 +272,8 @@ export class CrewletNode {
       estate: estate.router,
       queue: this.queue,
       ledger: coord.slot("ledger"),
+      changelog,
+      claims: coord.slot("claims"),
       max_concurrent: c.node.max_concurrent,
       clock: this.clock,
       log: this.log,
@@ -293,6 +302,17 @@ export class CrewletNode {
       watchdog: this.watchdog,
     });
     const seats = this.seats;
+    // Every node answers memory reads for the seats it holds (leaf nodes too), from before
+    // its first claim, so a seat is never held here without an answer for it.
+    const memoryReads = new MemoryReads({
+      store: engine.memoryStore,
+      sync: engine.memorySync,
+      queue,
+      holder: { node_id: this.nodeId, owner: seats.owner, held: () => seats.held(), leases: async () => (await seats.fleet()).leases },
+      log: this.log,
+    });
+    await memoryReads.serve();
+    this.onStop(() => memoryReads.stop());
     await seats.start(this.company ? agentSeats(this.company) : []);
     this.watchdog.arm();
     // A member whose sidecar stops after the drain first hands its mailboxes' consumer
@@ -362,6 +382,7 @@ export class CrewletNode {
     this.mountApi(auth, [
       ...(roles.includes("ingress") ? estate.routeGroups : []),
       ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log })] : []),
+      memoryGroup({ org: () => engine.currentOrg, reads: memoryReads }),
       agentsGroup({ nodeId: this.nodeId, org: () => engine.currentOrg, status: (h) => engine.status(h), leases: () => seats.fleet() }),
       ...fleetGroups({ fleet: () => seats.fleet(), drain: () => void this.stop(EXIT_OK, "drain requested") }),
       configGroup({ revisions, nudge: () => nc.publish(REVISION_ACTIVATED_SUBJECT) }),

@@ -1,0 +1,203 @@
+// The seat's memory in the turn (src/memory holds the rows, the changelog and the pure
+// recall/reflection code; this is the agent engine's side of it):
+//   - recall: before the model is called, the seat's newest diary, its episodes for the
+//     work at hand and its note on whoever woke it, inside MEMORY_PROMPT_TOKENS; the first
+//     turn of a seat runs its onboarding step once, fleet-wide;
+//   - the tools memory_note and memory_search (inputs derived from the row schemas);
+//   - at the turn's end, its episode, counterparty and conversation rows are written and
+//     published BEFORE the completion is recorded, so a crash after the record loses none;
+//   - once recorded, a reflection_due wake on the seat's own reflection subject.
+import type { Clock } from "../clock.ts";
+import type { KvSlot } from "../coord/contract.ts";
+import type { Logger } from "../log.ts";
+import { claimOnboarding, ONBOARDING_STEP } from "../memory/onboarding.ts";
+import { memoryBlock, RECALL_DIARY_NOTES, RECALL_EPISODES } from "../memory/recall.ts";
+import { MemoryNoteInput, MemorySearchInput, MEMORY_SEARCH_MAX_RESULTS, MAX_SUMMARY_BYTES, MAX_WORK_ITEMS, MAX_NOTE_BYTES, MemoryRowInvalid } from "../memory/records.ts";
+import { cutBytes, encodeReflectionDue, reflectionMsgId } from "../memory/reflection.ts";
+import type { MemoryStore } from "../memory/store.ts";
+import type { MemorySync } from "../memory/sync.ts";
+import type { Org, Seat } from "../org/org.ts";
+import type { Trigger } from "../org/trigger.ts";
+import { mailboxSubject } from "../queue/topics.ts";
+import { defineTool, ok, type Tool } from "./tools/contract.ts";
+import type { EstatePort, PublishPort } from "./tools/estate-port.ts";
+
+/** Pages of a unit's space the onboarding step reads the titles of. */
+export const ONBOARDING_PAGES = 20;
+
+export interface TurnMemoryFacts {
+  seat: string;
+  turn_id: string;
+  work_key: string | null;
+  trigger_ids: string[];
+  conversation: string;
+  /** Who woke the turn (the last trigger's sender), unless the seat itself. */
+  counterparty: string | null;
+  outcome: string;
+  summary: string;
+  work_items: string[];
+  /** What woke it, in words. */
+  asked: string;
+}
+
+export interface Recalled {
+  /** Added to the turn's opening message; null when there is nothing to say. */
+  block: string | null;
+  /** For the scripted provider's templates: {{diary}} (newest note), {{memory}} (the block). */
+  vars: Record<string, string>;
+}
+
+/** What the turn engine asks of the seat's memory (absent: a turn with no memory). */
+export interface TurnMemoryPort {
+  recall(r: { seat: Seat; org: Org; triggers: readonly Trigger[]; work_key: string | null }): Promise<Recalled>;
+  tools(): readonly Tool[];
+  turnEnded(t: TurnMemoryFacts): Promise<void>;
+  turnRecorded(t: TurnMemoryFacts): Promise<void>;
+}
+
+export interface TurnMemoryOptions {
+  store: MemoryStore;
+  sync: MemorySync;
+  estate: EstatePort;
+  queue: PublishPort;
+  /** crewlet_claims: the onboarding step's fleet-wide single-flight. Null: no onboarding. */
+  claims: KvSlot | null;
+  node_id: string;
+  clock: Clock;
+  log: Logger;
+}
+
+export class TurnMemory implements TurnMemoryPort {
+  private readonly toolList: Tool[];
+
+  constructor(private readonly o: TurnMemoryOptions) {
+    this.toolList = memoryTools(o.store);
+  }
+
+  tools(): readonly Tool[] {
+    return this.toolList;
+  }
+
+  async recall(r: { seat: Seat; org: Org; triggers: readonly Trigger[]; work_key: string | null }): Promise<Recalled> {
+    const handle = r.seat.handle;
+    await this.onboard(r.seat, r.org);
+    const last = r.triggers[r.triggers.length - 1]!;
+    const counterparty = last.from !== handle ? last.from : null;
+    const diary = this.o.store.recentDiary(handle, RECALL_DIARY_NOTES);
+    const work_key = r.triggers.map((t) => t.refs.work_key).filter((k): k is string => k !== undefined).at(-1);
+    const episodes = work_key !== undefined ? this.o.store.episodesFor(handle, work_key) : [];
+    // No work item: the earlier turns of this conversation are "this work".
+    const inConversation = episodes.length === 0 ? this.o.store.episodesInConversation(handle, last.conversation, RECALL_EPISODES) : episodes;
+    const block = memoryBlock({
+      diary,
+      episodes: inConversation.slice(0, RECALL_EPISODES),
+      counterparty: counterparty ? this.o.store.counterparty(handle, counterparty) : null,
+      onboarding: this.o.store.view(handle, 1).onboarding,
+    });
+    return { block, vars: { diary: diary[0]?.content ?? "", memory: block ?? "" } };
+  }
+
+  /** The seat's onboarding step, once per seat: marker here → done; else claim, run, mark. */
+  private async onboard(seat: Seat, org: Org): Promise<void> {
+    const handle = seat.handle;
+    if (!this.o.claims || this.o.store.hasOnboarding(handle, ONBOARDING_STEP)) return;
+    let won: boolean;
+    try {
+      won = await claimOnboarding(this.o.claims, handle, ONBOARDING_STEP, this.o.node_id, this.o.clock.now());
+    } catch (err) {
+      this.o.log.warn("memory_onboarding_claim_failed", { seat: handle, error: err as Error });
+      return;
+    }
+    if (!won) return;
+    const found: string[] = [];
+    for (const unitId of seat.units) {
+      const space = org.unit(unitId)?.space;
+      if (!space) continue;
+      try {
+        const pages = await this.o.estate.read({ q: "pages.list", container: space, limit: ONBOARDING_PAGES });
+        found.push(`space "${space}": ${pages.length === 0 ? "no pages yet" : pages.map((p) => p.title).join(", ")}`);
+      } catch (err) {
+        found.push(`space "${space}": unreadable (${(err as Error).message})`);
+      }
+    }
+    const detail = cutBytes(found.length === 0 ? "no unit knowledge space to read" : `read ${found.join("; ")}`, MAX_NOTE_BYTES);
+    // The marker's detail is what the turn is shown (recall's "Onboarding done" line).
+    this.o.store.markOnboarding(handle, ONBOARDING_STEP, detail);
+    this.o.log.info("memory_onboarded", { seat: handle, step: ONBOARDING_STEP, spaces: found.length });
+  }
+
+  async turnEnded(t: TurnMemoryFacts): Promise<void> {
+    const s = this.o.store;
+    s.writeEpisode({
+      id: t.turn_id,
+      handle: t.seat,
+      work_key: t.work_key,
+      turn_id: t.turn_id,
+      trigger_ids: t.trigger_ids.slice(0, 64),
+      conversation: t.conversation,
+      counterparty: t.counterparty,
+      outcome: t.outcome,
+      summary: cutBytes(t.summary, MAX_SUMMARY_BYTES),
+      work_items: t.work_items.slice(0, MAX_WORK_ITEMS),
+      created_at: this.o.clock.now(),
+    });
+    if (t.counterparty) s.touchCounterparty(t.seat, t.counterparty, t.work_key);
+    s.touchConversation(t.seat, t.conversation, t.turn_id, t.trigger_ids.slice(0, 64));
+    // Published before the completion is recorded. A failure is logged and left to the
+    // cycle: the turn's effects shipped, and its completion must be recorded regardless.
+    await this.o.sync.flushQuietly(t.seat, "turn");
+  }
+
+  async turnRecorded(t: TurnMemoryFacts): Promise<void> {
+    try {
+      await this.o.queue.publish(
+        mailboxSubject(t.seat, "reflect"),
+        encodeReflectionDue({
+          type: "reflection_due",
+          seat: t.seat,
+          turn_id: t.turn_id,
+          work_key: t.work_key,
+          conversation: cutBytes(t.conversation, 512),
+          counterparty: t.counterparty ? cutBytes(t.counterparty, 200) : null,
+          outcome: t.outcome,
+          summary: cutBytes(t.summary, MAX_SUMMARY_BYTES),
+          asked: cutBytes(t.asked, MAX_NOTE_BYTES),
+          at: this.o.clock.now(),
+        }),
+        { msgId: reflectionMsgId(t.turn_id) },
+      );
+    } catch (err) {
+      // A lost wake is a lost reflection, not a lost turn: the episode is already kept.
+      this.o.log.warn("memory_reflection_wake_failed", { seat: t.seat, turn_id: t.turn_id, error: err as Error });
+    }
+  }
+}
+
+/** memory_note and memory_search: the seat's own memory, nothing outside the engine. */
+export function memoryTools(store: MemoryStore): Tool[] {
+  const own = { readOnly: false, openWorld: false, estateWrite: false };
+  return [
+    defineTool({
+      name: "memory_note",
+      description: "Keep a short note in your own diary (facts, preferences, decisions you will want in later turns). Identical notes are kept once.",
+      input: MemoryNoteInput,
+      annotations: own,
+      run: async (a, ctx) => {
+        try {
+          const r = store.writeDiary({ handle: ctx.seat, content: a.content, source: "note", turn_id: ctx.turn_id, work_key: null });
+          return ok({ kept: true, id: r.id, already_there: !r.inserted });
+        } catch (err) {
+          if (err instanceof MemoryRowInvalid) return { content: err.message, is_error: true, reached: false };
+          throw err;
+        }
+      },
+    }),
+    defineTool({
+      name: "memory_search",
+      description: "Search your own diary and the summaries of your earlier turns.",
+      input: MemorySearchInput,
+      annotations: { readOnly: true, openWorld: false, estateWrite: false },
+      run: async (a, ctx) => ok({ hits: store.search(ctx.seat, a.query, a.limit ?? MEMORY_SEARCH_MAX_RESULTS) }),
+    }),
+  ];
+}

@@ -1,0 +1,118 @@
+// The holder's reflection dispatcher: the acquire hook attaches the seat's reflection
+// subject after hydration (a pass reads what the seat already knows), the release hook
+// detaches it before the last flush (nothing new writes the seat's memory here after it).
+// A wake published while the seat is between holders waits on the subject for the next.
+// One pass is one model call; what it learned becomes diary notes (source "reflection")
+// and its note on the counterparty, flushed when the pass ends.
+import type { Clock } from "../clock.ts";
+import type { Logger } from "../log.ts";
+import { MemoryRowInvalid } from "../memory/records.ts";
+import { decodeReflectionDue, parseReflection, reflectionPrompt } from "../memory/reflection.ts";
+import type { MemoryStore } from "../memory/store.ts";
+import type { MemorySync } from "../memory/sync.ts";
+import type { Org, Seat } from "../org/org.ts";
+import { ack, nak, type Attachment, type Delivery, type Outcome, type Queue } from "../queue/contract.ts";
+import { mailbox } from "../queue/topics.ts";
+import { systemPrompt } from "./prompt.ts";
+import { ProviderError, type Provider } from "./providers/contract.ts";
+
+/** Diary notes a reflection pass is shown, so it does not write them again. */
+export const REFLECTION_DIARY_NOTES = 10;
+/** Trigger type the scripted provider's rules match a reflection pass by. */
+export const REFLECTION_TRIGGER = "reflection";
+
+export interface ReflectOptions {
+  queue: Queue;
+  store: MemoryStore;
+  sync: MemorySync;
+  org: () => Org;
+  providerFor: (seat: Seat) => Provider | undefined;
+  clock: Clock;
+  log: Logger;
+}
+
+export class ReflectDispatcher {
+  private readonly attachments = new Map<string, Attachment>();
+
+  constructor(private readonly o: ReflectOptions) {}
+
+  async attach(handle: string): Promise<void> {
+    if (this.attachments.has(handle)) return;
+    const mb = mailbox(handle, "reflect");
+    const att = await this.o.queue.attach(mb.subject, mb.group, (d) => this.handle(handle, d));
+    this.attachments.set(handle, att);
+  }
+
+  /** Lets the subject go; a pass still running is not waited for (the spec's bounded loss). */
+  async detach(handle: string): Promise<void> {
+    const att = this.attachments.get(handle);
+    this.attachments.delete(handle);
+    await att?.detach();
+  }
+
+  async detachAll(): Promise<void> {
+    await Promise.all([...this.attachments.keys()].map((h) => this.detach(h)));
+  }
+
+  private async handle(handle: string, d: Delivery): Promise<Outcome> {
+    const decoded = decodeReflectionDue(d.data);
+    if (!decoded.ok) {
+      this.o.log.error("memory_reflection_wake_invalid", { seat: handle, seq: d.streamSeq, error: decoded.error });
+      return ack();
+    }
+    const due = decoded.due;
+    const org = this.o.org();
+    const seat = org.agentSeat(handle);
+    const provider = seat ? this.o.providerFor(seat) : undefined;
+    if (!seat || !provider || due.seat !== handle) {
+      this.o.log.warn("memory_reflection_skipped", { seat: handle, turn_id: due.turn_id, reason: !seat ? "not an agent seat" : !provider ? "no model provider" : "wake for another seat" });
+      return ack();
+    }
+    const store = this.o.store;
+    const cp = due.counterparty ? store.counterparty(handle, due.counterparty) : null;
+    const diary = store.recentDiary(handle, REFLECTION_DIARY_NOTES);
+    let text: string;
+    try {
+      const answer = await provider.complete({
+        system: systemPrompt(org, seat),
+        messages: [{ role: "user", content: reflectionPrompt(due, diary, cp) }],
+        tools: [],
+        facts: {
+          seat: handle,
+          trigger_type: REFLECTION_TRIGGER,
+          vars: {
+            text: due.asked,
+            seat: handle,
+            author: due.counterparty ?? "",
+            work_key: due.work_key ?? "",
+            summary: due.summary,
+            outcome: due.outcome,
+            conversation: due.conversation,
+            trigger: REFLECTION_TRIGGER,
+            diary: diary[0]?.content ?? "",
+            company: org.company_name,
+          },
+        },
+      });
+      text = answer.text;
+    } catch (err) {
+      // A model that failed may answer on the next delivery (bounded: the queue's delivery
+      // budget, then the dead letters); a configuration error never will.
+      const permanent = err instanceof ProviderError && err.kind === "config";
+      this.o.log.warn("memory_reflection_failed", { seat: handle, turn_id: due.turn_id, error: err as Error, retry: !permanent });
+      return permanent ? ack() : nak();
+    }
+    const r = parseReflection(text);
+    let notes = 0;
+    try {
+      for (const content of r.notes) if (store.writeDiary({ handle, content, source: "reflection", turn_id: due.turn_id, work_key: due.work_key }).inserted) notes += 1;
+      if (r.counterparty_note !== null && due.counterparty) store.setCounterpartyNote(handle, due.counterparty, r.counterparty_note);
+    } catch (err) {
+      if (!(err instanceof MemoryRowInvalid)) throw err;
+      this.o.log.warn("memory_reflection_row_invalid", { seat: handle, turn_id: due.turn_id, error: err.message });
+    }
+    await this.o.sync.flushQuietly(handle, "reflection");
+    this.o.log.info("memory_reflected", { seat: handle, turn_id: due.turn_id, notes, counterparty_note: r.counterparty_note !== null });
+    return ack();
+  }
+}

@@ -1,0 +1,43 @@
+// GET /agents/memory (every seat's memory summary, one request per holding node) and
+// GET /agents/{handle}/memory (one seat's memory), both answered by the seat's holder
+// (src/memory/reads.ts). A holder that is silent or still hydrating is a 503 naming it,
+// never an empty memory; a seat nobody holds is empty and says so.
+import { Hono } from "hono";
+import { z } from "zod";
+import { MEMORY_READ_DEFAULT_LIMIT, MEMORY_READ_MAX_LIMIT, type MemoryReads } from "../../memory/reads.ts";
+import type { Org } from "../../org/org.ts";
+import type { RouteGroup } from "../app.ts";
+import type { AuthEnv } from "../auth.ts";
+import { ApiError, fromZod } from "../errors.ts";
+
+export interface MemorySource {
+  org(): Org;
+  reads: MemoryReads;
+}
+
+const Query = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(MEMORY_READ_MAX_LIMIT).default(MEMORY_READ_DEFAULT_LIMIT),
+});
+
+/** Mounted before agentsGroup: `/agents/memory` must not read as a seat called "memory". */
+export function memoryGroup(src: MemorySource): RouteGroup {
+  return {
+    prefix: "/agents",
+    routes: (auth) => {
+      const app = new Hono<AuthEnv>();
+      app.get("/memory", auth.require("state:read"), async (c) => {
+        const handles = src.org().agentSeats().map((s) => s.handle);
+        return c.json(await src.reads.overview(handles));
+      });
+      app.get("/:handle/memory", auth.require("state:read"), async (c) => {
+        const handle = c.req.param("handle");
+        if (!src.org().agentSeat(handle)) throw new ApiError(404, "unknown_seat", `no agent seat "${handle}" in this company`, "handle");
+        const q = Query.safeParse(c.req.query());
+        if (!q.success) throw fromZod(q.error, "query");
+        const answer = await src.reads.seat(handle, q.data.limit);
+        return c.json(answer, answer.state === "unavailable" ? 503 : 200);
+      });
+      return app;
+    },
+  };
+}

@@ -1,0 +1,220 @@
+// Reads of a seat's memory are answered by the seat's holder (spec: "A read is answered by
+// the holder"). Every node that ever held a seat keeps a copy, but only the holder keeps it
+// current, so a screen is never answered from whichever node served the request:
+//   - this node holds the seat (its incarnation is the lease's owner) → its own store;
+//   - a peer holds it → one request to that holder on `crewlet.memory.read.{node}` with a
+//     2 s budget; silence, or a holder still hydrating the seat, is "unavailable", never empty;
+//   - nobody holds it → empty, naming no holder (a copy of unknown age is not its memory).
+// The overview (every seat) lists the leases once and sends ONE request per holding node
+// naming all of its seats — the number of requests is the number of holders, not seats.
+// Every node answers for the seats it holds, leaf nodes (no API) included.
+import { z } from "zod";
+import type { Logger } from "../log.ts";
+import type { Queue } from "../queue/contract.ts";
+import { HandleSchema } from "../queue/topics.ts";
+import { MEMORY_TABLES, type MemoryTable } from "./records.ts";
+import type { MemoryStore, SeatMemoryView } from "./store.ts";
+import type { MemorySync } from "./sync.ts";
+
+/** The holder has this long to answer (ARCHITECTURE.md: scatter budget 2 s). */
+export const MEMORY_READ_BUDGET_MS = 2_000;
+/** Rows of each kind one seat's read returns at most: a screen's page, well under a message. */
+export const MEMORY_READ_MAX_LIMIT = 100;
+export const MEMORY_READ_DEFAULT_LIMIT = 20;
+/** Seats one request may name: a company far larger than any we run. */
+const MAX_SEATS_PER_REQUEST = 2_000;
+
+export const memoryReadSubject = (node: string): string => {
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(node)) throw new Error(`invalid node id ${JSON.stringify(node)}`);
+  return `crewlet.memory.read.${node}`;
+};
+
+const ReadRequest = z.strictObject({
+  /** The holding incarnation the asker read from the lease: a restarted node is another. */
+  owner: z.string().min(1).max(200),
+  handles: z.array(HandleSchema).min(1).max(MAX_SEATS_PER_REQUEST),
+  /** Full view of each seat (one seat's screen) or its summary (the overview). */
+  mode: z.enum(["view", "summary"]),
+  limit: z.number().int().min(1).max(MEMORY_READ_MAX_LIMIT),
+});
+type ReadRequest = z.infer<typeof ReadRequest>;
+
+export interface SeatSummary {
+  counts: Record<MemoryTable, number>;
+  newest_note: string | null;
+  newest_episode_at: number | null;
+}
+
+type SeatAnswer = { state: "ok"; view?: SeatMemoryView; summary?: SeatSummary } | { state: "hydrating" } | { state: "not_held" };
+
+const ReadAnswer = z.object({
+  node: z.string(),
+  owner: z.string(),
+  seats: z.record(z.string(), z.object({ state: z.enum(["ok", "hydrating", "not_held"]), view: z.any().optional(), summary: z.any().optional() })),
+});
+
+export interface LeaseFact {
+  handle: string;
+  node: string;
+  owner: string;
+  epoch: number;
+}
+
+export interface HolderFacts {
+  node_id: string;
+  /** This process's incarnation (the lease owner it writes). */
+  owner: string;
+  /** Seats established here. */
+  held(): readonly string[];
+  /** Every live seat lease, read now. */
+  leases(): Promise<LeaseFact[]>;
+}
+
+export type MemoryReadState = "ok" | "no_holder" | "unavailable";
+
+export interface SeatMemoryAnswer {
+  handle: string;
+  state: MemoryReadState;
+  holder: { node: string; epoch: number } | null;
+  /** Why it is unavailable, in words. */
+  reason?: string;
+  memory: SeatMemoryView | null;
+}
+
+export interface OverviewAnswer {
+  seats: { handle: string; state: MemoryReadState; holder: { node: string; epoch: number } | null; reason?: string; summary: SeatSummary | null }[];
+  coverage: { asked: string[]; answered: string[]; silent: string[] };
+}
+
+export function emptyCounts(): Record<MemoryTable, number> {
+  return Object.fromEntries(MEMORY_TABLES.map((t) => [t, 0])) as Record<MemoryTable, number>;
+}
+
+export function emptyView(): SeatMemoryView {
+  return { diary: [], episodes: [], counterparties: [], onboarding: [], conversations: [], counts: emptyCounts() };
+}
+
+export interface MemoryReadsOptions {
+  store: MemoryStore;
+  sync: MemorySync;
+  queue: Queue;
+  holder: HolderFacts;
+  log: Logger;
+  budget_ms?: number;
+}
+
+export class MemoryReads {
+  private serving: { stop(): void } | null = null;
+
+  constructor(private readonly o: MemoryReadsOptions) {}
+
+  /** Answers this node's read subject (every node, whatever its roles). */
+  async serve(): Promise<void> {
+    this.serving = await this.o.queue.serve(memoryReadSubject(this.o.holder.node_id), async (req) => {
+      let parsed: ReadRequest;
+      try {
+        parsed = ReadRequest.parse(JSON.parse(new TextDecoder().decode(req.data)));
+      } catch (err) {
+        this.o.log.warn("memory_read_request_invalid", { error: (err as Error).message });
+        return null;
+      }
+      return new TextEncoder().encode(JSON.stringify(this.answerLocally(parsed)));
+    });
+  }
+
+  stop(): void {
+    this.serving?.stop();
+    this.serving = null;
+  }
+
+  private seatAnswer(handle: string, owner: string, mode: ReadRequest["mode"], limit: number): SeatAnswer {
+    if (this.o.sync.state(handle) === "hydrating") return { state: "hydrating" };
+    if (owner !== this.o.holder.owner || !this.o.holder.held().includes(handle) || this.o.sync.state(handle) !== "ready") return { state: "not_held" };
+    return mode === "view" ? { state: "ok", view: this.o.store.view(handle, limit) } : { state: "ok", summary: this.summary(handle) };
+  }
+
+  private answerLocally(req: ReadRequest) {
+    const seats: Record<string, SeatAnswer> = {};
+    for (const h of req.handles) seats[h] = this.seatAnswer(h, req.owner, req.mode, req.limit);
+    return { node: this.o.holder.node_id, owner: this.o.holder.owner, seats };
+  }
+
+  private summary(handle: string): SeatSummary {
+    const view = this.o.store.view(handle, 1);
+    return { counts: view.counts, newest_note: view.diary[0]?.content ?? null, newest_episode_at: view.episodes[0]?.created_at ?? null };
+  }
+
+  /** Asks a holder about some of its seats; null when it did not answer within the budget. */
+  private async ask(node: string, req: ReadRequest): Promise<Record<string, SeatAnswer> | null> {
+    const answers = await this.o.queue.scatter(memoryReadSubject(node), new TextEncoder().encode(JSON.stringify(req)), { responders: 1, budget_ms: this.o.budget_ms ?? MEMORY_READ_BUDGET_MS });
+    if (answers.length === 0) return null;
+    try {
+      const a = ReadAnswer.parse(JSON.parse(new TextDecoder().decode(answers[0]!.data)));
+      return a.seats as Record<string, SeatAnswer>;
+    } catch (err) {
+      this.o.log.warn("memory_read_answer_invalid", { node, error: (err as Error).message });
+      return null;
+    }
+  }
+
+  /** One seat's memory, answered by its holder. */
+  async seat(handle: string, limit = MEMORY_READ_DEFAULT_LIMIT): Promise<SeatMemoryAnswer> {
+    const lim = Math.max(1, Math.min(limit, MEMORY_READ_MAX_LIMIT));
+    const lease = (await this.o.holder.leases()).find((l) => l.handle === handle);
+    if (!lease) return { handle, state: "no_holder", holder: null, reason: "no node holds this seat", memory: emptyView() };
+    const holder = { node: lease.node, epoch: lease.epoch };
+    const req: ReadRequest = { owner: lease.owner, handles: [handle], mode: "view", limit: lim };
+    const seats = lease.owner === this.o.holder.owner ? this.answerLocally(req).seats : await this.ask(lease.node, req);
+    return resolveSeat(handle, holder, seats, (a) => a.view ?? null);
+  }
+
+  /** Every seat's summary: one request per holding node, not one per seat. */
+  async overview(handles: readonly string[]): Promise<OverviewAnswer> {
+    const leases = new Map((await this.o.holder.leases()).map((l) => [l.handle, l]));
+    const byOwner = new Map<string, { node: string; handles: string[] }>();
+    for (const h of handles) {
+      const l = leases.get(h);
+      if (!l) continue;
+      const g = byOwner.get(l.owner) ?? { node: l.node, handles: [] };
+      g.handles.push(h);
+      byOwner.set(l.owner, g);
+    }
+    const coverage = { asked: [] as string[], answered: [] as string[], silent: [] as string[] };
+    const answers = new Map<string, Record<string, SeatAnswer> | null>();
+    await Promise.all(
+      [...byOwner.entries()].map(async ([owner, g]) => {
+        const req: ReadRequest = { owner, handles: g.handles, mode: "summary", limit: 1 };
+        if (owner === this.o.holder.owner) {
+          answers.set(owner, this.answerLocally(req).seats);
+          return;
+        }
+        coverage.asked.push(g.node);
+        const got = await this.ask(g.node, req);
+        (got ? coverage.answered : coverage.silent).push(g.node);
+        answers.set(owner, got);
+      }),
+    );
+    const seats = handles.map((h) => {
+      const l = leases.get(h);
+      if (!l) return { handle: h, state: "no_holder" as const, holder: null, reason: "no node holds this seat", summary: { counts: emptyCounts(), newest_note: null, newest_episode_at: null } };
+      const r = resolveSeat(h, { node: l.node, epoch: l.epoch }, answers.get(l.owner) ?? null, (a) => a.summary ?? null);
+      return { handle: h, state: r.state, holder: r.holder, ...(r.reason ? { reason: r.reason } : {}), summary: r.memory };
+    });
+    for (const k of ["asked", "answered", "silent"] as const) coverage[k].sort();
+    return { seats, coverage };
+  }
+}
+
+function resolveSeat<T>(
+  handle: string,
+  holder: { node: string; epoch: number },
+  seats: Record<string, SeatAnswer> | null,
+  pick: (a: Extract<SeatAnswer, { state: "ok" }>) => T | null,
+): { handle: string; state: MemoryReadState; holder: { node: string; epoch: number }; reason?: string; memory: T | null } {
+  if (seats === null) return { handle, state: "unavailable", holder, reason: `holder ${holder.node} did not answer within ${MEMORY_READ_BUDGET_MS / 1000} s`, memory: null };
+  const a = seats[handle];
+  if (!a) return { handle, state: "unavailable", holder, reason: `holder ${holder.node} did not answer for this seat`, memory: null };
+  if (a.state === "hydrating") return { handle, state: "unavailable", holder, reason: `holder ${holder.node} is still hydrating this seat's memory`, memory: null };
+  if (a.state === "not_held") return { handle, state: "unavailable", holder, reason: `holder ${holder.node} does not hold this seat under the lease read (it is moving)`, memory: null };
+  return { handle, state: "ok", holder, memory: pick(a) };
+}

@@ -1,0 +1,382 @@
+// A node's copy of its seats' memory (node.db). Every write builds the row, decodes it
+// against its one schema (records.ts) and only then writes it, stamped with this node's
+// change sequence so the next flush carries it. Rows carried in from the changelog go
+// through importRecord, which applies the spec's conflict rules (Seat Ownership § "A
+// seat's memory follows it"):
+//   - an append-only row (diary note, episode) that is already here keeps the local copy;
+//   - a small mutable row (counterparty, onboarding marker, conversation) takes the
+//     carried copy — a seat is held by one node at a time, so the changelog's latest value
+//     is its current owner's;
+//   - a row that collides under a different id (two episodes for one work key, written on
+//     two nodes) is skipped, never an error: hydration runs inside acquisition, and one
+//     duplicated episode must not make a seat unplaceable fleet-wide.
+import type { Database } from "bun:sqlite";
+import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
+import { drizzle, type BunSQLiteDatabase } from "drizzle-orm/bun-sqlite";
+import type { Clock } from "../clock.ts";
+import {
+  conversationId,
+  counterpartyId,
+  diaryId,
+  mustDecode,
+  type ConversationRow,
+  type CounterpartyRow,
+  type DiaryRow,
+  type EpisodeRow,
+  type MemoryRecord,
+  type MemoryTable,
+  type OnboardingRow,
+} from "./records.ts";
+import * as t from "./schema.ts";
+
+/**
+ * Diary notes a seat keeps. Reflection writes a note or two per turn; a busy seat runs a
+ * few hundred turns a day, so 2,000 notes is a week or more of what it learned, which is
+ * what recall and search are for — older notes are what the knowledge base is for. The
+ * cap is applied by dropOldestDiary (the maintenance sweep's call when it exists); until
+ * it runs, the seat simply keeps more.
+ */
+export const DIARY_CAP = 2_000;
+
+export type ImportOutcome = "inserted" | "kept_local" | "took_carried" | "skipped_collision";
+
+export interface PendingRecord {
+  seq: number;
+  record: MemoryRecord;
+}
+
+export interface SearchHit {
+  kind: "diary" | "episode";
+  id: string;
+  text: string;
+}
+
+export interface SeatMemoryView {
+  diary: DiaryRow[];
+  episodes: EpisodeRow[];
+  counterparties: CounterpartyRow[];
+  onboarding: OnboardingRow[];
+  conversations: ConversationRow[];
+  counts: Record<MemoryTable, number>;
+}
+
+type DiaryDb = typeof t.diary.$inferSelect;
+type EpisodeDb = typeof t.episodes.$inferSelect;
+type CounterpartyDb = typeof t.counterparties.$inferSelect;
+type OnboardingDb = typeof t.onboarding.$inferSelect;
+type ConversationDb = typeof t.conversations.$inferSelect;
+
+const diaryOf = ({ seq: _s, ...r }: DiaryDb): DiaryRow => ({ ...r, source: r.source as DiaryRow["source"] });
+const episodeOf = ({ seq: _s, ...r }: EpisodeDb): EpisodeRow => ({
+  ...r,
+  trigger_ids: JSON.parse(r.trigger_ids) as string[],
+  work_items: JSON.parse(r.work_items) as string[],
+});
+const counterpartyOf = ({ seq: _s, ...r }: CounterpartyDb): CounterpartyRow => r;
+const onboardingOf = ({ seq: _s, ...r }: OnboardingDb): OnboardingRow => r;
+const conversationOf = ({ seq: _s, ...r }: ConversationDb): ConversationRow => ({ ...r, last_trigger_ids: JSON.parse(r.last_trigger_ids) as string[] });
+
+export class MemoryStore {
+  readonly db: BunSQLiteDatabase<Record<string, never>>;
+
+  constructor(
+    readonly sqlite: Database,
+    private readonly clock: Clock,
+  ) {
+    sqlite.exec(t.MEMORY_DDL);
+    this.db = drizzle({ client: sqlite });
+  }
+
+  /** The next change sequence (one counter per node, only ever increasing). */
+  private nextSeq(): number {
+    const row = this.sqlite
+      .query<{ seq: number }, []>(
+        "INSERT INTO memory_counter (k, seq) VALUES ('seq', 1) ON CONFLICT (k) DO UPDATE SET seq = seq + 1 RETURNING seq",
+      )
+      .get();
+    return row!.seq;
+  }
+
+  // ---- writes (each decodes first) ---------------------------------------------------------
+
+  /** A diary note. Byte-identical content for one seat is one row: false when it was there. */
+  writeDiary(input: Omit<DiaryRow, "id" | "created_at"> & { created_at?: number }): { id: string; inserted: boolean } {
+    const row = mustDecode({ table: "diary", row: { ...input, id: diaryId(input.handle, input.content), created_at: input.created_at ?? this.clock.now() } }).row as DiaryRow;
+    return this.sqlite.transaction(() => {
+      const res = this.db.insert(t.diary).values({ ...row, seq: this.nextSeq() }).onConflictDoNothing().run();
+      return { id: row.id, inserted: changed(res) === 1 };
+    })();
+  }
+
+  /** An episode, keyed on the work: false when (handle, work_key) or the id was there. */
+  writeEpisode(input: EpisodeRow): boolean {
+    const row = mustDecode({ table: "episodes", row: { ...input, work_key: input.work_key === "" ? null : input.work_key } }).row as EpisodeRow;
+    return this.sqlite.transaction(() => {
+      const res = this.db
+        .insert(t.episodes)
+        .values({ ...row, trigger_ids: JSON.stringify(row.trigger_ids), work_items: JSON.stringify(row.work_items), seq: this.nextSeq() })
+        .onConflictDoNothing()
+        .run();
+      return changed(res) === 1;
+    })();
+  }
+
+  /**
+   * One more interaction with a counterparty: counted unless it repeats the last counted
+   * work key (a re-run of one piece of work is one interaction).
+   */
+  touchCounterparty(handle: string, counterparty: string, work_key: string | null, at = this.clock.now()): CounterpartyRow {
+    return this.sqlite.transaction(() => {
+      const id = counterpartyId(handle, counterparty);
+      const cur = this.db.select().from(t.counterparties).where(and(eq(t.counterparties.handle, handle), eq(t.counterparties.id, id))).get();
+      const repeat = cur !== undefined && work_key !== null && cur.last_work_key === work_key;
+      const next: CounterpartyRow = {
+        id,
+        handle,
+        counterparty,
+        interactions: (cur?.interactions ?? 0) + (repeat ? 0 : 1),
+        last_work_key: work_key ?? cur?.last_work_key ?? null,
+        last_seen: at,
+        note: cur?.note ?? "",
+        updated_at: at,
+      };
+      return this.putCounterparty(next);
+    })();
+  }
+
+  /** The reflection's note on a counterparty (creates the profile when there is none). */
+  setCounterpartyNote(handle: string, counterparty: string, note: string, at = this.clock.now()): CounterpartyRow {
+    return this.sqlite.transaction(() => {
+      const id = counterpartyId(handle, counterparty);
+      const cur = this.db.select().from(t.counterparties).where(and(eq(t.counterparties.handle, handle), eq(t.counterparties.id, id))).get();
+      const next: CounterpartyRow = cur ? { ...counterpartyOf(cur), note, updated_at: at } : { id, handle, counterparty, interactions: 0, last_work_key: null, last_seen: at, note, updated_at: at };
+      return this.putCounterparty(next);
+    })();
+  }
+
+  private putCounterparty(input: CounterpartyRow, seq = this.nextSeq()): CounterpartyRow {
+    const row = mustDecode({ table: "counterparties", row: input }).row as CounterpartyRow;
+    this.db
+      .insert(t.counterparties)
+      .values({ ...row, seq })
+      .onConflictDoUpdate({ target: [t.counterparties.handle, t.counterparties.id], set: { ...row, seq } })
+      .run();
+    return row;
+  }
+
+  /** An onboarding step done (a marker: once per seat; the fleet-wide claim is onboarding.ts's). */
+  markOnboarding(handle: string, step: string, detail: string, at = this.clock.now()): OnboardingRow {
+    const row = mustDecode({ table: "onboarding", row: { id: step, handle, done_at: at, detail } }).row as OnboardingRow;
+    return this.sqlite.transaction(() => {
+      const seq = this.nextSeq();
+      this.db.insert(t.onboarding).values({ ...row, seq }).onConflictDoUpdate({ target: [t.onboarding.handle, t.onboarding.id], set: { ...row, seq } }).run();
+      return row;
+    })();
+  }
+
+  hasOnboarding(handle: string, step: string): boolean {
+    return this.db.select({ id: t.onboarding.id }).from(t.onboarding).where(and(eq(t.onboarding.handle, handle), eq(t.onboarding.id, step))).get() !== undefined;
+  }
+
+  /** The conversation ledger: one more turn of the seat's in this conversation. */
+  touchConversation(handle: string, conversation: string, turn_id: string, trigger_ids: string[], at = this.clock.now()): ConversationRow {
+    return this.sqlite.transaction(() => {
+      const id = conversationId(handle, conversation);
+      const cur = this.db.select().from(t.conversations).where(and(eq(t.conversations.handle, handle), eq(t.conversations.id, id))).get();
+      const row = mustDecode({
+        table: "conversations",
+        row: { id, handle, conversation, turns: (cur?.turns ?? 0) + 1, last_turn_id: turn_id, last_trigger_ids: trigger_ids, last_at: at },
+      }).row as ConversationRow;
+      const seq = this.nextSeq();
+      const values = { ...row, last_trigger_ids: JSON.stringify(row.last_trigger_ids), seq };
+      this.db.insert(t.conversations).values(values).onConflictDoUpdate({ target: [t.conversations.handle, t.conversations.id], set: values }).run();
+      return row;
+    })();
+  }
+
+  // ---- the changelog's side ----------------------------------------------------------------
+
+  /** The seat's rows written past the last flush, oldest first. */
+  pending(handle: string): PendingRecord[] {
+    const after = this.publishedSeq(handle);
+    const out: PendingRecord[] = [];
+    for (const r of this.db.select().from(t.diary).where(and(eq(t.diary.handle, handle), gt(t.diary.seq, after))).all()) out.push({ seq: r.seq, record: { table: "diary", row: diaryOf(r) } });
+    for (const r of this.db.select().from(t.episodes).where(and(eq(t.episodes.handle, handle), gt(t.episodes.seq, after))).all()) out.push({ seq: r.seq, record: { table: "episodes", row: episodeOf(r) } });
+    for (const r of this.db.select().from(t.counterparties).where(and(eq(t.counterparties.handle, handle), gt(t.counterparties.seq, after))).all())
+      out.push({ seq: r.seq, record: { table: "counterparties", row: counterpartyOf(r) } });
+    for (const r of this.db.select().from(t.onboarding).where(and(eq(t.onboarding.handle, handle), gt(t.onboarding.seq, after))).all()) out.push({ seq: r.seq, record: { table: "onboarding", row: onboardingOf(r) } });
+    for (const r of this.db.select().from(t.conversations).where(and(eq(t.conversations.handle, handle), gt(t.conversations.seq, after))).all())
+      out.push({ seq: r.seq, record: { table: "conversations", row: conversationOf(r) } });
+    return out.sort((a, b) => a.seq - b.seq);
+  }
+
+  publishedSeq(handle: string): number {
+    return this.db.select().from(t.published).where(eq(t.published.handle, handle)).get()?.seq ?? 0;
+  }
+
+  /** A flush carried the seat's rows up to `seq`; never moves backwards. */
+  markPublished(handle: string, seq: number): void {
+    this.db
+      .insert(t.published)
+      .values({ handle, seq })
+      .onConflictDoUpdate({ target: t.published.handle, set: { seq: sql`max(${t.published.seq}, ${seq})` } })
+      .run();
+  }
+
+  /** A row carried in from the changelog, under the conflict rules (see the header). */
+  importRecord(value: unknown): ImportOutcome {
+    const rec = mustDecode(value);
+    return this.sqlite.transaction((): ImportOutcome => {
+      switch (rec.table) {
+        case "diary": {
+          const res = this.db.insert(t.diary).values({ ...rec.row, seq: 0 }).onConflictDoNothing().run();
+          return changed(res) === 1 ? "inserted" : "kept_local";
+        }
+        case "episodes": {
+          const r = rec.row;
+          const same = this.db.select({ id: t.episodes.id }).from(t.episodes).where(and(eq(t.episodes.handle, r.handle), eq(t.episodes.id, r.id))).get();
+          if (same) return "kept_local";
+          const res = this.db
+            .insert(t.episodes)
+            .values({ ...r, trigger_ids: JSON.stringify(r.trigger_ids), work_items: JSON.stringify(r.work_items), seq: 0 })
+            .onConflictDoNothing()
+            .run();
+          return changed(res) === 1 ? "inserted" : "skipped_collision";
+        }
+        case "counterparties": {
+          const had = this.db.select({ id: t.counterparties.id }).from(t.counterparties).where(and(eq(t.counterparties.handle, rec.row.handle), eq(t.counterparties.id, rec.row.id))).get();
+          this.db.insert(t.counterparties).values({ ...rec.row, seq: 0 }).onConflictDoUpdate({ target: [t.counterparties.handle, t.counterparties.id], set: { ...rec.row, seq: 0 } }).run();
+          return had ? "took_carried" : "inserted";
+        }
+        case "onboarding": {
+          const had = this.hasOnboarding(rec.row.handle, rec.row.id);
+          this.db.insert(t.onboarding).values({ ...rec.row, seq: 0 }).onConflictDoUpdate({ target: [t.onboarding.handle, t.onboarding.id], set: { ...rec.row, seq: 0 } }).run();
+          return had ? "took_carried" : "inserted";
+        }
+        case "conversations": {
+          const had = this.db.select({ id: t.conversations.id }).from(t.conversations).where(and(eq(t.conversations.handle, rec.row.handle), eq(t.conversations.id, rec.row.id))).get();
+          const values = { ...rec.row, last_trigger_ids: JSON.stringify(rec.row.last_trigger_ids), seq: 0 };
+          this.db.insert(t.conversations).values(values).onConflictDoUpdate({ target: [t.conversations.handle, t.conversations.id], set: values }).run();
+          return had ? "took_carried" : "inserted";
+        }
+      }
+    })();
+  }
+
+  // ---- reads ---------------------------------------------------------------------------------
+
+  recentDiary(handle: string, limit: number): DiaryRow[] {
+    return this.db.select().from(t.diary).where(eq(t.diary.handle, handle)).orderBy(desc(t.diary.created_at), desc(t.diary.seq)).limit(clampLimit(limit)).all().map(diaryOf);
+  }
+
+  recentEpisodes(handle: string, limit: number): EpisodeRow[] {
+    return this.db.select().from(t.episodes).where(eq(t.episodes.handle, handle)).orderBy(desc(t.episodes.created_at)).limit(clampLimit(limit)).all().map(episodeOf);
+  }
+
+  /** The seat's episodes for one work key (at most one on a node, by the unique index). */
+  episodesFor(handle: string, work_key: string): EpisodeRow[] {
+    return this.db.select().from(t.episodes).where(and(eq(t.episodes.handle, handle), eq(t.episodes.work_key, work_key))).all().map(episodeOf);
+  }
+
+  /** Episodes in one conversation, newest first. */
+  episodesInConversation(handle: string, conversation: string, limit: number): EpisodeRow[] {
+    return this.db
+      .select()
+      .from(t.episodes)
+      .where(and(eq(t.episodes.handle, handle), eq(t.episodes.conversation, conversation)))
+      .orderBy(desc(t.episodes.created_at))
+      .limit(clampLimit(limit))
+      .all()
+      .map(episodeOf);
+  }
+
+  counterparty(handle: string, counterparty: string): CounterpartyRow | null {
+    const r = this.db.select().from(t.counterparties).where(and(eq(t.counterparties.handle, handle), eq(t.counterparties.id, counterpartyId(handle, counterparty)))).get();
+    return r ? counterpartyOf(r) : null;
+  }
+
+  /** FTS over the seat's own diary and episodes; the query's words are matched as terms. */
+  search(handle: string, query: string, limit: number): SearchHit[] {
+    const terms = query.match(/[\p{L}\p{N}_]+/gu) ?? [];
+    if (terms.length === 0) return [];
+    // Each word quoted: the model's text is data, never FTS syntax (NEAR, *, columns).
+    const match = terms.slice(0, 16).map((w) => `"${w}"`).join(" OR ");
+    return this.sqlite
+      .query<{ kind: "diary" | "episode"; id: string; body: string }, { $h: string; $m: string; $n: number }>(
+        "SELECT kind, id, body FROM memory_fts WHERE memory_fts MATCH $m AND handle = $h ORDER BY rank LIMIT $n",
+      )
+      .all({ $h: handle, $m: match, $n: clampLimit(limit) })
+      .map((r) => ({ kind: r.kind, id: r.id, text: r.body }));
+  }
+
+  counts(handle: string): Record<MemoryTable, number> {
+    const n = (table: string) => this.sqlite.query<{ n: number }, [string]>(`SELECT count(*) AS n FROM ${table} WHERE handle = ?`).get(handle)!.n;
+    return {
+      diary: n("memory_diary"),
+      episodes: n("memory_episodes"),
+      counterparties: n("memory_counterparties"),
+      onboarding: n("memory_onboarding"),
+      conversations: n("memory_conversations"),
+    };
+  }
+
+  /** What a memory screen shows for a seat: the newest of each kind, and the counts. */
+  view(handle: string, limit: number): SeatMemoryView {
+    return {
+      diary: this.recentDiary(handle, limit),
+      episodes: this.recentEpisodes(handle, limit),
+      counterparties: this.db.select().from(t.counterparties).where(eq(t.counterparties.handle, handle)).orderBy(desc(t.counterparties.last_seen)).limit(clampLimit(limit)).all().map(counterpartyOf),
+      onboarding: this.db.select().from(t.onboarding).where(eq(t.onboarding.handle, handle)).orderBy(asc(t.onboarding.done_at)).all().map(onboardingOf),
+      conversations: this.db.select().from(t.conversations).where(eq(t.conversations.handle, handle)).orderBy(desc(t.conversations.last_at)).limit(clampLimit(limit)).all().map(conversationOf),
+      counts: this.counts(handle),
+    };
+  }
+
+  /** Every row the seat has here, as records (tests, simulations, the conformance suite). */
+  records(handle: string): MemoryRecord[] {
+    const out: MemoryRecord[] = [];
+    for (const r of this.db.select().from(t.diary).where(eq(t.diary.handle, handle)).all()) out.push({ table: "diary", row: diaryOf(r) });
+    for (const r of this.db.select().from(t.episodes).where(eq(t.episodes.handle, handle)).all()) out.push({ table: "episodes", row: episodeOf(r) });
+    for (const r of this.db.select().from(t.counterparties).where(eq(t.counterparties.handle, handle)).all()) out.push({ table: "counterparties", row: counterpartyOf(r) });
+    for (const r of this.db.select().from(t.onboarding).where(eq(t.onboarding.handle, handle)).all()) out.push({ table: "onboarding", row: onboardingOf(r) });
+    for (const r of this.db.select().from(t.conversations).where(eq(t.conversations.handle, handle)).all()) out.push({ table: "conversations", row: conversationOf(r) });
+    return out;
+  }
+
+  /**
+   * Drops the seat's oldest diary notes beyond `cap`; returns how many went. Deletes are
+   * not replicated (spec): a later hydration may bring dropped notes back, and the next
+   * pass drops them again by the same rule. For the maintenance sweep (src/duty/) to call
+   * for each seat this node holds.
+   */
+  dropOldestDiary(handle: string, cap = DIARY_CAP): number {
+    const res = this.sqlite
+      .query(
+        "DELETE FROM memory_diary WHERE rowid IN (SELECT rowid FROM memory_diary WHERE handle = ? ORDER BY created_at DESC, seq DESC, rowid DESC LIMIT -1 OFFSET ?)",
+      )
+      .run(handle, Math.max(0, cap));
+    return res.changes;
+  }
+
+  /** Handles with any memory here. */
+  handles(): string[] {
+    return this.sqlite
+      .query<{ handle: string }, []>(
+        "SELECT handle FROM memory_diary UNION SELECT handle FROM memory_episodes UNION SELECT handle FROM memory_counterparties UNION SELECT handle FROM memory_onboarding UNION SELECT handle FROM memory_conversations",
+      )
+      .all()
+      .map((r) => r.handle);
+  }
+}
+
+/** Rows a drizzle run() changed (bun:sqlite returns them; drizzle's type says void). */
+function changed(res: unknown): number {
+  return (res as { changes?: number } | undefined)?.changes ?? 0;
+}
+
+/** Any one read returns at most this many rows: a screen pages, a prompt takes a few. */
+export const MAX_READ_ROWS = 500;
+function clampLimit(n: number): number {
+  return Math.max(1, Math.min(Math.floor(n), MAX_READ_ROWS));
+}
+

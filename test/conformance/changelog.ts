@@ -1,0 +1,188 @@
+// ONE conformance suite for the memory changelog: what a seat's holder writes and flushes is
+// exactly what the next holder hydrates, under the spec's conflict rules. Run against every
+// backend by a *.test.ts per backend (JetStream R1 and R3, the in-memory twin). Real SQLite
+// files for both stores: a node's copy is a node.db.
+import { Database } from "bun:sqlite";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { FakeClock } from "../../src/clock.ts";
+import { silentLogger } from "../../src/log.ts";
+import type { Changelog } from "../../src/memory/changelog.ts";
+import { memorySubject } from "../../src/memory/changelog.ts";
+import { encodeRecord, type EpisodeRow, type MemoryRecord } from "../../src/memory/records.ts";
+import { MemoryStore } from "../../src/memory/store.ts";
+import { MemorySync } from "../../src/memory/sync.ts";
+
+export interface ChangelogHarness {
+  /** Two handles on one changelog: two nodes of one fleet. */
+  a: Changelog;
+  b: Changelog;
+  /** Puts raw bytes on a subject (a foreign or corrupt row). */
+  putRaw(subject: string, data: Uint8Array): Promise<void>;
+  teardown(): Promise<void>;
+}
+
+function sorted(rs: MemoryRecord[]): string[] {
+  return rs.map((r) => JSON.stringify(r)).sort();
+}
+
+function episode(handle: string, id: string, work_key: string | null, summary = `did ${id}`): EpisodeRow {
+  return { id, handle, work_key, turn_id: id, trigger_ids: [`ev-${id}`], conversation: "conv-1", counterparty: "founder", outcome: "completed", summary, work_items: ["ENG-1"], created_at: 1_000 };
+}
+
+export function changelogConformance(name: string, make: () => Promise<ChangelogHarness>): void {
+  describe(`memory changelog conformance: ${name}`, () => {
+    let h: ChangelogHarness;
+    const dir = mkdtempSync(join(tmpdir(), "crewlet-changelog-"));
+    const clock = new FakeClock(1_700_000_000_000);
+    let n = 0;
+    /** A node: its own node.db, its own sync over one of the two changelog handles. */
+    function node(which: "a" | "b") {
+      n += 1;
+      const db = new Database(join(dir, `node-${n}.db`), { create: true, strict: true });
+      db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"); // as the node opens node.db
+      const store = new MemoryStore(db, clock);
+      const sync = new MemorySync({ store, changelog: which === "a" ? h.a : h.b, clock, log: silentLogger });
+      return { store, sync };
+    }
+    // Seat handles are unique per test: the changelog is shared across the suite.
+    let seats = 0;
+    const seat = () => `seat${++seats}x${Date.now() % 100_000}`;
+
+    beforeAll(async () => {
+      h = await make();
+    });
+    afterAll(async () => {
+      await h.teardown();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    test("hydration replays exactly what was written and flushed, every table", async () => {
+      const s = seat();
+      const A = node("a");
+      A.store.writeDiary({ handle: s, content: "the founder prefers short answers", source: "note", turn_id: "t1", work_key: null });
+      A.store.writeDiary({ handle: s, content: "ENG-1 is blocked on the motor supplier", source: "reflection", turn_id: "t1", work_key: "wk-1" });
+      A.store.writeEpisode(episode(s, "t1", "wk-1"));
+      A.store.writeEpisode(episode(s, "t2", null));
+      A.store.touchCounterparty(s, "founder", "wk-1");
+      A.store.setCounterpartyNote(s, "founder", "asks for plans, likes bullet points");
+      A.store.markOnboarding(s, "unit-knowledge", "read the Engineering space");
+      A.store.touchConversation(s, "conv-1", "t1", ["ev-t1"]);
+      expect(await A.sync.flush(s)).toBeGreaterThan(0);
+      expect(await A.sync.flush(s)).toBe(0); // nothing new: nothing published twice
+
+      const B = node("b");
+      const report = await B.sync.hydrate(s);
+      expect(sorted(B.store.records(s))).toEqual(sorted(A.store.records(s)));
+      expect(report.outcomes.inserted).toBe(A.store.records(s).length);
+      expect(B.sync.state(s)).toBe("ready");
+    });
+
+    test("a seat with no memory hydrates to nothing; other seats' rows never come along", async () => {
+      const s1 = seat();
+      const s2 = seat();
+      const A = node("a");
+      A.store.writeDiary({ handle: s1, content: "mine", source: "note", turn_id: null, work_key: null });
+      await A.sync.flush(s1);
+      const B = node("b");
+      expect((await B.sync.hydrate(s2)).rows).toBe(0);
+      expect(B.store.records(s2)).toEqual([]);
+      await B.sync.hydrate(s1);
+      expect(B.store.handles()).toEqual([s1]);
+    });
+
+    test("a mutable row is one subject: the newest value is what travels", async () => {
+      const s = seat();
+      const A = node("a");
+      for (let i = 1; i <= 5; i++) {
+        A.store.touchCounterparty(s, "founder", `wk-${i}`);
+        await A.sync.flush(s);
+      }
+      A.store.setCounterpartyNote(s, "founder", "five pieces of work so far");
+      await A.sync.flush(s);
+      const B = node("b");
+      const r = await B.sync.hydrate(s);
+      expect(r.rows).toBe(1);
+      expect(B.store.counterparty(s, "founder")).toMatchObject({ interactions: 5, last_work_key: "wk-5", note: "five pieces of work so far" });
+    });
+
+    test("conflict rules: append-only keeps local, mutable takes carried, a work-key collision is skipped", async () => {
+      const s = seat();
+      const A = node("a");
+      A.store.writeEpisode(episode(s, "t-a", "wk-same", "A's account"));
+      A.store.writeEpisode(episode(s, "t-shared", "wk-2", "A's words"));
+      A.store.touchCounterparty(s, "founder", "wk-1");
+      A.store.setCounterpartyNote(s, "founder", "carried note");
+      await A.sync.flush(s);
+
+      const B = node("b");
+      // B already has: the same work key under another id (a re-run on another node), the
+      // same episode id with other words (cannot happen honestly; local stands), and an
+      // older profile.
+      B.store.writeEpisode(episode(s, "t-b", "wk-same", "B's account"));
+      B.store.importRecord({ table: "episodes", row: episode(s, "t-shared", "wk-2", "B's local words") });
+      B.store.setCounterpartyNote(s, "founder", "stale local note");
+      const r = await B.sync.hydrate(s);
+      expect(r.outcomes.skipped_collision).toBe(1);
+      expect(r.outcomes.kept_local).toBe(1);
+      expect(r.outcomes.took_carried).toBe(1);
+      expect(B.store.episodesFor(s, "wk-same").map((e) => e.id)).toEqual(["t-b"]);
+      expect(B.store.episodesFor(s, "wk-2")[0]!.summary).toBe("B's local words");
+      expect(B.store.counterparty(s, "founder")!.note).toBe("carried note");
+      // Rows carried in are not carried again by this node's next flush.
+      const before = B.store.pending(s).map((p) => p.record.table);
+      // B's own episode only: its profile write was overwritten by the carried copy.
+      expect(before).toEqual(["episodes"]);
+    });
+
+    test("a row no schema accepts is skipped, never a refused seat", async () => {
+      const s = seat();
+      const A = node("a");
+      A.store.writeDiary({ handle: s, content: "kept", source: "note", turn_id: null, work_key: null });
+      await A.sync.flush(s);
+      await h.putRaw(memorySubject(s, "diary", "dbroken"), new TextEncoder().encode("{not json"));
+      await h.putRaw(memorySubject(s, "diary", "dwrongid"), encodeRecord({ table: "diary", row: { id: "dother", handle: s, content: "x", source: "note", turn_id: null, work_key: null, created_at: 1 } }));
+      const B = node("b");
+      const r = await B.sync.hydrate(s);
+      expect(r.rows).toBe(1);
+      expect(r.undecodable).toBe(2);
+      expect(B.store.recentDiary(s, 10).map((d) => d.content)).toEqual(["kept"]);
+    });
+
+    test("the seat moves twice: the third holder has everything both wrote, nothing twice", async () => {
+      const s = seat();
+      const A = node("a");
+      A.store.writeEpisode(episode(s, "t1", "wk-1"));
+      A.store.writeDiary({ handle: s, content: "from A", source: "note", turn_id: "t1", work_key: "wk-1" });
+      await A.sync.flush(s);
+      const B = node("b");
+      await B.sync.hydrate(s);
+      B.store.writeEpisode(episode(s, "t2", "wk-2"));
+      B.store.writeDiary({ handle: s, content: "from B", source: "note", turn_id: "t2", work_key: "wk-2" });
+      // Identical content collapses on write: one row.
+      expect(B.store.writeDiary({ handle: s, content: "from A", source: "note", turn_id: "t2", work_key: null }).inserted).toBe(false);
+      await B.sync.release(s);
+      expect(B.sync.state(s)).toBeNull();
+      const C = node("a");
+      await C.sync.hydrate(s);
+      const ids = C.store.records(s).map((r) => `${r.table}/${r.row.id}`);
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(sorted(C.store.records(s))).toEqual(sorted(B.store.records(s)));
+      expect(C.store.recentDiary(s, 10).map((d) => d.content).sort()).toEqual(["from A", "from B"]);
+    });
+
+    test("many rows: a replay of 2,500 rows brings every one", async () => {
+      const s = seat();
+      const A = node("a");
+      A.store.sqlite.transaction(() => {
+        for (let i = 0; i < 2_500; i++) A.store.writeDiary({ handle: s, content: `fact number ${i}`, source: "note", turn_id: null, work_key: null, created_at: i });
+      })();
+      expect(await A.sync.flush(s)).toBe(2_500);
+      const B = node("b");
+      expect((await B.sync.hydrate(s)).rows).toBe(2_500);
+      expect(B.store.counts(s).diary).toBe(2_500);
+    });
+  });
+}

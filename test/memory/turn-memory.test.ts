@@ -1,0 +1,196 @@
+// Memory in the turn, on the real turn engine with the default company's scripted provider:
+// the turn's rows are on the changelog before its completion is recorded, the prompt
+// carries the memory, memory_note / memory_search work on the seat's own rows, the holder's
+// reflection pass keeps what was learned, and onboarding runs once per seat fleet-wide.
+import { Database } from "bun:sqlite";
+import { afterEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { systemClock } from "../../src/clock.ts";
+import { MemoryCoordination } from "../../src/coord/index.ts";
+import type { KvSlot } from "../../src/coord/contract.ts";
+import { memoryLogger } from "../../src/log.ts";
+import { MemoryEventSink } from "../../src/agent/events.ts";
+import { CompletionLedger } from "../../src/agent/ledger.ts";
+import { TurnMemory } from "../../src/agent/memory.ts";
+import { ReflectDispatcher } from "../../src/agent/reflect.ts";
+import { buildProviders } from "../../src/agent/providers/index.ts";
+import type { CompletionRequest, Provider } from "../../src/agent/providers/contract.ts";
+import { TurnEngine } from "../../src/agent/turn.ts";
+import { MemoryChangelog } from "../../src/memory/changelog.ts";
+import { ONBOARDING_STEP } from "../../src/memory/onboarding.ts";
+import { MemoryStore } from "../../src/memory/store.ts";
+import { MemorySync } from "../../src/memory/sync.ts";
+import { buildOrg } from "../../src/org/org.ts";
+import { ensureSeatMailboxes } from "../../src/queue/mailboxes.ts";
+import { MemoryQueue } from "../../src/queue/memory.ts";
+import { LocalEstate, mentionTrigger, rootCompany, taskTrigger } from "../agent/support.ts";
+
+const company = rootCompany();
+const org = buildOrg(company);
+const { log } = memoryLogger("warn");
+const cleanup: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const f of cleanup.splice(0).reverse()) await f();
+});
+
+/** One node's agent engine with memory, over a changelog and coordination shared by a test. */
+function node(name: string, shared: { changelog: MemoryChangelog; coord: MemoryCoordination; estate: LocalEstate; queue: MemoryQueue }, provider?: Provider) {
+  const dir = mkdtempSync(join(tmpdir(), `crewlet-turnmem-${name}-`));
+  const db = new Database(join(dir, "node.db"), { create: true, strict: true });
+  db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
+  cleanup.push(() => {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const store = new MemoryStore(db, systemClock);
+  const sync = new MemorySync({ store, changelog: shared.changelog, clock: systemClock, log });
+  const c = shared.coord.node({});
+  const scripted = buildProviders(company.providers.llm, systemClock);
+  const providerFor = (seat: { llm?: string | null }) => provider ?? scripted.get(seat.llm ?? "");
+  const memory = new TurnMemory({ store, sync, estate: shared.estate, queue: shared.queue, claims: c.slot("claims"), node_id: name, clock: systemClock, log });
+  const ledgerSlot = c.slot("ledger");
+  const events = new MemoryEventSink();
+  const engine = new TurnEngine({
+    org: () => org,
+    node_id: name,
+    clock: systemClock,
+    log,
+    estate: shared.estate,
+    queue: shared.queue,
+    providerFor,
+    ledger: new CompletionLedger(ledgerSlot, systemClock, log),
+    episodes: null,
+    memory,
+    events,
+  });
+  const reflect = new ReflectDispatcher({ queue: shared.queue, store, sync, org: () => org, providerFor, clock: systemClock, log });
+  cleanup.push(() => reflect.detachAll());
+  return { store, sync, engine, reflect, ledgerSlot, events };
+}
+
+async function shared() {
+  const estate = new LocalEstate(company);
+  const queue = new MemoryQueue({ clock: systemClock, log });
+  await queue.ensureStreams();
+  await ensureSeatMailboxes(queue, ["ceo", "cto", "pm", "engineer"], systemClock, log);
+  cleanup.push(async () => {
+    estate.close();
+    await queue.close();
+  });
+  return { changelog: new MemoryChangelog(), coord: new MemoryCoordination({ clock: systemClock, log }), estate, queue };
+}
+
+const owned = () => true;
+
+async function waitFor(what: string, pred: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(10);
+  }
+}
+
+describe("memory in the turn", () => {
+  test("a turn's memory rows are on the changelog before its completion is recorded", async () => {
+    const s = await shared();
+    const A = node("a", s);
+    // The ledger's own write checks what the changelog already holds for the seat.
+    const seenAtRecord: string[][] = [];
+    const realCreate = A.ledgerSlot.create.bind(A.ledgerSlot);
+    const realPut = A.ledgerSlot.put.bind(A.ledgerSlot);
+    const probe = async () => seenAtRecord.push((await s.changelog.replay("ceo")).records.map((r) => r.table).sort());
+    (A.ledgerSlot as KvSlot).create = async (k, v) => (await probe(), realCreate(k, v));
+    (A.ledgerSlot as KvSlot).put = async (k, v) => (await probe(), realPut(k, v));
+    const msg = await s.estate.post("general", "founder", "@ceo hello there");
+    const r = await A.engine.run({ seat: "ceo", epoch: 1, fence: owned, triggers: [mentionTrigger("ceo", "general", msg, "hello there")] });
+    expect(r.settle).toBe("ack");
+    expect(seenAtRecord.length).toBeGreaterThan(0);
+    expect(seenAtRecord[0]).toEqual(expect.arrayContaining(["conversations", "counterparties", "episodes"]));
+    const ep = A.store.recentEpisodes("ceo", 5);
+    expect(ep).toHaveLength(1);
+    expect(ep[0]).toMatchObject({ turn_id: r.turn_id, counterparty: "founder", outcome: "completed" });
+    expect(A.store.counterparty("ceo", "founder")!.interactions).toBe(1);
+    expect(A.store.pending("ceo")).toEqual([]);
+  });
+
+  test("the prompt carries the diary, this work's episodes and the counterparty note, within the budget", async () => {
+    const s = await shared();
+    const seen: CompletionRequest[] = [];
+    const capture: Provider = {
+      name: "capture",
+      async complete(req) {
+        seen.push(req);
+        return { text: "done", toolCalls: [], usage: { input_tokens: 0, output_tokens: 0 } };
+      },
+    };
+    const A = node("a", s, capture);
+    A.store.writeDiary({ handle: "cto", content: "The motor supplier ships on Thursdays", source: "note", turn_id: null, work_key: null });
+    A.store.setCounterpartyNote("cto", "ceo", "wants dates, not estimates");
+    const created = await s.estate.write("tracker", { op: "work.create", project: "ENG", reporter: "ceo", type: "task", title: "Pick a motor", body: "", status: "todo", priority: "none", assignee: "cto", parent: null, labels: [], due: null });
+    const key = (created as unknown as { outcome: { key: string } }).outcome.key;
+    await A.engine.run({ seat: "cto", epoch: 1, fence: owned, triggers: [taskTrigger("cto", key, "Pick a motor")] });
+    // The second turn on the same work sees the first one's episode.
+    await A.engine.run({ seat: "cto", epoch: 1, fence: owned, triggers: [{ ...taskTrigger("cto", key, "Pick a motor, again"), event_id: `again:${key}` }] });
+    const opening = (seen[1]!.messages[0] as { content: string }).content;
+    expect(opening).toContain("The motor supplier ships on Thursdays");
+    expect(opening).toContain("About ceo: wants dates, not estimates");
+    expect(opening).toContain("Earlier on this work:");
+    expect(seen[1]!.facts!.vars.diary).toBe("The motor supplier ships on Thursdays");
+    expect(seen[1]!.tools.map((t) => t.name)).toEqual(expect.arrayContaining(["memory_note", "memory_search"]));
+  });
+
+  test("memory_note keeps a note once; memory_search finds it; a note over the byte limit names its field", async () => {
+    const s = await shared();
+    const A = node("a", s);
+    const [note, search] = A.engine.toolsFor("pm").filter((t) => t.name.startsWith("memory_"));
+    const ctx = { seat: "pm", epoch: 1, turn_id: "t-1", signal: new AbortController().signal };
+    const first = await note!.call({ content: "Ops reviews plans on Mondays" }, ctx);
+    const again = await note!.call({ content: "Ops reviews plans on Mondays" }, ctx);
+    expect(JSON.parse(first.content)).toMatchObject({ kept: true, already_there: false });
+    expect(JSON.parse(again.content)).toMatchObject({ already_there: true });
+    expect(A.store.counts("pm").diary).toBe(1);
+    const hits = JSON.parse((await search!.call({ query: "when are plans reviewed? mondays" }, ctx)).content).hits;
+    expect(hits[0]).toMatchObject({ kind: "diary", text: "Ops reviews plans on Mondays" });
+    // Another seat's search never sees pm's diary.
+    expect(JSON.parse((await search!.call({ query: "mondays" }, { ...ctx, seat: "cto" })).content).hits).toEqual([]);
+    const big = await note!.call({ content: "x".repeat(3000) }, ctx);
+    expect(big.is_error).toBe(true);
+    expect(big.content).toContain("content");
+    expect(big.content).toContain("bytes");
+  });
+
+  test("after a turn, the holder's reflection pass writes the diary and the counterparty note (scripted rule)", async () => {
+    const s = await shared();
+    const A = node("a", s);
+    await A.reflect.attach("ceo");
+    const msg = await s.estate.post("general", "founder", "@ceo we ship the robot in March");
+    await A.engine.run({ seat: "ceo", epoch: 1, fence: owned, triggers: [mentionTrigger("ceo", "general", msg, "we ship the robot in March")] });
+    await waitFor("the reflection's note", () => A.store.recentDiary("ceo", 5).some((d) => d.source === "reflection" && d.content.includes("we ship the robot in March")));
+    await waitFor("the counterparty note", () => (A.store.counterparty("ceo", "founder")?.note ?? "").includes("we ship the robot in March"));
+    // The reflection's rows were flushed too.
+    await waitFor("the reflection flushed", () => A.store.pending("ceo").length === 0);
+    // …and the next turn can quote the diary (the default company's rule).
+    const q = await s.estate.post("general", "founder", "@ceo what do you remember?");
+    const r = await A.engine.run({ seat: "ceo", epoch: 1, fence: owned, triggers: [mentionTrigger("ceo", "general", q, "what do you remember?")] });
+    expect(r.final_text).toContain("we ship the robot in March");
+  });
+
+  test("onboarding runs once per seat across nodes: the claim is fleet-wide, the marker travels", async () => {
+    const s = await shared();
+    const A = node("a", s);
+    const B = node("b", s);
+    const m1 = await s.estate.post("eng", "founder", "@cto hi");
+    await A.engine.run({ seat: "cto", epoch: 1, fence: owned, triggers: [mentionTrigger("cto", "eng", m1, "hi")] });
+    expect(A.store.hasOnboarding("cto", ONBOARDING_STEP)).toBe(true);
+    expect(A.store.view("cto", 5).onboarding[0]!.detail).toContain('space "Engineering"');
+    // B never hydrated (the marker is not there) but the claim is taken: B does not run it.
+    const m2 = await s.estate.post("eng", "founder", "@cto hi again");
+    await B.engine.run({ seat: "cto", epoch: 2, fence: owned, triggers: [mentionTrigger("cto", "eng", m2, "hi again")] });
+    expect(B.store.hasOnboarding("cto", ONBOARDING_STEP)).toBe(false);
+    // Hydrated, B has A's marker.
+    await B.sync.hydrate("cto");
+    expect(B.store.hasOnboarding("cto", ONBOARDING_STEP)).toBe(true);
+  });
+});
