@@ -17,6 +17,13 @@ export const MEMORY_FLUSH_MS = 30_000;
 /** A release's flush is tried this many times before the seat goes with what it has: a
  * broker that cannot take three flushes in a row will not take a fourth in time either. */
 const RELEASE_FLUSH_ATTEMPTS = 3;
+/**
+ * A replay the broker could not answer is tried again after these pauses before the seat
+ * is refused: a stream leader's election answers "no responders" for ~0.3–4 s (measured on
+ * an R3 cluster), and a replay is idempotent. Past ~4 s a peer that can hydrate should
+ * take the seat instead.
+ */
+export const HYDRATE_RETRY_MS = [250, 500, 1_000, 2_000] as const;
 
 export type SeatMemoryState = "hydrating" | "ready";
 
@@ -51,7 +58,7 @@ export class MemorySync {
     const started = this.o.clock.now();
     this.states.set(handle, "hydrating");
     try {
-      const replay = await this.o.changelog.replay(handle);
+      const replay = await this.replayRetrying(handle);
       const outcomes: Record<ImportOutcome, number> = { inserted: 0, kept_local: 0, took_carried: 0, skipped_collision: 0 };
       // One transaction for the whole replay: 10,000 rows in one commit, not 10,000 fsyncs.
       this.o.store.sqlite.transaction(() => {
@@ -66,6 +73,19 @@ export class MemorySync {
       this.states.delete(handle);
       this.o.log.warn("memory_hydrate_failed", { seat: handle, error: err as Error });
       throw new Error(`seat ${handle}: memory could not be hydrated from the changelog: ${(err as Error).message}`);
+    }
+  }
+
+  private async replayRetrying(handle: string) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.o.changelog.replay(handle);
+      } catch (err) {
+        const pause = HYDRATE_RETRY_MS[attempt];
+        if (pause === undefined) throw err;
+        this.o.log.info("memory_hydrate_retry", { seat: handle, attempt: attempt + 1, error: err as Error });
+        await this.o.clock.sleep(pause);
+      }
     }
   }
 
