@@ -56,6 +56,10 @@ export interface TurnEngineOptions {
   providerFor: (seat: Seat) => Provider | undefined;
   /** The seat's MCP tools (its children's), offered beside the built-ins. */
   mcpTools?: (handle: string) => readonly Tool[];
+  /** Tools the node adds for a seat (the integrations' outbound tools). */
+  extraTools?: (handle: string) => readonly Tool[];
+  /** Says a turn's final words where a wake from outside came from (src/integrations). */
+  answerBack?: AnswerBack;
   /** Null: no ledger (a test, or coordination without the slot) — every trigger runs. */
   ledger: CompletionLedger | null;
   episodes: EpisodeStore | null;
@@ -64,6 +68,15 @@ export interface TurnEngineOptions {
   events: EventSink;
   max_rounds?: number;
 }
+
+/** What answerBack is given and answers (src/integrations/tools.ts implements it). */
+export type AnswerBack = (req: {
+  seat: string;
+  turn_id: string;
+  triggers: readonly Trigger[];
+  text: string;
+  fence: () => boolean;
+}) => Promise<{ fenced: true } | { fenced: false; reached: boolean; error: string | null; retryable: boolean } | null>;
 
 export interface TurnRequest {
   seat: string;
@@ -156,8 +169,11 @@ export class TurnEngine {
 
   toolsFor(handle: string): Tool[] {
     const mcp = this.o.mcpTools?.(handle) ?? [];
-    const own = [...this.builtins, ...(this.o.memory?.tools() ?? [])];
-    const names = new Set(own.map((t) => t.name));
+    const extra = this.o.extraTools?.(handle) ?? [];
+    const builtin = [...this.builtins, ...(this.o.memory?.tools() ?? [])];
+    const names = new Set(builtin.map((t) => t.name));
+    const own = [...builtin, ...extra.filter((t) => !names.has(t.name))];
+    for (const t of own) names.add(t.name);
     return [...own, ...mcp.filter((t) => !names.has(t.name))];
   }
 
@@ -342,7 +358,7 @@ export class TurnEngine {
     const base = this.factsFor(seat, primary, ctx);
     const facts = recalled ? { ...base, vars: { ...base.vars, ...recalled.vars } } : base;
     const abort = new AbortController();
-    const toolCtx: ToolContext = { seat: seat.handle, epoch: req.epoch, turn_id: state.turn_id, signal: abort.signal };
+    const toolCtx: ToolContext = { seat: seat.handle, epoch: req.epoch, turn_id: state.turn_id, signal: abort.signal, conversation: primary.conversation };
     const max_rounds = this.o.max_rounds ?? MAX_ROUNDS;
 
     state.limit_hit = true;
@@ -395,6 +411,19 @@ export class TurnEngine {
   /** A chat mention obliges a reply in its thread; an a2a_request obliges an answer. */
   private async keepObligations(req: TurnRequest, seat: Seat, triggers: Trigger[], state: RunState, thread: Message[] | null): Promise<void> {
     const text = state.final_text;
+    if (this.o.answerBack) {
+      // A wake from GitHub or Slack is answered where it came from (a turn that already
+      // posted there, or ended without words, answers nothing).
+      const back = await this.o.answerBack({ seat: seat.handle, turn_id: state.turn_id, triggers, text, fence: req.fence });
+      if (back?.fenced) throw new Fenced();
+      if (back && !back.fenced) {
+        if (back.reached) state.reached_outside = true;
+        if (back.error !== null) {
+          if (back.retryable && !back.reached) throw new Broken(`could not answer back: ${back.error}`);
+          this.o.log.warn("turn_answer_back_failed", { seat: seat.handle, turn_id: state.turn_id, reached: back.reached, error: back.error });
+        }
+      }
+    }
     if (text === "") return;
     const org = this.o.org();
     const chat = [...triggers].reverse().find((t) => CHAT_TYPES.has(t.type) && t.refs.channel !== undefined);

@@ -3,6 +3,7 @@
 // Cross-references (manages, lead, unit roles) are checked here so a bad file is refused
 // at load with the field named, never discovered by a seat at runtime.
 import { z } from "zod";
+import { checkIntegrations, integrationsSchema } from "../integrations/config.ts";
 
 export const HANDLE_RE = /^[a-z0-9][a-z0-9_\-]{0,47}$/;
 /**
@@ -128,6 +129,8 @@ const companyShape = z.strictObject({
   default_llm: z.string().optional(),
   roles: z.array(roleSchema).default([]),
   units: z.array(unitSchema).default([]),
+  /** Signed webhooks in and their routes to seats (src/integrations/). */
+  integrations: integrationsSchema,
 });
 
 export const companySchema = companyShape.transform((c, ctx) => {
@@ -211,6 +214,15 @@ function checkReferences(c: Omit<ShapeOut, "roles"> & { roles: HandledRole[] }, 
     });
   };
   walk(c.units, ["units"]);
+  const leads = new Map<string, string | null>();
+  const collect = (units: UnitInput[]): void => {
+    for (const u of units) {
+      leads.set(u.id ?? handleFromName(u.name), u.lead ?? null);
+      collect(u.units ?? []);
+    }
+  };
+  collect(c.units);
+  checkIntegrations(c.integrations, { seatKind: (h) => c.roles[index.get(h) ?? -1]?.kind ?? null, unitLead: (id) => leads.get(id) }, ctx);
 }
 
 /** The seats the fleet places: agent roles only (a person is never woken or placed). */

@@ -55,6 +55,11 @@ export const SLOT_BUCKETS: Record<SlotName, BucketSpec> = {
   // the age only bounds space; 7 days outlasts any catch-up a scheduler returning from an
   // outage would attempt, so a peer can never re-fire what was already fired.
   fires: { name: "crewlet_fires", max_age_ms: 7 * DAY_MS },
+  // The notification valve: one record per (seat, minute), deleted by the handlers once
+  // its minute is over and its held notifications went out as one wake. The age is only
+  // for a record nobody could flush (no seats node for that long): a day, the claims'
+  // horizon, past which the deliveries it holds are history a redelivery would not wake.
+  rate: { name: "crewlet_rate", max_age_ms: 1 * DAY_MS },
 };
 
 export { DEFAULT_LEASE_TTL_MS };

@@ -14,6 +14,8 @@ import { MemoryStore } from "../memory/store.ts";
 import { MemorySync } from "../memory/sync.ts";
 import type { Logger } from "../log.ts";
 import { buildOrg, type Org } from "../org/org.ts";
+import type { Tool } from "../agent/tools/contract.ts";
+import type { AnswerBack } from "../agent/turn.ts";
 import type { Queue } from "../queue/contract.ts";
 import type { SeatHooks } from "../seat/host.ts";
 import {
@@ -46,6 +48,9 @@ export interface EngineOptions {
   max_concurrent: number;
   clock: Clock;
   log: Logger;
+  /** Tools the integrations offer a seat, and their answer back (src/integrations). */
+  extraTools?: (handle: string) => readonly Tool[];
+  answerBack?: AnswerBack;
 }
 
 export class NodeEngine {
@@ -79,6 +84,8 @@ export class NodeEngine {
       queue: o.queue,
       providerFor: (seat) => (seat.llm ? this.providers.get(seat.llm) : undefined),
       mcpTools: (handle) => this.mcp.tools(handle),
+      extraTools: o.extraTools,
+      answerBack: o.answerBack,
       ledger: new CompletionLedger(o.ledger, o.clock, o.log),
       // The seat's episodes are its memory's (src/memory), written before the completion.
       episodes: null,

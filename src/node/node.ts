@@ -41,6 +41,7 @@ import { NodeRefusal } from "./refusal.ts";
 import { JetStreamChangelog } from "../memory/changelog.ts";
 import { MemoryReads } from "../memory/reads.ts";
 import { memoryGroup } from "../api/routes/memory.ts";
+import { Integrations } from "../integrations/index.ts";
 
 export interface NodeOptions {
   loaded: LoadedConfig;
@@ -244,6 +245,17 @@ export class CrewletNode {
     this.step("mailboxes");
     const company = this.company;
     if (company) await this.whileClusterForms("mailboxes", () => ensureSeatMailboxes(queue, agentSeats(company).map((s) => s.handle), this.clock, this.log));
+    // Webhooks in and out; the notifications group's consumer exists before any ingress publishes.
+    const integrations = new Integrations({
+      nodeId: this.nodeId,
+      company: () => this.company ?? EMPTY_COMPANY,
+      queue,
+      claims: coord.slot("claims"),
+      rate: coord.slot("rate"),
+      clock: this.clock,
+      log: this.log,
+    });
+    await this.whileClusterForms("mailboxes", () => integrations.ensureMailbox());
 
     const roles = c.node.roles;
     const dataNodes = new DataNodesView(coord.leases, this.clock);
@@ -277,6 +289,8 @@ export class CrewletNode {
       max_concurrent: c.node.max_concurrent,
       clock: this.clock,
       log: this.log,
+      extraTools: integrations.toolsFor,
+      answerBack: integrations.answerBack,
     });
     const engine = this.engine;
     this.onStop(() => engine.stop());
@@ -315,6 +329,11 @@ export class CrewletNode {
     this.onStop(() => memoryReads.stop());
     await seats.start(this.company ? agentSeats(this.company) : []);
     this.watchdog.arm();
+    // Inbound notifications: the one fleet-wide group a stateless (leaf) node takes a share of.
+    if (roles.includes("seats")) {
+      await integrations.startHandler();
+      this.onStop(() => integrations.stop());
+    }
     // A member whose sidecar stops after the drain first hands its mailboxes' consumer
     // leaderships to peers, so the mail the drain hands back (NAKs) lands on a leader that
     // survives (see JetStreamQueue.handOffLeaderships).
@@ -381,7 +400,7 @@ export class CrewletNode {
     this.step("api");
     this.mountApi(auth, [
       ...(roles.includes("ingress") ? estate.routeGroups : []),
-      ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log })] : []),
+      ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log }), integrations.routeGroup()] : []),
       memoryGroup({ org: () => engine.currentOrg, reads: memoryReads }),
       agentsGroup({ nodeId: this.nodeId, org: () => engine.currentOrg, status: (h) => engine.status(h), leases: () => seats.fleet() }),
       ...fleetGroups({ fleet: () => seats.fleet(), drain: () => void this.stop(EXIT_OK, "drain requested") }),

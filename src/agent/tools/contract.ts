@@ -24,6 +24,8 @@ export interface ToolContext {
   epoch: number;
   turn_id: string;
   signal: AbortSignal;
+  /** The conversation the turn continues (its last trigger's), e.g. where a wake came from. */
+  conversation?: string;
 }
 
 export interface ToolResult {

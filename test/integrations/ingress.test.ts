@@ -1,0 +1,289 @@
+// The webhook ingress and the notifications handler on real parts: a nats-server on
+// 127.0.0.1, the JetStream queue, the coordination's KV slots (crewlet_claims,
+// crewlet_rate), the Hono app. Every routed fixture is posted as its provider would send it
+// and read back as a trigger from the routed seat's inbox.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { NatsConnection } from "nats";
+import { createApp } from "../../src/api/app.ts";
+import { TokenAuth } from "../../src/api/auth.ts";
+import { FakeClock, systemClock, type Clock } from "../../src/clock.ts";
+import type { Company } from "../../src/config/company.ts";
+import { createCoordination, type CoordinationHandle } from "../../src/coord/index.ts";
+import { Integrations } from "../../src/integrations/index.ts";
+import { MAX_WEBHOOK_BODY_BYTES } from "../../src/integrations/ingress.ts";
+import { deliveryKey } from "../../src/integrations/notification.ts";
+import { memoryLogger, type MemorySink } from "../../src/log.ts";
+import { decodeTrigger, type Trigger } from "../../src/org/trigger.ts";
+import { ack, type Attachment } from "../../src/queue/contract.ts";
+import { JetStreamQueue } from "../../src/queue/jetstream.ts";
+import { ensureSeatMailboxes } from "../../src/queue/mailboxes.ts";
+import { mailbox, STREAM_NOTIFICATIONS } from "../../src/queue/topics.ts";
+import { startNats, type TestNats } from "../support/nats.ts";
+import { fixture, genericRequest, GH_SECRET, githubRequest, integrationsCompany, slackRequest } from "./support.ts";
+
+const SEATS = ["ceo", "cto", "pm", "engineer"];
+let nats: TestNats;
+let nc: NatsConnection;
+let queue: JetStreamQueue;
+let coord: CoordinationHandle;
+const stops: (() => Promise<void> | void)[] = [];
+
+beforeAll(async () => {
+  nats = await startNats(1);
+  nc = await nats.connect();
+  const { log } = memoryLogger("warn");
+  queue = new JetStreamQueue({ nc, replicas: 1, clock: systemClock, log });
+  await queue.ensureStreams();
+  coord = await createCoordination({ type: "local", nc, replicas: 1, clock: systemClock, log });
+  await ensureSeatMailboxes(queue, SEATS, systemClock, log);
+});
+afterAll(async () => {
+  for (const s of stops.reverse()) await s();
+  await coord?.close();
+  await queue?.close();
+  await nc?.close();
+  await nats?.stop();
+});
+
+interface Rig {
+  integrations: Integrations;
+  sink: MemorySink;
+  post(path: string, req: { headers: Record<string, string>; body: string | Uint8Array }): Promise<{ status: number; json: any }>;
+  /** Triggers read from each seat's inbox so far. */
+  inbox: Map<string, Trigger[]>;
+  wait(what: string, check: () => boolean, timeout_ms?: number): Promise<void>;
+  notificationsPublished(): Promise<number>;
+}
+
+const attachments: Attachment[] = [];
+async function rig(company: Company, clock: Clock = systemClock): Promise<Rig> {
+  const { log, sink } = memoryLogger("debug");
+  // One handler in the group at a time: the previous rig's would take this one's notifications.
+  for (const s of stops.splice(0)) await s();
+  const integrations = new Integrations({ nodeId: "node-a", company: () => company, queue, claims: coord.slot("claims"), rate: coord.slot("rate"), clock, log });
+  await integrations.ensureMailbox();
+  await integrations.startHandler();
+  stops.push(() => integrations.stop());
+  const app = createApp({ auth: new TokenAuth([{ id: "t", token: "x".repeat(32), grants: [] }]), log, health: { health: () => ({}), notReadyReason: () => null }, groups: [integrations.routeGroup()] });
+  const inbox = new Map<string, Trigger[]>(SEATS.map((s) => [s, []]));
+  // One reader per seat inbox (replacing the previous rig's), as the seat's holder would be.
+  for (const a of attachments.splice(0)) await a.detach();
+  for (const seat of SEATS) {
+    const { subject, group } = mailbox(seat, "inbox");
+    attachments.push(
+      await queue.attach(subject, group, async (d) => {
+        const t = decodeTrigger(d.data);
+        if (t.ok) inbox.get(seat)!.push(t.trigger);
+        return ack();
+      }),
+    );
+  }
+  const jsm = await nc.jetstreamManager();
+  return {
+    integrations,
+    sink,
+    inbox,
+    async post(path, req) {
+      const res = await app.fetch(new Request(`http://127.0.0.1${path}`, { method: "POST", headers: req.headers, body: req.body }));
+      const text = await res.text();
+      return { status: res.status, json: text ? JSON.parse(text) : null };
+    },
+    async wait(what, check, timeout_ms = 20_000) {
+      const deadline = Date.now() + timeout_ms;
+      while (!check()) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await Bun.sleep(20);
+      }
+    },
+    notificationsPublished: async () => (await jsm.streams.info(STREAM_NOTIFICATIONS)).state.last_seq,
+  };
+}
+
+let seq = 0;
+const fresh = () => `${crypto.randomUUID()}-${++seq}`;
+
+describe("inbound", () => {
+  test.each([
+    ["github-issues-opened", "github", "gh", ["cto"]],
+    ["github-issues-labeled", "github", "gh", ["pm"]],
+    ["github-issue_comment-created", "github", "gh", ["cto", "engineer"]],
+    ["github-pull_request-opened", "github", "gh", ["cto"]],
+    ["github-pull_request_review-submitted", "github", "gh", ["cto"]],
+    ["github-check_run-completed", "github", "gh", ["cto"]],
+    ["slack-message", "slack", "slack", ["pm"]],
+    ["slack-thread-mention", "slack", "slack", ["pm", "cto"]],
+    ["slack-app_mention", "slack", "slack", ["ceo"]],
+  ])("%s is accepted once and wakes %j with a readable trigger", async (name, kind, id, seats) => {
+    const r = await rig(integrationsCompany());
+    const f = fixture(name);
+    // A fresh delivery id each run: the claims slot outlives one test.
+    const req =
+      kind === "github"
+        ? githubRequest(f, GH_SECRET, { delivery: fresh() })
+        : slackRequest(f, Date.now(), undefined, { ...f.body, event_id: `Ev${fresh().replace(/-/g, "")}`.slice(0, 40) });
+    const res = await r.post(`/hooks/${kind}/${id}`, req);
+    expect(res.status).toBe(202);
+    expect(res.json).toMatchObject({ accepted: true, seats });
+    await r.wait(`wakes for ${seats.join(", ")}`, () => seats.every((s) => r.inbox.get(s)!.length === 1));
+    for (const seat of seats) {
+      const t = r.inbox.get(seat)![0]!;
+      expect(t.type).toBe("external_notification");
+      expect(t.event_id).toBe(`hook.${res.json.delivery.slice(2)}.${seat}`);
+      expect(t.conversation.startsWith(`${kind}:${id}:`)).toBe(true);
+      expect(t.text.startsWith(`[${kind}:${id}] `)).toBe(true);
+      expect(t.text).not.toContain('{"');
+    }
+    // Nobody else was woken.
+    for (const s of SEATS.filter((x) => !seats.includes(x))) expect(r.inbox.get(s)!.length).toBe(0);
+  }, 60_000);
+
+  test("a generic hook verifies its configured header and dedupes on its delivery header", async () => {
+    const r = await rig(integrationsCompany());
+    const d = fresh();
+    const first = await r.post("/hooks/generic/ci", genericRequest({ event: "build.failed", text: "main is red: 3 tests fail", url: "https://ci.example.com/runs/7" }, undefined, d));
+    expect(first).toMatchObject({ status: 202, json: { accepted: true, seats: ["engineer"] } });
+    const again = await r.post("/hooks/generic/ci", genericRequest({ event: "build.failed", text: "main is red: 3 tests fail", url: "https://ci.example.com/runs/7" }, undefined, d));
+    expect(again).toMatchObject({ status: 200, json: { duplicate: true } });
+    await r.wait("engineer's wake", () => r.inbox.get("engineer")!.length === 1);
+    expect(r.inbox.get("engineer")![0]!.text).toBe("[generic:ci] webhook sent a notification in webhook\n> main is red: 3 tests fail\nhttps://ci.example.com/runs/7");
+    expect((await r.post("/hooks/generic/ci", genericRequest({ event: "build.failed", text: "x" }, "the-wrong-secret-0123456789"))).status).toBe(401);
+  }, 60_000);
+
+  test("signature failures are 401 and nothing else happens: no claim, no notification, no wake", async () => {
+    const r = await rig(integrationsCompany());
+    const f = fixture("github-issues-opened");
+    const before = await r.notificationsPublished();
+    const delivery = fresh();
+    const good = githubRequest(f, GH_SECRET, { delivery });
+    const cases: { headers: Record<string, string>; body: string }[] = [
+      { ...good, headers: Object.fromEntries(Object.entries(good.headers).filter(([k]) => k !== "X-Hub-Signature-256")) },
+      githubRequest(f, "not-the-secret-0123456789", { delivery }),
+      { ...good, body: good.body.replace("Found a bug", "Found a bag") },
+      { ...good, headers: { ...good.headers, "X-Hub-Signature-256": "sha256=" + "0".repeat(64) } },
+    ];
+    for (const c of cases) {
+      const res = await r.post("/hooks/github/gh", c);
+      expect(res.status).toBe(401);
+      expect(res.json.error.code).toBe("unauthorized");
+    }
+    expect(await coord.slot("claims").get(deliveryKey("gh", delivery))).toBeNull();
+    expect(await r.notificationsPublished()).toBe(before);
+    expect(r.sink.events("integration_signature_refused").length).toBe(4);
+    // Slack: a signed request from six minutes ago is a replay; the challenge needs a signature too.
+    const msg = fixture("slack-message");
+    const replay = await r.post("/hooks/slack/slack", slackRequest(msg, Date.now() - 6 * 60_000));
+    expect(replay.status).toBe(401);
+    const unsigned = await r.post("/hooks/slack/slack", { headers: { "Content-Type": "application/json" }, body: JSON.stringify(fixture("slack-url_verification").body) });
+    expect(unsigned.status).toBe(401);
+    expect(await r.notificationsPublished()).toBe(before);
+    // The secret never reaches a log line.
+    expect(JSON.stringify(r.sink.lines)).not.toContain(GH_SECRET);
+    await Bun.sleep(200);
+    for (const s of SEATS) expect(r.inbox.get(s)!.length).toBe(0);
+  }, 60_000);
+
+  test("Slack's url_verification is answered with its challenge", async () => {
+    const r = await rig(integrationsCompany());
+    const res = await r.post("/hooks/slack/slack", slackRequest(fixture("slack-url_verification")));
+    expect(res).toEqual({ status: 200, json: { challenge: "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" } });
+  }, 60_000);
+
+  test("a body over the cap is 413; an unknown integration 404; a wrong kind 404", async () => {
+    const r = await rig(integrationsCompany());
+    const body = JSON.stringify({ ...fixture("github-issues-opened").body, padding: "x".repeat(MAX_WEBHOOK_BODY_BYTES) });
+    const big = await r.post("/hooks/github/gh", { headers: { "Content-Type": "application/json", "X-GitHub-Event": "issues" }, body });
+    expect(big.status).toBe(413);
+    expect((await r.post("/hooks/github/nope", githubRequest(fixture("github-issues-opened")))).status).toBe(404);
+    expect((await r.post("/hooks/slack/gh", githubRequest(fixture("github-issues-opened")))).status).toBe(404);
+  }, 60_000);
+
+  test("events we do not route are 202 with a debug line; a payload missing a used field is 202 naming it", async () => {
+    const r = await rig(integrationsCompany());
+    const before = await r.notificationsPublished();
+    for (const name of ["github-ping", "github-push"]) {
+      const res = await r.post("/hooks/github/gh", githubRequest(fixture(name), GH_SECRET, { delivery: fresh() }));
+      expect(res.status).toBe(202);
+      expect(res.json.accepted).toBe(false);
+    }
+    const bot = await r.post("/hooks/slack/slack", slackRequest(fixture("slack-bot-message")));
+    expect(bot.status).toBe(202);
+    // Routed type, but no route matches this repository.
+    const other = structuredClone(fixture("github-issues-opened").body);
+    other.repository.full_name = "someone/else";
+    expect((await r.post("/hooks/github/gh", githubRequest(fixture("github-issues-opened"), GH_SECRET, { delivery: fresh(), body: other }))).json.accepted).toBe(false);
+    expect(r.sink.events("integration_event_unrouted").length).toBe(4);
+    const broken = structuredClone(fixture("github-issue_comment-created").body);
+    delete broken.comment.body;
+    broken.comment.user = null;
+    const unusable = await r.post("/hooks/github/gh", githubRequest(fixture("github-issue_comment-created"), GH_SECRET, { delivery: fresh(), body: broken }));
+    expect(unusable.status).toBe(202);
+    expect(unusable.json.field).toBe("comment.user");
+    const line = r.sink.events("integration_payload_unusable")[0]!;
+    expect(line.fields).toMatchObject({ integration: "gh", event: "issue_comment.created", field: "comment.user" });
+    const notJson = await r.post("/hooks/github/gh", { headers: { "X-GitHub-Event": "issues", "X-Hub-Signature-256": (await import("../../src/integrations/signature.ts")).signGithub(GH_SECRET, "{nope") }, body: "{nope" });
+    expect(notJson.status).toBe(400);
+    expect(await r.notificationsPublished()).toBe(before);
+  }, 60_000);
+
+  test("a redelivery, and the same delivery sent five times at once, wake the seat once", async () => {
+    const r = await rig(integrationsCompany());
+    const req = githubRequest(fixture("github-issues-opened"), GH_SECRET, { delivery: fresh() });
+    const before = await r.notificationsPublished();
+    const answers = await Promise.all(Array.from({ length: 5 }, () => r.post("/hooks/github/gh", req)));
+    const statuses = answers.map((a) => a.status).sort();
+    expect(statuses.filter((s) => s === 202).length).toBe(1);
+    expect(statuses.filter((s) => s === 200).length).toBe(4);
+    expect((await r.post("/hooks/github/gh", req)).status).toBe(200);
+    expect(await r.notificationsPublished()).toBe(before + 1);
+    await r.wait("cto's wake", () => r.inbox.get("cto")!.length >= 1);
+    await Bun.sleep(300);
+    expect(r.inbox.get("cto")!.length).toBe(1);
+  }, 60_000);
+
+  test("a delivery claimed by a node that died before publishing is published by the retry", async () => {
+    const r = await rig(integrationsCompany());
+    const delivery = fresh();
+    const key = deliveryKey("gh", delivery);
+    await coord.slot("claims").create(key, new TextEncoder().encode(JSON.stringify({ state: "pending", node: "dead-node", at: 1 })));
+    const res = await r.post("/hooks/github/gh", githubRequest(fixture("github-issues-opened"), GH_SECRET, { delivery }));
+    expect(res.status).toBe(202);
+    await r.wait("cto's wake", () => r.inbox.get("cto")!.length === 1);
+    const claim = JSON.parse(new TextDecoder().decode((await coord.slot("claims").get(key))!.value));
+    expect(claim.state).toBe("published");
+  }, 60_000);
+});
+
+describe("rate valve", () => {
+  test("a burst of 50 comments: 3 wake one by one, the other 47 become one wake that lists every one", async () => {
+    const clock = new FakeClock(Date.UTC(2026, 5, 1, 12, 0, 0));
+    const r = await rig(integrationsCompany({ rate: 3 }), clock);
+    const base = fixture("github-issue_comment-created");
+    for (let i = 0; i < 50; i++) {
+      const body = structuredClone(base.body);
+      body.comment.body = `comment number ${i}`;
+      body.comment.html_url = `https://github.com/octocat/Hello-World/issues/1347#issuecomment-${1000 + i}`;
+      const res = await r.post("/hooks/github/gh", githubRequest(base, GH_SECRET, { delivery: fresh(), body }));
+      expect(res.status).toBe(202);
+    }
+    await r.wait("47 held", () => r.sink.events("integration_wake_held").length === 47, 30_000);
+    expect(r.inbox.get("cto")!.length).toBe(3);
+    // The minute ends: one wake lists the 47.
+    await clock.advance(62_000);
+    await r.wait("the coalesced wake", () => r.inbox.get("cto")!.length === 4, 20_000);
+    const coalesced = r.inbox.get("cto")![3]!;
+    expect(coalesced.type).toBe("external_notification");
+    expect(coalesced.text.split("\n")[0]).toContain("47 more notifications for @cto");
+    // Every comment is in exactly one wake: the three let through, or the list.
+    const numbers = (text: string) => [...text.matchAll(/comment number (\d+)\b/g)].map((m) => Number(m[1]));
+    const single = r.inbox.get("cto")!.slice(0, 3).flatMap((t) => numbers(t.text));
+    const listed = numbers(coalesced.text);
+    expect(single.length).toBe(3);
+    expect(listed.length).toBe(47);
+    expect([...single, ...listed].sort((a, b) => a - b)).toEqual(Array.from({ length: 50 }, (_, i) => i));
+    // The sweep finds nothing more to flush, and drops the finished window.
+    await clock.advance(16_000);
+    await Bun.sleep(300);
+    expect(r.inbox.get("cto")!.length).toBe(4);
+    await r.wait("the window's record retired", () => r.sink.events("integration_wake_coalesced").length === 1);
+  }, 120_000);
+});
