@@ -12,6 +12,7 @@ Usage:
   crewlet chat post <channel> <text>      post to a channel on a running node
   crewlet work list                       list work items on a running node
   crewlet config list|show|apply|activate the fleet's company revisions on a running node
+  crewlet schedules                       each schedule's next fire and last fire
   crewlet --help                          this text
 
 Exit codes: 0 clean, 1 runtime failure, 2 bad config or usage, 75 watchdog.
@@ -45,6 +46,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import("./cli/work.ts")).runWorkCommand(rest);
     case "config":
       return (await import("./cli/config.ts")).runConfigCommand(rest);
+    case "schedules":
+      return (await import("./cli/schedules.ts")).runSchedulesCommand(rest);
     default:
       throw new UsageError(`unknown command "${command}" (see crewlet --help)`);
   }

@@ -15,9 +15,10 @@ import type { Trigger, TriggerType } from "../org/trigger.ts";
  * The closed set of trigger types that run a turn and are ledgered (the spec's
  * inbox.Ledgered: task_assigned, external_notification — which here arrives as its chat
  * forms chat_mention and chat_direct — a2a_request and a2a_message), plus task_comment,
- * which runs a turn whose reply is a write exactly like task_assigned's. `schedule` is
- * outside: a scheduled fire carries an empty key and its own fire claim. A type outside
- * the set contributes nothing to the work key and is never recorded.
+ * which runs a turn whose reply is a write exactly like task_assigned's, and schedule: the
+ * fire claim (crewlet_fires) makes the publish once per instant, and the ledger makes the
+ * turn once per delivery — a redelivered fire (a NAK after the turn acted) runs nothing
+ * twice. A type outside the set contributes nothing to the work key and is never recorded.
  */
 export const LEDGERED_TYPES: ReadonlySet<TriggerType> = new Set<TriggerType>([
   "task_assigned",
@@ -27,6 +28,7 @@ export const LEDGERED_TYPES: ReadonlySet<TriggerType> = new Set<TriggerType>([
   "chat_direct",
   "a2a_request",
   "a2a_message",
+  "schedule",
 ]);
 
 export function isLedgered(t: Pick<Trigger, "type">): boolean {

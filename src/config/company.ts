@@ -4,6 +4,7 @@
 // at load with the field named, never discovered by a seat at runtime.
 import { z } from "zod";
 import { checkIntegrations, integrationsSchema } from "../integrations/config.ts";
+import { scheduleSchema, validTimeZone } from "./schedules.ts";
 
 export const HANDLE_RE = /^[a-z0-9][a-z0-9_\-]{0,47}$/;
 /**
@@ -131,6 +132,7 @@ const companyShape = z.strictObject({
   units: z.array(unitSchema).default([]),
   /** Signed webhooks in and their routes to seats (src/integrations/). */
   integrations: integrationsSchema,
+  schedules: z.array(scheduleSchema).default([]).describe("Seats woken on a cron, each tick fired once fleet-wide"),
 });
 
 export const companySchema = companyShape.transform((c, ctx) => {
@@ -199,6 +201,17 @@ function checkReferences(c: Omit<ShapeOut, "roles"> & { roles: HandledRole[] }, 
       at = managerOf.get(at);
     }
   }
+  if (!validTimeZone(c.timezone)) {
+    ctx.addIssue({ code: "custom", path: ["timezone"], message: `unknown time zone "${c.timezone}" (want an IANA name such as Europe/Paris)` });
+  }
+  const scheduleIds = new Map<string, number>();
+  c.schedules.forEach((s, i) => {
+    if (scheduleIds.has(s.id)) ctx.addIssue({ code: "custom", path: ["schedules", i, "id"], message: `duplicate schedule id "${s.id}" (also schedules[${scheduleIds.get(s.id)}])` });
+    else scheduleIds.set(s.id, i);
+    const role = index.has(s.seat) ? c.roles[index.get(s.seat)!] : undefined;
+    if (!role) ctx.addIssue({ code: "custom", path: ["schedules", i, "seat"], message: `unknown handle "${s.seat}"` });
+    else if (role.kind !== "agent") ctx.addIssue({ code: "custom", path: ["schedules", i, "seat"], message: `"${s.seat}" is a human seat; a schedule wakes an agent` });
+  });
   const unitIds = new Set<string>();
   const walk = (units: UnitInput[], path: (string | number)[]) => {
     units.forEach((u, i) => {

@@ -42,6 +42,9 @@ import { JetStreamChangelog } from "../memory/changelog.ts";
 import { MemoryReads } from "../memory/reads.ts";
 import { memoryGroup } from "../api/routes/memory.ts";
 import { Integrations } from "../integrations/index.ts";
+import { startDuties, type NodeDuties } from "./duties.ts";
+import { schedulesGroup } from "../api/routes/schedules.ts";
+import { dutyHoldings } from "../duty/view.ts";
 
 export interface NodeOptions {
   loaded: LoadedConfig;
@@ -94,6 +97,7 @@ export class CrewletNode {
   private seats: SeatHost | null = null;
   private engine: NodeEngine | null = null;
   private watchdog: Watchdog | null = null;
+  private duties: NodeDuties | null = null;
   private company: Company | null = null;
   private bootStep = "starting";
   private readyFlag = false;
@@ -380,6 +384,23 @@ export class CrewletNode {
     }, POSTURE_CHECK_MS);
     this.onStop(() => posture.cancel());
 
+    // The singleton duties, on a workers node; registered after the seats, so a graceful
+    // stop gives them back (after their last tick) before the seats are drained.
+    if (roles.includes("workers")) {
+      this.step("duties");
+      this.duties = startDuties({
+        nodeId: this.nodeId,
+        coord,
+        queue,
+        company: () => this.company,
+        clock: this.clock,
+        log: this.log,
+        watchdog: this.watchdog,
+      });
+      const duties = this.duties;
+      this.onStop(() => duties.stop());
+    }
+
     this.step("revisions");
     this.revisions = new RevisionFollower(revisions, (a) => this.applyRevision(a, revisions), this.clock, this.log);
     // The boot itself applied the active revision (the mailbox walk, the estate seed, the
@@ -403,7 +424,11 @@ export class CrewletNode {
       ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log }), integrations.routeGroup()] : []),
       memoryGroup({ org: () => engine.currentOrg, reads: memoryReads }),
       agentsGroup({ nodeId: this.nodeId, org: () => engine.currentOrg, status: (h) => engine.status(h), leases: () => seats.fleet() }),
-      ...fleetGroups({ fleet: () => seats.fleet(), drain: () => void this.stop(EXIT_OK, "drain requested") }),
+      ...(roles.includes("ingress") ? [schedulesGroup({ company: () => this.company, fires: coord.slot("fires"), clock: this.clock })] : []),
+      ...fleetGroups({
+        fleet: async () => ({ ...(await seats.fleet()), duties: await dutyHoldings(coord.duties).catch(() => null) }),
+        drain: () => void this.stop(EXIT_OK, "drain requested"),
+      }),
       configGroup({ revisions, nudge: () => nc.publish(REVISION_ACTIVATED_SUBJECT) }),
     ]);
 
@@ -478,6 +503,7 @@ export class CrewletNode {
     await this.estate?.setCompany(active.company);
     this.engine?.setCompany(active.company);
     this.seats?.setSeats(seats);
+    this.duties?.companyChanged();
     await revisions.recordApplied(active, seats.length);
     this.log.info("config_revision_applied", { digest: active.digest, epoch: active.epoch, seats: seats.length });
   }

@@ -224,12 +224,28 @@ function fleetView() {
           h("td", { class: "num" }, `in ${seconds(l.expires_in_ms)}`),
         ),
       );
+      const duties = fleet.duties ?? [];
+      const dutyRows = duties.map((d) =>
+        h(
+          "tr",
+          {},
+          h("th", { scope: "row" }, d.duty),
+          h("td", {}, `${d.node} · since ${clock(d.since)}`),
+          h("td", {}, d.last_tick ? `${clock(d.last_tick.at)} · ${d.last_tick.duration_ms} ms` : "—"),
+          h("td", {}, d.last_tick ? `${d.last_tick.outcome}${d.last_tick.detail ? `: ${d.last_tick.detail}` : ""}` : "—"),
+          h("td", { class: "num" }, `in ${seconds(d.expires_in_ms)}`),
+        ),
+      );
       const holders = new Set(leases.map((l) => l.node)).size;
       root.replaceChildren(
         h("p", {}, `${fleet.nodes.length} node${fleet.nodes.length === 1 ? "" : "s"} live; ${leases.length} seat${leases.length === 1 ? "" : "s"} held on ${holders} node${holders === 1 ? "" : "s"}.`),
         table("Nodes", ["Node", "Roles", "Labels", "Protocol", "Broker", "Seats held", "Presence expires", "State"], nodeRows, "No live nodes."),
         h("h3", {}, "Seat leases"),
         table("Who holds each agent seat", ["Seat", "Held by", "Epoch", "Lease expires"], leaseRows, "No seat is held."),
+        h("h3", {}, "Duties"),
+        fleet.duties === null
+          ? h("p", { class: "muted" }, "The duty leases could not be read just now.")
+          : table("Who runs each singleton duty", ["Duty", "Held by", "Last tick", "Outcome", "Lease expires"], dutyRows, "No duty is held: no node with the workers role is running."),
         h("h3", {}, "Unplaceable seats"),
         fleet.unplaceable.length ? h("p", {}, chips(fleet.unplaceable.map((s) => `@${s}`))) : h("p", { class: "muted" }, "None: every seat has a node that may hold it."),
         h("h3", {}, "Roles nobody runs"),
