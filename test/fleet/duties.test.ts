@@ -126,7 +126,7 @@ describe("singleton duties on a 3-member R3 fleet", () => {
     await h2.start();
     await h2.waitReady(90_000);
     // A stretch of quiet firing after the faults, so the count covers well over 20 ticks.
-    await Bun.sleep(12_000);
+    await Bun.sleep(25_000);
 
     // Count what the inbox stream holds.
     const nc = await natsTo(observer2);
