@@ -91,7 +91,7 @@ export class NotificationHandler {
         const { decision, window } = await this.valve.admit(seat, n.delivery, renderLine(n.integration, n.event), limit, this.o.clock.now());
         if (decision.kind === "wake") {
           await this.publish(triggerFor(n, seat));
-          this.o.log.debug("integration_wake_published", { integration: n.integration, seat, delivery: n.delivery, event: n.event.event });
+          this.o.log.debug("integration_wake_published", { integration: n.integration, seat, delivery: n.delivery, event_type: n.event.event });
         } else {
           this.o.log.info("integration_wake_held", { integration: n.integration, seat, delivery: n.delivery, window, limit });
           if (decision.first) this.scheduleFlush(seat, window);

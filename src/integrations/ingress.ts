@@ -168,17 +168,17 @@ export class Ingress {
     }
     if (parsed.status === "challenge") return { status: 200, challenge: parsed.challenge };
     if (parsed.status === "ignored") {
-      this.o.log.debug("integration_event_unrouted", { integration: id, event: parsed.event, reason: parsed.reason });
+      this.o.log.debug("integration_event_unrouted", { integration: id, event_type: parsed.event, reason: parsed.reason });
       return { status: 202, accepted: false, reason: parsed.reason };
     }
     if (parsed.status === "unusable") {
-      this.o.log.warn("integration_payload_unusable", { integration: id, event: parsed.event, field: parsed.field, message: parsed.message });
+      this.o.log.warn("integration_payload_unusable", { integration: id, event_type: parsed.event, field: parsed.field, message: parsed.message });
       return { status: 202, accepted: false, reason: `integration_payload_unusable: ${parsed.field}: ${parsed.message}`, field: parsed.field };
     }
     const event = parsed.event;
     const seats = routeEvent(integ, event, this.o.org());
     if (seats.length === 0) {
-      this.o.log.debug("integration_event_unrouted", { integration: id, event: event.event, reason: "no route matches" });
+      this.o.log.debug("integration_event_unrouted", { integration: id, event_type: event.event, reason: "no route matches" });
       return { status: 202, accepted: false, reason: `no route matches ${event.event}` };
     }
     const delivery = deliveryKey(id, delivery_id);
@@ -201,7 +201,7 @@ export class Ingress {
       this.o.log.warn("integration_delivery_unaccepted", { integration: id, delivery, error: err as Error });
       return { status: 503, code: "unavailable", message: "the delivery could not be recorded; send it again" };
     }
-    this.o.log.info("integration_delivery_accepted", { integration: id, delivery, delivery_id, event: event.event, seats: notification.seats });
+    this.o.log.info("integration_delivery_accepted", { integration: id, delivery, delivery_id, event_type: event.event, seats: notification.seats });
     return { status: 202, accepted: true, delivery, seats: notification.seats };
   }
 

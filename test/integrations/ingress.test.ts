@@ -219,7 +219,7 @@ describe("inbound", () => {
     expect(unusable.status).toBe(202);
     expect(unusable.json.field).toBe("comment.user");
     const line = r.sink.events("integration_payload_unusable")[0]!;
-    expect(line.fields).toMatchObject({ integration: "gh", event: "issue_comment.created", field: "comment.user" });
+    expect(line.fields).toMatchObject({ integration: "gh", event_type: "issue_comment.created", field: "comment.user" });
     const notJson = await r.post("/hooks/github/gh", { headers: { "X-GitHub-Event": "issues", "X-Hub-Signature-256": (await import("../../src/integrations/signature.ts")).signGithub(GH_SECRET, "{nope") }, body: "{nope" });
     expect(notJson.status).toBe(400);
     expect(await r.notificationsPublished()).toBe(before);
