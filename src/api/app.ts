@@ -1,9 +1,18 @@
 // The Hono app: middleware composed in one visible place, one file per route group.
 // /health and /ready are open; every other route declares the grant it needs.
-import { Hono } from "hono";
+//
+// In order: a node that cannot serve (booting, stopping) answers 503 with Retry-After on
+// every route but the probes; an Idempotency-Key is honoured on every write route; the
+// groups; and what matches no route is 404 (unknown path), 405 (the path exists under
+// other methods, with Allow) or 501 (a method this API implements nowhere). An error that
+// is the node's own unavailability (its NATS connection closing, its estate closed under a
+// stop) is a 503 with Retry-After, never a 500.
+import { Hono, type Context } from "hono";
+import type { KvSlot } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 import { TokenAuth, type AuthEnv } from "./auth.ts";
 import { ApiError } from "./errors.ts";
+import { idempotency } from "./idempotency.ts";
 import { healthRoutes, type HealthSource } from "./routes/health.ts";
 
 export interface RouteGroup {
@@ -17,17 +26,86 @@ export interface AppOptions {
   log: Logger;
   health: HealthSource;
   groups?: RouteGroup[];
+  /**
+   * Why this node cannot serve routes right now ("starting", "stopping"), or null. Probes
+   * are always served; everything else answers 503 with Retry-After meanwhile.
+   */
+  unavailable?: () => { code: "starting" | "stopping"; message: string } | null;
+  /** Where first answers to Idempotency-Key requests are remembered (fleet-wide); null: op ids only. */
+  idempotencySlot?: KvSlot | null;
+}
+
+/**
+ * What a 503 tells a client to wait before trying again: a boot step, a stream leader
+ * election (~4 s) or a drain's hand-off is over in a few seconds, and another node may
+ * answer at once.
+ */
+export const RETRY_AFTER_SECONDS = 5;
+
+/** Methods this API implements on some route (HEAD and OPTIONS are answered by Hono/Bun for GET routes). */
+const IMPLEMENTED_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]);
+
+const PROBES = new Set(["/health", "/ready"]);
+
+/**
+ * Whether an error is this node being unable to serve rather than a fault: its NATS
+ * connection closing or closed, or its estate database closed by a stop in progress.
+ */
+export function isUnavailableError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === "CONNECTION_CLOSED" || code === "CONNECTION_DRAINING" || code === "DISCONNECT" || code === "CONNECTION_REFUSED") return true;
+  const message = (err as Error | null)?.message ?? "";
+  return /Cannot use a closed database|connection (?:closed|draining)/i.test(message);
+}
+
+function unavailableResponse(c: Context, code: string, message: string): Response {
+  c.header("Retry-After", String(RETRY_AFTER_SECONDS));
+  return c.json({ error: { code, message } }, 503);
+}
+
+/** A route's path pattern as a regex over request paths (`:param` is one segment). */
+function pathRegex(pattern: string): RegExp {
+  const body = pattern
+    .split("/")
+    .map((seg) => (seg.startsWith(":") ? "[^/]+" : seg === "*" ? ".*" : seg.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+    .join("/");
+  return new RegExp(`^${body}/?$`);
 }
 
 export function createApp(opts: AppOptions): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
   app.onError((err, c) => {
-    if (err instanceof ApiError) return c.json(err.body(), err.status);
+    if (err instanceof ApiError) {
+      if (err.status === 503) c.header("Retry-After", String(RETRY_AFTER_SECONDS));
+      return c.json(err.body(), err.status);
+    }
+    if (isUnavailableError(err)) {
+      opts.log.warn("api_unavailable", { method: c.req.method, path: c.req.path, error: err });
+      return unavailableResponse(c, "unavailable", "this node cannot serve the request right now (its broker connection or estate is closing); try again or ask another node");
+    }
     opts.log.error("api_internal_error", { method: c.req.method, path: c.req.path, error: err });
     return c.json({ error: { code: "internal", message: "internal error; see the node log" } }, 500);
   });
-  app.notFound((c) => c.json({ error: { code: "not_found", message: `no route ${c.req.method} ${c.req.path}` } }, 404));
+  app.use("*", async (c, next) => {
+    const why = PROBES.has(c.req.path) ? null : (opts.unavailable?.() ?? null);
+    if (why) return unavailableResponse(c, why.code, why.message);
+    await next();
+  });
+  app.use("*", idempotency({ auth: opts.auth, slot: opts.idempotencySlot ?? null, log: opts.log }));
   app.route("/", healthRoutes(opts.health));
   for (const g of opts.groups ?? []) app.route(g.prefix, g.routes(opts.auth));
+  const routes = app.routes.filter((r) => r.method !== "ALL").map((r) => ({ method: r.method, re: pathRegex(r.path) }));
+  app.notFound((c) => {
+    const method = c.req.method.toUpperCase();
+    if (!IMPLEMENTED_METHODS.has(method)) {
+      return c.json({ error: { code: "not_implemented", message: `method ${c.req.method} is not implemented by this API` } }, 501);
+    }
+    const allowed = [...new Set(routes.filter((r) => r.re.test(c.req.path)).map((r) => r.method))].sort();
+    if (allowed.length > 0) {
+      c.header("Allow", allowed.join(", "));
+      return c.json({ error: { code: "method_not_allowed", message: `${c.req.method} is not allowed on ${c.req.path}; allowed: ${allowed.join(", ")}` } }, 405);
+    }
+    return c.json({ error: { code: "not_found", message: `no route ${c.req.method} ${c.req.path}` } }, 404);
+  });
   return app;
 }

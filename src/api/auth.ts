@@ -18,7 +18,8 @@ export interface Principal {
   grants: ReadonlySet<Grant>;
 }
 
-export type AuthEnv = { Variables: { principal: Principal } };
+/** `op_id`: the estate operation id an Idempotency-Key names (see idempotency.ts), when one was sent. */
+export type AuthEnv = { Variables: { principal: Principal; op_id: string | undefined } };
 
 /** 32 random bytes: far past guessing, and comfortably over the 24-char floor. */
 const MINTED_TOKEN_BYTES = 32;

@@ -26,12 +26,41 @@ export function resolveTarget(values: { url?: string | boolean; token?: string |
 
 export type ApiAnswer = { ok: true; status: number; body: unknown } | { ok: false; status: number; message: string };
 
+/**
+ * Attempts of one write. A write is sent with an Idempotency-Key, so trying again after a
+ * 503, a 504 (unknown: it may have run) or no answer at all is safe: the node answers the
+ * first outcome and writes nothing new. Three attempts ride out a stream leader election
+ * or a node's restart without leaving a person waiting minutes.
+ */
+const WRITE_ATTEMPTS = 3;
+/** Between attempts; the wait grows by this each time. */
+const RETRY_WAIT_MS = 1_000;
+const WRITE_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
 export async function apiRequest(t: Target, method: string, path: string, body?: unknown): Promise<ApiAnswer> {
+  if (!WRITE_METHODS.has(method.toUpperCase())) return apiRequestOnce(t, method, path, body, undefined);
+  // One key for every attempt of this command's write: the attempts are one write.
+  const key = crypto.randomUUID();
+  let answer: ApiAnswer = { ok: false, status: 0, message: "not sent" };
+  for (let attempt = 1; attempt <= WRITE_ATTEMPTS; attempt++) {
+    answer = await apiRequestOnce(t, method, path, body, key);
+    const retryable = !answer.ok && (answer.status === 0 || answer.status === 503 || answer.status === 504);
+    if (!retryable || attempt === WRITE_ATTEMPTS) return answer;
+    await Bun.sleep(RETRY_WAIT_MS * attempt);
+  }
+  return answer;
+}
+
+async function apiRequestOnce(t: Target, method: string, path: string, body: unknown, idempotencyKey: string | undefined): Promise<ApiAnswer> {
   let res: Response;
   try {
     res = await fetch(t.url + path, {
       method,
-      headers: { authorization: `Bearer ${t.token}`, ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+      headers: {
+        authorization: `Bearer ${t.token}`,
+        ...(body !== undefined ? { "content-type": "application/json" } : {}),
+        ...(idempotencyKey !== undefined ? { "idempotency-key": idempotencyKey } : {}),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
     });

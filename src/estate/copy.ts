@@ -31,6 +31,8 @@ export const FLOOR_WAIT_MS = 2_000;
  */
 export const CHECK_INTERVAL_MS = 5_000;
 
+const CLOSED_REASON = "this copy is closed (its node is stopping)";
+
 export interface DomainHealth {
   applied: number;
   log_last: number | null;
@@ -64,6 +66,7 @@ export class EstateCopy {
   private progressAt: Record<Domain, number>;
   private timer: Timer | null = null;
   private checking = false;
+  private closed = false;
 
   constructor(private readonly o: CopyOptions) {
     const opened = openEstateDb(o.path);
@@ -92,16 +95,18 @@ export class EstateCopy {
   }
 
   async stop(): Promise<void> {
+    // Answer "out of service" from here on rather than reach a database being closed.
+    this.closed = true;
     this.timer?.cancel();
     await Promise.all(DOMAINS.map((d) => this.appliers[d].stop()));
     this.sqlite.close();
   }
 
   inService(domain: Domain): boolean {
-    return this.outOfService[domain] === null;
+    return !this.closed && this.outOfService[domain] === null;
   }
   outOfServiceReason(domain: Domain): string | null {
-    return this.outOfService[domain];
+    return this.closed ? CLOSED_REASON : this.outOfService[domain];
   }
   applied(domain: Domain): number {
     return this.appliers[domain].applied;
@@ -181,7 +186,7 @@ export class EstateCopy {
 
   async read(query: Query, floor: Floor): Promise<ReadAnswer> {
     const domain = domainOfQuery(query.q);
-    const reason = this.outOfService[domain];
+    const reason = this.outOfServiceReason(domain);
     if (reason !== null) return { status: "out_of_service", reason };
     const applier = this.appliers[domain];
     const need = floor[domain];
@@ -203,13 +208,14 @@ export class EstateCopy {
 
   async writeRecord(record: StateRecord): Promise<WriteAnswer> {
     const domain = record.domain;
-    const reason = this.outOfService[domain];
+    const reason = this.outOfServiceReason(domain);
     if (reason !== null) return { status: "out_of_service", reason };
     const applier = this.appliers[domain];
     const prior = applier.outcomeOf(record.op_id);
     if (prior) return { status: "applied", position: prior.position, outcome: prior.outcome };
     const appended = await this.o.stateLog.append(record);
     if (!appended.ok && "refused" in appended) return { status: "invalid", message: appended.error, ...appended.refused };
+    if (!appended.ok && "notSent" in appended) return { status: "out_of_service", reason: `the ${domain} log cannot be reached from here: ${appended.error}` };
     if (!appended.ok) return { status: "unknown", error: `the ${domain} log did not answer: ${appended.error}` };
     if (await applier.waitApplied(appended.seq, APPLY_WAIT_MS)) {
       const done = applier.outcomeOf(record.op_id);

@@ -1,7 +1,7 @@
 // Reads of a copy: the query vocabulary (zod, because a query crosses the wire to a data
 // node) and how a copy answers each one. Every caller — tools, the API, the CLI through
 // the API — asks through the router, which runs these here or on a data node.
-import { and, asc, eq, gt, type SQL } from "drizzle-orm";
+import { and, asc, desc, eq, gt, lt, or, type SQL } from "drizzle-orm";
 import { z } from "zod";
 import type { Database } from "bun:sqlite";
 import type { EstateDb } from "./migrate.ts";
@@ -25,12 +25,28 @@ export const querySchema = z.discriminatedUnion("q", [
   }),
   z.strictObject({ q: z.literal("work.get"), key: workKey }),
   z.strictObject({ q: z.literal("pages.containers") }),
-  z.strictObject({ q: z.literal("pages.list"), container: containerKey.optional(), limit: limit(100) }),
+  z.strictObject({
+    q: z.literal("pages.list"),
+    container: containerKey.optional(),
+    /** Keyset cursor: pages after this (container, title), in list order. */
+    after: z.tuple([containerKey, pageTitle]).optional(),
+    limit: limit(100),
+  }),
   z.strictObject({ q: z.literal("pages.search"), text: z.string().min(1).max(500), container: containerKey.optional(), limit: limit(20) }),
   z.strictObject({ q: z.literal("pages.get"), container: containerKey, title: pageTitle }),
   z.strictObject({ q: z.literal("chat.channels"), member: handle.optional() }),
   z.strictObject({ q: z.literal("chat.channel"), id: channelId }),
-  z.strictObject({ q: z.literal("chat.messages"), channel: channelId, cursor: z.coerce.number().int().min(0).optional(), limit: limit(100) }),
+  z.strictObject({
+    q: z.literal("chat.messages"),
+    channel: channelId,
+    /** Forward: messages after this log position (oldest first). */
+    cursor: z.coerce.number().int().min(0).optional(),
+    /** Backward: the newest messages before this log position (still returned oldest first); `next` is then the cursor for the page before. */
+    before: z.coerce.number().int().min(1).optional(),
+    /** `newest`: the last `limit` messages (and `before` pages further back). */
+    order: z.enum(["oldest", "newest"]).default("oldest"),
+    limit: limit(100),
+  }),
   z.strictObject({ q: z.literal("chat.message"), id: opId }),
 ]);
 
@@ -128,7 +144,7 @@ export interface Results {
   "work.list": { items: WorkItem[]; next: number | null };
   "work.get": { item: WorkItem; comments: Comment[]; activity: Activity[] } | null;
   "pages.containers": Container[];
-  "pages.list": PageSummary[];
+  "pages.list": { pages: PageSummary[]; next: [string, string] | null };
   /** searched: false when nobody could search (best effort: never "nothing matched"). */
   "pages.search": { hits: SearchHit[]; searched: boolean };
   "pages.get": Page | null;
@@ -203,14 +219,24 @@ export function runQuery(db: EstateDb, sqlite: Database, query: Query): Results[
     case "pages.containers":
       return db.select({ key: containers.key, name: containers.name, unit_id: containers.unit_id }).from(containers).orderBy(asc(containers.key)).all();
     case "pages.list": {
+      const where: SQL[] = [];
+      if (query.container) where.push(eq(pages.container, query.container));
+      if (query.after) {
+        const [c, t] = query.after;
+        where.push(or(gt(pages.container, c), and(eq(pages.container, c), gt(pages.title, t)))!);
+      }
       const rows = db
         .select({ container: pages.container, title: pages.title, revision: pages.revision, labels: pages.labels, updated_at: pages.updated_at })
         .from(pages)
-        .where(query.container ? eq(pages.container, query.container) : undefined)
+        .where(where.length ? and(...where) : undefined)
         .orderBy(asc(pages.container), asc(pages.title))
         .limit(query.limit)
         .all();
-      return rows.map((r) => ({ ...r, labels: JSON.parse(r.labels) as string[] }));
+      const last = rows[rows.length - 1];
+      return {
+        pages: rows.map((r) => ({ ...r, labels: JSON.parse(r.labels) as string[] })),
+        next: rows.length === query.limit && last ? [last.container, last.title] : null,
+      };
     }
     case "pages.search": {
       const expr = ftsExpression(query.text);
@@ -252,6 +278,13 @@ export function runQuery(db: EstateDb, sqlite: Database, query: Query): Results[
     }
     case "chat.messages": {
       const where = [eq(messages.channel, query.channel)];
+      if (query.order === "newest" || query.before !== undefined) {
+        if (query.before !== undefined) where.push(lt(messages.position, query.before));
+        const rows = db.select().from(messages).where(and(...where)).orderBy(desc(messages.position)).limit(query.limit).all();
+        rows.reverse();
+        // Backward: `next` is the `before` of the page of older messages.
+        return { messages: rows.map(toMessage), next: rows.length === query.limit ? rows[0]!.position : null };
+      }
       if (query.cursor !== undefined) where.push(gt(messages.position, query.cursor));
       const rows = db.select().from(messages).where(and(...where)).orderBy(asc(messages.position)).limit(query.limit).all();
       return { messages: rows.map(toMessage), next: rows.length === query.limit ? rows[rows.length - 1]!.position : null };

@@ -12,7 +12,7 @@ import { domainOfQuery, querySchema, type QueryName, type QueryOf, type Results 
 import { checkRecord, makeRecord, type BodyOf, type StateRecord } from "./records.ts";
 import { recordLimitBytes } from "./statelog.ts";
 import type { Outcome } from "./apply.ts";
-import { answerSchema, decodeJson, encodeJson, rpcSubject, zeroFloor, type Answer, type Floor, type RpcRequest } from "./rpc.ts";
+import { answerSchema, decodeJson, encodeJson, rpcSubject, zeroFloor, type Answer, type Floor, type RpcRequest, type WriteAnswer } from "./rpc.ts";
 import type { Domain } from "./schema.ts";
 
 /** A read waits this long on one data node before the next is asked (ARCHITECTURE: router read 10 s). */
@@ -129,9 +129,14 @@ export class EstateRouter {
     const said: Said = {};
     const copy = this.o.copy;
     if (copy && copy.inService(domain)) {
-      const a = await copy.read(query, this.floor);
-      if (a.status === "ok") return a.result as Results[K];
-      said[this.o.nodeId] = describe(a);
+      try {
+        const a = await copy.read(query, this.floor);
+        if (a.status === "ok") return a.result as Results[K];
+        said[this.o.nodeId] = describe(a);
+      } catch (err) {
+        // This node's copy could not answer (closed under a stop): the peers can.
+        said[this.o.nodeId] = `could not answer here: ${(err as Error).message}`;
+      }
     } else if (copy) {
       said[this.o.nodeId] = `out_of_service: ${copy.outOfServiceReason(domain) ?? "?"}`;
     }
@@ -153,9 +158,12 @@ export class EstateRouter {
     throw new EstateUnavailable(`${query.q}`, said);
   }
 
-  /** Builds a record for `body` and writes it (see writeRecord). */
-  write<D extends Domain>(domain: D, body: BodyOf<D>): Promise<WriteOutcome> {
-    return this.writeRecord(makeRecord(domain, body, this.o.clock.now(), this.o.nodeId));
+  /**
+   * Builds a record for `body` and writes it (see writeRecord). `op_id`, when given (an
+   * Idempotency-Key's), names the write: a retry under it, on any node, is the same write.
+   */
+  write<D extends Domain>(domain: D, body: BodyOf<D>, opts: { op_id?: string | undefined } = {}): Promise<WriteOutcome> {
+    return this.writeRecord(makeRecord(domain, body, this.o.clock.now(), this.o.nodeId, opts.op_id));
   }
 
   /**
@@ -174,7 +182,14 @@ export class EstateRouter {
     let mayHaveRun: string | null = null;
     const copy = this.o.copy;
     if (copy && copy.inService(domain)) {
-      const a = await copy.writeRecord(record);
+      let a: WriteAnswer;
+      try {
+        a = await copy.writeRecord(record);
+      } catch (err) {
+        // This node's copy failed mid-write (closed under a stop): it may have appended, so
+        // the peers are asked under the same op id, which the log and ledgers apply once.
+        a = { status: "unknown", error: `could not answer here: ${(err as Error).message}` };
+      }
       if (a.status === "invalid") throw new EstateInvalid(a.message, a.field, a.code);
       const done = this.settle(record, a, this.o.nodeId);
       if (done) return done;
@@ -243,6 +258,8 @@ export class EstateRouter {
       // No responders: nothing received the request, so nothing ran. Anything else (a
       // timeout, a dropped connection) may have reached the node.
       if (code === "503") return { failed: "not reachable (no responders)", mayHaveRun: false };
+      // This node's own connection closing or closed: the request never left.
+      if (code === "CONNECTION_CLOSED" || code === "CONNECTION_DRAINING") return { failed: `not asked: this node's broker connection is ${code === "CONNECTION_CLOSED" ? "closed" : "draining"}`, mayHaveRun: false };
       return { failed: `no answer in ${timeout_ms} ms (${code ?? (err as Error).message})`, mayHaveRun: req.kind === "write" };
     }
     this.silentAt.delete(node);

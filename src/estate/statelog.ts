@@ -118,8 +118,8 @@ export interface LogPosition {
 
 export type AppendResult =
   | { ok: true; seq: number; duplicate: boolean }
-  /** The log did not answer: the append may or may not have landed. */
-  | { ok: false; error: string }
+  /** The log did not answer: the append may or may not have landed (unless notSent). */
+  | { ok: false; error: string; notSent?: true }
   /** Refused before anything was published: no copy could apply it, or it is too large. */
   | { ok: false; error: string; refused: { code: "invalid_record" | "too_large"; field?: string } };
 
@@ -202,6 +202,9 @@ export class StateLog {
       });
       return { ok: true, seq: ack.seq, duplicate: ack.duplicate };
     } catch (err) {
+      const code = (err as { code?: string }).code;
+      // The connection closing or closed: the publish never left this process.
+      if (code === "CONNECTION_CLOSED" || code === "CONNECTION_DRAINING") return { ok: false, error: (err as Error).message, notSent: true };
       return { ok: false, error: (err as Error).message };
     }
   }

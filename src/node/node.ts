@@ -16,6 +16,7 @@ import { CREWLET_VERSION, LEASE_PROTOCOL } from "../version.ts";
 import { startBroker, type RunningBroker } from "../broker/index.ts";
 import { loadOrMintToken, TokenAuth, type ApiToken } from "../api/auth.ts";
 import { createApp, type RouteGroup } from "../api/app.ts";
+import { deadLettersGroup } from "../api/routes/deadletters.ts";
 import { fleetGroups } from "../api/routes/fleet.ts";
 import { agentSeats, companySchema, type Company } from "../config/company.ts";
 import { createCoordination, type CoordinationHandle } from "../coord/index.ts";
@@ -135,6 +136,13 @@ export class CrewletNode {
   get apiUrl(): string {
     const port = this.server?.port ?? this.config.api.port;
     return `http://${this.config.api.host.includes(":") ? `[${this.config.api.host}]` : this.config.api.host}:${port}`;
+  }
+
+  /** Why routes answer 503 right now: booting (routes not mounted yet) or stopping. */
+  private apiUnavailable(): { code: "starting" | "stopping"; message: string } | null {
+    if (this.stopping) return { code: "stopping", message: `node ${this.nodeId} is stopping (draining its seats); ask another node or retry` };
+    if (!this.readyFlag) return { code: "starting", message: `node ${this.nodeId} is starting (${this.bootStep}); retry shortly` };
+    return null;
   }
 
   notReadyReason(): string | null {
@@ -430,6 +438,7 @@ export class CrewletNode {
         drain: () => void this.stop(EXIT_OK, "drain requested"),
       }),
       configGroup({ revisions, nudge: () => nc.publish(REVISION_ACTIVATED_SUBJECT) }),
+      deadLettersGroup(queue),
     ]);
 
     this.step("ready");
@@ -522,7 +531,14 @@ export class CrewletNode {
 
   /** Swaps in an app with these route groups (probes are always there). */
   private mountApi(auth: TokenAuth, groups: RouteGroup[]): void {
-    const app = createApp({ auth, log: this.log, health: this, groups });
+    const app = createApp({
+      auth,
+      log: this.log,
+      health: this,
+      groups,
+      unavailable: () => this.apiUnavailable(),
+      idempotencySlot: this.coord?.slot("claims") ?? null,
+    });
     this.fetchHandler = (req) => app.fetch(req);
   }
 

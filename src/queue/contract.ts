@@ -111,6 +111,8 @@ export interface PublishResult {
 }
 
 export interface DeadLetter {
+  /** Its sequence in the dead-letter stream: how an operator names it. */
+  id: number;
   subject: string;
   originalSubject: string;
   group: string;
@@ -147,7 +149,17 @@ export interface Queue {
   /** As attach, but the handler gets a drain: everything one pull brought, at once. */
   attachBatch(subject: string, group: string, handler: BatchHandler, opts: BatchAttachOptions): Promise<Attachment>;
   publish(subject: string, data: Uint8Array, opts?: PublishOptions): Promise<PublishResult>;
+  /** The newest dead letters (at most DEAD_LETTER_LIST_MAX), oldest first. */
   deadLetters(): Promise<DeadLetter[]>;
+  /** One dead letter by id, or null when there is none (aged out, deleted, never). */
+  deadLetter(id: number): Promise<DeadLetter | null>;
+  /**
+   * Publishes a dead letter again to its mailbox's subject (see replayOf) and then removes
+   * it from the dead-letter stream. Null when there is no such dead letter.
+   */
+  replayDeadLetter(id: number): Promise<{ seq: number; duplicate: boolean } | null>;
+  /** Removes one dead letter; false when there was none. */
+  deleteDeadLetter(id: number): Promise<boolean>;
   /** Sends one request; collects answers from up to `responders` within the budget. */
   scatter(subject: string, data: Uint8Array, opts: ScatterOptions): Promise<Answer[]>;
   /** Answers requests on subject (a null answer stays silent). */

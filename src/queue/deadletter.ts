@@ -23,16 +23,31 @@ export interface DeadLetterCopy {
   msgId: string;
 }
 
+/** The header the broker checks a publish against: the stream the publisher expected. */
+export const H_EXPECTED_STREAM = "Nats-Expected-Stream";
+
 /**
- * The copy of `delivery` that goes to the dead-letter stream. The original's Nats-Msg-Id
- * moves to Crewlet-Original-Msg-Id: the DLQ's own de-duplication must be keyed on the
- * (mailbox, message) pair, not on the publisher's id.
+ * Whether a header is one the broker acts on at publish time (`Nats-Expected-Stream`, the
+ * other `Nats-Expected-*`, `Nats-Rollup`, `Nats-TTL`, batch, schedule and counter headers —
+ * every `Nats-` header). Such a header on a copy makes the broker judge the copy by the
+ * original's publish: the dead-letter stream refused every copy whose original expected
+ * CREWLET_AGENT ("expected stream does not match"), and a replay would carry the DLQ's own.
+ */
+export function isPublishControlHeader(name: string): boolean {
+  return name.toLowerCase().startsWith("nats-");
+}
+
+/**
+ * The copy of `delivery` that goes to the dead-letter stream: the original's own headers
+ * and ours, and none the broker would act on. The original's Nats-Msg-Id moves to
+ * Crewlet-Original-Msg-Id: the DLQ's own de-duplication must be keyed on the (mailbox,
+ * message) pair, not on the publisher's id.
  */
 export function deadLetterCopy(stream: string, delivery: Delivery, group: string, reason: string): DeadLetterCopy {
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(delivery.headers)) {
-    if (k === H_MSG_ID) headers[H_ORIGINAL_MSG_ID] = v;
-    else headers[k] = v;
+    if (k.toLowerCase() === H_MSG_ID.toLowerCase()) headers[H_ORIGINAL_MSG_ID] = v;
+    else if (!isPublishControlHeader(k)) headers[k] = v;
   }
   headers[H_DLQ_SUBJECT] = delivery.subject;
   headers[H_DLQ_GROUP] = group;
@@ -51,8 +66,8 @@ const DeadLetterHeaders = z.object({
   [H_DLQ_DELIVERIES]: z.coerce.number().int().positive(),
 });
 
-/** Reads a stored dead letter back; a message missing our headers is an error naming the field. */
-export function parseDeadLetter(subject: string, headers: Record<string, string>, data: Uint8Array): DeadLetter {
+/** Reads a stored dead letter back (`id`: its DLQ stream sequence); a message missing our headers is an error naming the field. */
+export function parseDeadLetter(id: number, subject: string, headers: Record<string, string>, data: Uint8Array): DeadLetter {
   const parsed = DeadLetterHeaders.safeParse(headers);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -61,11 +76,12 @@ export function parseDeadLetter(subject: string, headers: Record<string, string>
   const h = parsed.data;
   const original: Record<string, string> = {};
   for (const [k, v] of Object.entries(headers)) {
-    if (k.startsWith("Crewlet-Dlq-") || k === H_MSG_ID) continue;
+    if (k.startsWith("Crewlet-Dlq-") || isPublishControlHeader(k)) continue;
     if (k === H_ORIGINAL_MSG_ID) original[H_MSG_ID] = v;
     else original[k] = v;
   }
   return {
+    id,
     subject,
     originalSubject: h[H_DLQ_SUBJECT],
     group: h[H_DLQ_GROUP],
@@ -78,3 +94,16 @@ export function parseDeadLetter(subject: string, headers: Record<string, string>
 
 /** deadLetters() reads at most this many (the newest): a listing is for an operator's screen. */
 export const DEAD_LETTER_LIST_MAX = 1_000;
+
+/**
+ * How a dead letter goes back to its mailbox: to its original subject, with its original
+ * headers but none the broker acts on, under a message id of its own — the original's id
+ * is likely still inside the mail stream's de-duplication window, which would swallow the
+ * replay — derived from the dead letter, so replaying the same one twice is one message.
+ */
+export function replayOf(dl: DeadLetter): { subject: string; headers: Record<string, string>; msgId: string } {
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(dl.headers)) if (!isPublishControlHeader(k)) headers[k] = v;
+  const digest = createHash("sha256").update(`${dl.subject}:${dl.id}`).digest("hex").slice(0, 24);
+  return { subject: dl.originalSubject, headers, msgId: `dlq-replay-${digest}` };
+}

@@ -25,7 +25,7 @@ import {
   type ScatterOptions,
 } from "./contract.ts";
 import { AttachmentCore, PULL_EXPIRES_MS, type CoreOptions, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
-import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter } from "./deadletter.ts";
+import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter, replayOf } from "./deadletter.ts";
 import { apiErrorCode, ensureStreams } from "./streams.ts";
 import { durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_AGENT, STREAM_DLQ, streamForSubject } from "./topics.ts";
 
@@ -68,6 +68,16 @@ const NS_PER_MS = 1_000_000;
 /** JetStream API error codes this module handles. */
 const CONSUMER_NOT_FOUND = 10014;
 const NO_MESSAGE_FOUND = 10037;
+/**
+ * The other ways a stream says a message is not there: a deleted sequence inside the
+ * stream ("sequence N not found") and a delete of a missing one ("no message found").
+ */
+const SEQUENCE_NOT_FOUND = 10043;
+const DELETE_NO_MESSAGE = 10057;
+const isMissingMessage = (err: unknown) => {
+  const code = apiErrorCode(err);
+  return code === NO_MESSAGE_FOUND || code === SEQUENCE_NOT_FOUND || code === DELETE_NO_MESSAGE;
+};
 
 export interface JetStreamQueueOptions {
   nc: NatsConnection;
@@ -314,12 +324,45 @@ export class JetStreamQueue implements Queue {
     for (let seq = first; seq <= last; seq++) {
       try {
         const m = await jsm.streams.getMessage(STREAM_DLQ, { seq });
-        out.push(parseDeadLetter(m.subject, headerRecord(m.header), m.data));
+        out.push(parseDeadLetter(seq, m.subject, headerRecord(m.header), m.data));
       } catch (err) {
-        if (apiErrorCode(err) !== NO_MESSAGE_FOUND) throw err; // aged out or deleted: a gap
+        if (!isMissingMessage(err)) throw err; // aged out or deleted: a gap
       }
     }
     return out;
+  }
+
+  async deadLetter(id: number): Promise<DeadLetter | null> {
+    if (!Number.isSafeInteger(id) || id < 1) return null;
+    const jsm = await this.jsm();
+    try {
+      const m = await jsm.streams.getMessage(STREAM_DLQ, { seq: id });
+      return parseDeadLetter(id, m.subject, headerRecord(m.header), m.data);
+    } catch (err) {
+      if (isMissingMessage(err)) return null;
+      throw err;
+    }
+  }
+
+  async replayDeadLetter(id: number): Promise<{ seq: number; duplicate: boolean } | null> {
+    const dl = await this.deadLetter(id);
+    if (!dl) return null;
+    const r = replayOf(dl);
+    const out = await this.publish(r.subject, dl.data, { msgId: r.msgId, headers: r.headers });
+    await this.deleteDeadLetter(id);
+    return out;
+  }
+
+  async deleteDeadLetter(id: number): Promise<boolean> {
+    if (!Number.isSafeInteger(id) || id < 1) return false;
+    const jsm = await this.jsm();
+    try {
+      // Not erased: the slot is only marked deleted (an operator's act, not a secret).
+      return await jsm.streams.deleteMessage(STREAM_DLQ, id, false);
+    } catch (err) {
+      if (isMissingMessage(err)) return false;
+      throw err;
+    }
   }
 
   async scatter(subject: string, data: Uint8Array, opts: ScatterOptions): Promise<Answer[]> {

@@ -23,7 +23,7 @@ import {
   type ScatterOptions,
 } from "./contract.ts";
 import { AttachmentCore, PULL_EXPIRES_MS, type CoreOptions, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
-import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter } from "./deadletter.ts";
+import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_EXPECTED_STREAM, H_MSG_ID, parseDeadLetter, replayOf } from "./deadletter.ts";
 import { streamSpecs, type StreamSpec } from "./streams.ts";
 import { durableName, parseMailbox, STREAM_AGENT, STREAM_DLQ, subjectMatches } from "./topics.ts";
 
@@ -175,6 +175,9 @@ export class MemoryQueue implements Queue {
 
   async publish(subject: string, data: Uint8Array, opts: PublishOptions = {}): Promise<PublishResult> {
     const stream = this.streamFor(subject);
+    // As the broker: a publish that expected another stream is refused, not stored.
+    const expected = Object.entries(opts.headers ?? {}).find(([k]) => k.toLowerCase() === H_EXPECTED_STREAM.toLowerCase())?.[1];
+    if (expected !== undefined && expected !== stream.spec.name) throw new Error(`expected stream does not match (${expected}, subject ${subject} is on ${stream.spec.name})`);
     const now = this.clock.now();
     this.prune(stream, now);
     if (opts.msgId !== undefined) {
@@ -346,8 +349,29 @@ export class MemoryQueue implements Queue {
     const msgs = [...stream.msgs.values()].slice(-DEAD_LETTER_LIST_MAX);
     return msgs.map((m) => {
       const headers = { ...m.headers };
-      return parseDeadLetter(m.subject, headers, m.data);
+      return parseDeadLetter(m.seq, m.subject, headers, m.data);
     });
+  }
+
+  async deadLetter(id: number): Promise<DeadLetter | null> {
+    const stream = this.streams.get(STREAM_DLQ);
+    if (!stream) return null;
+    this.prune(stream, this.clock.now());
+    const m = stream.msgs.get(id);
+    return m ? parseDeadLetter(m.seq, m.subject, { ...m.headers }, m.data) : null;
+  }
+
+  async replayDeadLetter(id: number): Promise<{ seq: number; duplicate: boolean } | null> {
+    const dl = await this.deadLetter(id);
+    if (!dl) return null;
+    const r = replayOf(dl);
+    const out = await this.publish(r.subject, dl.data, { msgId: r.msgId, headers: r.headers });
+    await this.deleteDeadLetter(id);
+    return out;
+  }
+
+  async deleteDeadLetter(id: number): Promise<boolean> {
+    return this.streams.get(STREAM_DLQ)?.msgs.delete(id) ?? false;
   }
 
   async scatter(subject: string, data: Uint8Array, opts: ScatterOptions): Promise<Answer[]> {

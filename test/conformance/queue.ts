@@ -245,6 +245,45 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       expect(after.texts()).toHaveLength(1);
     });
 
+    test("mail published expecting its stream (as wakes are) reaches the DLQ after 25 deliveries; it can be listed, replayed and deleted", async () => {
+      const box = mailbox(handle(), "inbox");
+      let replayed = false;
+      const rec = recorder((d) => (text(d) === "expecting" && !replayed ? nak() : ack()));
+      const att = track(await h.queue.attach(box.subject, box.group, rec.handler));
+      // The wake feed publishes with Nats-Expected-Stream: CREWLET_AGENT. A copy keeping it
+      // was refused by the dead-letter stream ("expected stream does not match") and lost.
+      await h.queue.publish(box.subject, enc("expecting"), { msgId: `exp-${box.group}`, headers: { "Nats-Expected-Stream": "CREWLET_AGENT", "X-Trace": "t-2" } });
+      const mine = async () => (await h.queue.deadLetters()).filter((d) => d.originalSubject === box.subject);
+      await eventually("dead-lettered", async () => (await mine()).length === 1);
+      expect(h.logs.events("queue_settle_failed").filter((l) => String(l.fields.subject) === box.subject)).toEqual([]);
+      const [dl] = await mine();
+      expect(dl!.deliveryCount).toBe(MAX_DELIVERIES);
+      expect(dl!.reason).toContain("nak");
+      expect(dl!.headers["X-Trace"]).toBe("t-2");
+      expect(Object.keys(dl!.headers).filter((k) => k.startsWith("Nats-Expected"))).toEqual([]);
+      expect(await h.queue.deadLetter(dl!.id)).toMatchObject({ id: dl!.id, originalSubject: box.subject });
+      // Replay: back to the mailbox as a fresh message, gone from the DLQ.
+      replayed = true;
+      const before = rec.texts().filter((t) => t === "expecting").length;
+      const again = await h.queue.replayDeadLetter(dl!.id);
+      expect(again).not.toBeNull();
+      await eventually("replayed", () => rec.texts().filter((t) => t === "expecting").length === before + 1);
+      expect(rec.seen.filter((d) => text(d) === "expecting").at(-1)!.deliveryCount).toBe(1);
+      expect(await h.queue.deadLetter(dl!.id)).toBeNull();
+      expect(await h.queue.replayDeadLetter(dl!.id)).toBeNull();
+      await att.detach();
+      // Delete: a second poison, deleted by id.
+      const box2 = mailbox(handle(), "inbox");
+      track(await h.queue.attach(box2.subject, box2.group, async () => nak()));
+      await h.queue.publish(box2.subject, enc("doomed"));
+      const mine2 = async () => (await h.queue.deadLetters()).filter((d) => d.originalSubject === box2.subject);
+      await eventually("dead-lettered", async () => (await mine2()).length === 1);
+      const [dl2] = await mine2();
+      expect(await h.queue.deleteDeadLetter(dl2!.id)).toBe(true);
+      expect(await h.queue.deleteDeadLetter(dl2!.id)).toBe(false);
+      expect(await mine2()).toEqual([]);
+    });
+
     test("a publish to a subject no mailbox covers is dropped (interest retention)", async () => {
       const box = mailbox(handle(), "inbox");
       const res = await h.queue.publish(box.subject, enc("lost"));

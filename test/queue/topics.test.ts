@@ -99,15 +99,18 @@ test("a dead letter carries its original headers and id, and reads back", () => 
   const copy = deadLetterCopy("CREWLET_AGENT", {
     subject: "crewlet.agent.a.inbox",
     data: new Uint8Array([1]),
-    headers: { "Nats-Msg-Id": "wake-1", "X-Trace": "t" },
+    headers: { "Nats-Msg-Id": "wake-1", "X-Trace": "t", "Nats-Expected-Stream": "CREWLET_AGENT", "Nats-Expected-Last-Sequence": "3" },
     msgId: "wake-1",
     deliveryCount: 25,
     streamSeq: 7,
   }, "agent-a", "nak\nagain");
   expect(copy.subject).toMatch(/^dlq\.crewlet\.agent\.a\.inbox\.agent-a\.[0-9a-f]{16}$/);
-  const dl = parseDeadLetter(copy.subject, { ...copy.headers, "Nats-Msg-Id": copy.msgId }, new Uint8Array([1]));
+  // The copy carries no header the broker acts on at publish (the DLQ refused such copies).
+  expect(Object.keys(copy.headers).filter((k) => k.startsWith("Nats-"))).toEqual([]);
+  const dl = parseDeadLetter(9, copy.subject, { ...copy.headers, "Nats-Msg-Id": copy.msgId }, new Uint8Array([1]));
   expect(dl.headers).toEqual({ "Nats-Msg-Id": "wake-1", "X-Trace": "t" });
   expect(dl.reason).toBe("nak again");
   expect(dl.deliveryCount).toBe(25);
-  expect(() => parseDeadLetter("dlq.x", {}, new Uint8Array())).toThrow(/Crewlet-Dlq-Subject/);
+  expect(dl.id).toBe(9);
+  expect(() => parseDeadLetter(1, "dlq.x", {}, new Uint8Array())).toThrow(/Crewlet-Dlq-Subject/);
 });

@@ -134,6 +134,15 @@ class NodeQueue implements Queue {
   deadLetters() {
     return this.inner.deadLetters();
   }
+  deadLetter(id: number) {
+    return this.inner.deadLetter(id);
+  }
+  replayDeadLetter(id: number) {
+    return this.inner.replayDeadLetter(id);
+  }
+  deleteDeadLetter(id: number) {
+    return this.inner.deleteDeadLetter(id);
+  }
   scatter(...args: Parameters<Queue["scatter"]>) {
     return this.inner.scatter(...args);
   }

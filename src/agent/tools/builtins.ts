@@ -88,13 +88,18 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
     return result;
   };
 
-  const walkChannel = async (channel: string, visit: (m: Message) => void): Promise<void> => {
-    let cursor: number | undefined;
+  /**
+   * Walks a channel from its newest message back, a page at a time, at most CHAT_SCAN_MAX
+   * messages; `visit` answers false to stop. Newest first, so a channel longer than the
+   * bound is searched by its most recent messages, never only its oldest.
+   */
+  const walkNewestFirst = async (channel: string, visit: (m: Message) => boolean): Promise<void> => {
+    let before: number | undefined;
     for (let scanned = 0; scanned < CHAT_SCAN_MAX; scanned += PAGE) {
-      const page = await estate.read({ q: "chat.messages", channel, cursor, limit: PAGE });
-      for (const m of page.messages) visit(m);
+      const page = await estate.read({ q: "chat.messages", channel, order: "newest", before, limit: PAGE });
+      for (let i = page.messages.length - 1; i >= 0; i--) if (!visit(page.messages[i]!)) return;
       if (page.next === null) return;
-      cursor = page.next;
+      before = page.next;
     }
   };
 
@@ -267,12 +272,9 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
       input: z.strictObject({ channel: channelId, limit: z.number().int().min(1).max(100).default(30) }),
       annotations: readOnly,
       run: async (a) => {
-        const last: Message[] = [];
-        await walkChannel(a.channel, (m) => {
-          last.push(m);
-          if (last.length > a.limit) last.shift();
-        });
-        return ok({ messages: last.map(brief) });
+        // The newest `limit`, read as one page from the end; shown oldest first.
+        const page = await estate.read({ q: "chat.messages", channel: a.channel, order: "newest", limit: a.limit });
+        return ok({ messages: page.messages.map(brief) });
       },
     }),
     defineTool({
@@ -285,11 +287,16 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
         const channels = a.channel !== undefined ? [a.channel] : (await estate.read({ q: "chat.channels", member: ctx.seat })).map((c) => c.id);
         const hits: Message[] = [];
         for (const ch of channels) {
-          await walkChannel(ch, (m) => {
-            if (!m.deleted && m.body.toLowerCase().includes(needle)) hits.push(m);
+          const found: Message[] = [];
+          await walkNewestFirst(ch, (m) => {
+            if (!m.deleted && m.body.toLowerCase().includes(needle)) found.push(m);
+            return found.length < a.limit;
           });
+          hits.push(...found);
         }
-        return ok({ hits: hits.slice(-a.limit).map(brief) });
+        // The newest `limit` hits across the channels, shown oldest first.
+        hits.sort((x, y) => y.created_at - x.created_at || y.position - x.position);
+        return ok({ hits: hits.slice(0, a.limit).reverse().map(brief) });
       },
     }),
     defineTool({

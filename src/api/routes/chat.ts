@@ -14,7 +14,11 @@ import type { EstateRouter } from "../../estate/router.ts";
 
 const channelsQuery = z.strictObject({ member: handle.optional() });
 const messagesQuery = z.strictObject({
+  /** Oldest first, after this position (the previous page's next). */
   cursor: z.coerce.number().int().min(0).optional(),
+  /** Newest first in pages: the messages before this position (the previous page's next with order=newest). */
+  before: z.coerce.number().int().min(1).optional(),
+  order: z.enum(["oldest", "newest"]).default("oldest"),
   limit: z.coerce.number().int().min(1).max(500).default(100),
 });
 const postBody = z.strictObject({
@@ -43,7 +47,7 @@ export function chatRoutes(router: EstateRouter, company: () => Company): RouteG
         const q = parseQuery(c, messagesQuery);
         const channel = await estateCall(() => router.read({ q: "chat.channel", id }));
         if (!channel) throw new ApiError(404, "unknown_channel", `no channel ${id}`, "id");
-        return c.json(await estateCall(() => router.read({ q: "chat.messages", channel: id, cursor: q.cursor, limit: q.limit })));
+        return c.json(await estateCall(() => router.read({ q: "chat.messages", channel: id, cursor: q.cursor, before: q.before, order: q.order, limit: q.limit })));
       });
       app.post("/channels/:id/messages", auth.require("chat:write"), async (c) => {
         const id = channelParam(c.req.param("id"));
@@ -74,7 +78,7 @@ export function chatRoutes(router: EstateRouter, company: () => Company): RouteG
             thread_parent: b.thread_parent,
             mentions: parseMentions(b.body),
             dm,
-          }),
+          }, { op_id: c.get("op_id") }),
         );
         return writeReply(c, out);
       });

@@ -8,12 +8,30 @@ import { ApiError, parseJsonBody, parseQuery } from "../errors.ts";
 import { callerActor, estateCall, writeReply } from "../../estate/http.ts";
 import { actor, containerKey, labels, pagePut, pageTitle } from "../../estate/records.ts";
 import type { EstateRouter } from "../../estate/router.ts";
+import { MAX_LIST_LIMIT } from "../../estate/queries.ts";
 
 const listQuery = z.strictObject({
   container: containerKey.optional(),
   q: z.string().min(1, "is empty").max(500).optional(),
-  limit: z.coerce.number().int().min(1).max(500).optional(),
+  limit: z.coerce.number().int().min(1).max(MAX_LIST_LIMIT).optional(),
+  /** The `next` of the previous page (a list, not a search). */
+  cursor: z.string().max(2048).optional(),
 });
+
+/** A list cursor on the wire: the last (container, title) seen, as base64url JSON. */
+const cursorValue = z.tuple([containerKey, pageTitle]);
+export function encodePagesCursor(next: [string, string]): string {
+  return Buffer.from(JSON.stringify(next)).toString("base64url");
+}
+function decodePagesCursor(raw: string): [string, string] {
+  try {
+    const parsed = cursorValue.safeParse(JSON.parse(Buffer.from(raw, "base64url").toString("utf8")));
+    if (parsed.success) return parsed.data;
+  } catch {
+    // falls through to the 400
+  }
+  throw new ApiError(400, "invalid_input", "query.cursor: not a cursor this API gave (pass the previous page's next)", "cursor");
+}
 
 const putBody = z.strictObject({
   body: pagePut.shape.body,
@@ -40,7 +58,9 @@ export function pagesRoutes(router: EstateRouter): RouteGroup {
           const found = await estateCall(() => router.read({ q: "pages.search", text: q.q!, container: q.container, limit: q.limit ?? 20 }));
           return c.json(found);
         }
-        return c.json({ pages: await estateCall(() => router.read({ q: "pages.list", container: q.container, limit: q.limit ?? 100 })) });
+        const after = q.cursor !== undefined ? decodePagesCursor(q.cursor) : undefined;
+        const listed = await estateCall(() => router.read({ q: "pages.list", container: q.container, after, limit: q.limit ?? 100 }));
+        return c.json({ pages: listed.pages, next: listed.next ? encodePagesCursor(listed.next) : null });
       });
       app.get("/:container/:title", auth.require("state:read"), async (c) => {
         const container = param(containerKey, c.req.param("container"), "container");
@@ -56,7 +76,7 @@ export function pagesRoutes(router: EstateRouter): RouteGroup {
         const known = await estateCall(() => router.read({ q: "pages.containers" }));
         if (!known.some((k) => k.key === container)) throw new ApiError(404, "unknown_container", `no container ${container}`, "container");
         const out = await estateCall(() =>
-          router.write("pages", { op: "page.put", container, title, body: b.body, labels: b.labels, author: b.author ?? callerActor(c), base_revision: b.base_revision }),
+          router.write("pages", { op: "page.put", container, title, body: b.body, labels: b.labels, author: b.author ?? callerActor(c), base_revision: b.base_revision }, { op_id: c.get("op_id") }),
         );
         return writeReply(c, out);
       });

@@ -68,7 +68,7 @@ export function workRoutes(router: EstateRouter): RouteGroup {
         if (!projects.some((p) => p.key === b.project)) throw new ApiError(404, "unknown_project", `no project ${b.project}`, "project");
         if (b.parent !== null && !(await exists(b.parent))) throw new ApiError(404, "unknown_work_item", `no work item ${b.parent}`, "parent");
         const { reporter, ...fields } = b;
-        const out = await estateCall(() => router.write("tracker", { op: "work.create", ...fields, reporter: reporter ?? callerActor(c) }));
+        const out = await estateCall(() => router.write("tracker", { op: "work.create", ...fields, reporter: reporter ?? callerActor(c) }, { op_id: c.get("op_id") }));
         return writeReply(c, out);
       });
       app.patch("/:key", auth.require("work:write"), async (c) => {
@@ -76,14 +76,14 @@ export function workRoutes(router: EstateRouter): RouteGroup {
         const { actor: who, ...patch } = await parseJsonBody(c, patchBody);
         if (!(await exists(key))) throw new ApiError(404, "unknown_work_item", `no work item ${key}`, "key");
         if (patch.parent && !(await exists(patch.parent))) throw new ApiError(404, "unknown_work_item", `no work item ${patch.parent}`, "parent");
-        const out = await estateCall(() => router.write("tracker", { op: "work.update", key, actor: who ?? callerActor(c), patch }));
+        const out = await estateCall(() => router.write("tracker", { op: "work.update", key, actor: who ?? callerActor(c), patch }, { op_id: c.get("op_id") }));
         return writeReply(c, out);
       });
       app.post("/:key/comments", auth.require("work:write"), async (c) => {
         const key = keyParam(c.req.param("key"));
         const b = await parseJsonBody(c, commentBody);
         if (!(await exists(key))) throw new ApiError(404, "unknown_work_item", `no work item ${key}`, "key");
-        const out = await estateCall(() => router.write("tracker", { op: "work.comment", key, author: b.author ?? callerActor(c), body: b.body }));
+        const out = await estateCall(() => router.write("tracker", { op: "work.comment", key, author: b.author ?? callerActor(c), body: b.body }, { op_id: c.get("op_id") }));
         return writeReply(c, out);
       });
       return app;
