@@ -144,7 +144,8 @@ export interface Results {
   "work.list": { items: WorkItem[]; next: number | null };
   "work.get": { item: WorkItem; comments: Comment[]; activity: Activity[] } | null;
   "pages.containers": Container[];
-  "pages.list": { pages: PageSummary[]; next: [string, string] | null };
+  /** In (container, title) order; a full page's last entry is the `after` of the next. */
+  "pages.list": PageSummary[];
   /** searched: false when nobody could search (best effort: never "nothing matched"). */
   "pages.search": { hits: SearchHit[]; searched: boolean };
   "pages.get": Page | null;
@@ -232,11 +233,7 @@ export function runQuery(db: EstateDb, sqlite: Database, query: Query): Results[
         .orderBy(asc(pages.container), asc(pages.title))
         .limit(query.limit)
         .all();
-      const last = rows[rows.length - 1];
-      return {
-        pages: rows.map((r) => ({ ...r, labels: JSON.parse(r.labels) as string[] })),
-        next: rows.length === query.limit && last ? [last.container, last.title] : null,
-      };
+      return rows.map((r) => ({ ...r, labels: JSON.parse(r.labels) as string[] }));
     }
     case "pages.search": {
       const expr = ftsExpression(query.text);

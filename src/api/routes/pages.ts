@@ -59,8 +59,10 @@ export function pagesRoutes(router: EstateRouter): RouteGroup {
           return c.json(found);
         }
         const after = q.cursor !== undefined ? decodePagesCursor(q.cursor) : undefined;
-        const listed = await estateCall(() => router.read({ q: "pages.list", container: q.container, after, limit: q.limit ?? 100 }));
-        return c.json({ pages: listed.pages, next: listed.next ? encodePagesCursor(listed.next) : null });
+        const limit = q.limit ?? 100;
+        const listed = await estateCall(() => router.read({ q: "pages.list", container: q.container, after, limit }));
+        const last = listed.length === limit ? listed[listed.length - 1] : undefined;
+        return c.json({ pages: listed, next: last ? encodePagesCursor([last.container, last.title]) : null });
       });
       app.get("/:container/:title", auth.require("state:read"), async (c) => {
         const container = param(containerKey, c.req.param("container"), "container");
