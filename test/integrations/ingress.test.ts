@@ -47,6 +47,8 @@ afterAll(async () => {
 
 interface Rig {
   integrations: Integrations;
+  /** Every handler this rig runs (the ingress's first, then its peers). */
+  handlers: Integrations[];
   sink: MemorySink;
   post(path: string, req: { headers: Record<string, string>; body: string | Uint8Array }): Promise<{ status: number; json: any }>;
   /** Triggers read from each seat's inbox so far. */
@@ -56,14 +58,18 @@ interface Rig {
 }
 
 const attachments: Attachment[] = [];
-async function rig(company: Company, clock: Clock = systemClock): Promise<Rig> {
+async function rig(company: Company, clock: Clock = systemClock, peers = 0): Promise<Rig> {
   const { log, sink } = memoryLogger("debug");
-  // One handler in the group at a time: the previous rig's would take this one's notifications.
+  // Only this rig's handlers in the group: a previous rig's would take this one's notifications.
   for (const s of stops.splice(0)) await s();
-  const integrations = new Integrations({ nodeId: "node-a", company: () => company, queue, claims: coord.slot("claims"), rate: coord.slot("rate"), clock, log });
+  const make = () => new Integrations({ nodeId: "node-a", company: () => company, queue, claims: coord.slot("claims"), rate: coord.slot("rate"), clock, log });
+  const integrations = make();
   await integrations.ensureMailbox();
-  await integrations.startHandler();
-  stops.push(() => integrations.stop());
+  const handlers = [integrations, ...Array.from({ length: peers }, make)];
+  for (const h of handlers) {
+    await h.startHandler();
+    stops.push(() => h.stop());
+  }
   const app = createApp({ auth: new TokenAuth([{ id: "t", token: "x".repeat(32), grants: [] }]), log, health: { health: () => ({}), notReadyReason: () => null }, groups: [integrations.routeGroup()] });
   const inbox = new Map<string, Trigger[]>(SEATS.map((s) => [s, []]));
   // One reader per seat inbox (replacing the previous rig's), as the seat's holder would be.
@@ -81,6 +87,7 @@ async function rig(company: Company, clock: Clock = systemClock): Promise<Rig> {
   const jsm = await nc.jetstreamManager();
   return {
     integrations,
+    handlers,
     sink,
     inbox,
     async post(path, req) {
@@ -286,4 +293,54 @@ describe("rate valve", () => {
     expect(r.inbox.get("cto")!.length).toBe(4);
     await r.wait("the window's record retired", () => r.sink.events("integration_wake_coalesced").length === 1);
   }, 120_000);
+
+  test("two handlers share one valve; when the node holding a window dies, a peer's sweep sends its wake", async () => {
+    const clock = new FakeClock(Date.UTC(2026, 5, 1, 13, 0, 0));
+    const company = integrationsCompany({ rate: 3 });
+    const r = await rig(company, clock, 1);
+    const base = fixture("github-issues-opened");
+    await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        const body = structuredClone(base.body);
+        body.issue.title = `issue ${i}`;
+        expect((await r.post("/hooks/github/gh", githubRequest(base, GH_SECRET, { delivery: fresh(), body }))).status).toBe(202);
+      }),
+    );
+    await r.wait("17 held", () => r.sink.events("integration_wake_held").length === 17, 30_000);
+    expect(r.inbox.get("cto")!.length).toBe(3);
+    // Whichever of the two took each notification, together they let exactly three through.
+    const published = r.sink.events("integration_wake_published").length;
+    expect(published).toBe(3);
+    // Every handler goes (the one with the flush timer among them) before the minute ends.
+    for (const h of r.handlers) await h.stop();
+    await clock.advance(62_000);
+    await Bun.sleep(200);
+    expect(r.inbox.get("cto")!.length).toBe(3);
+    // A node that joins later sweeps the ended window and sends the one wake.
+    const { log } = memoryLogger("warn");
+    const late = new Integrations({ nodeId: "node-b", company: () => company, queue, claims: coord.slot("claims"), rate: coord.slot("rate"), clock, log });
+    await late.startHandler();
+    stops.push(() => late.stop());
+    await clock.advance(20_000);
+    await r.wait("the swept wake", () => r.inbox.get("cto")!.length === 4, 20_000);
+    expect(r.inbox.get("cto")![3]!.text.split("\n")[0]).toContain("17 more notifications for @cto");
+  }, 120_000);
+
+  test("a notification handled twice (a redelivery, a second node) wakes the seat once", async () => {
+    const r = await rig(integrationsCompany());
+    const res = await r.post("/hooks/github/gh", githubRequest(fixture("github-issues-opened"), GH_SECRET, { delivery: fresh() }));
+    expect(res.status).toBe(202);
+    await r.wait("cto's wake", () => r.inbox.get("cto")!.length === 1);
+    // The same notification published again under another message id, as a replay past the
+    // stream's duplicate window would be.
+    const { encodeNotification } = await import("../../src/integrations/notification.ts");
+    const { parseGithub } = await import("../../src/integrations/github.ts");
+    const p = parseGithub("issues", fixture("github-issues-opened").body);
+    if (p.status !== "event") throw new Error("not an event");
+    const n = { v: 1 as const, integration: "gh", kind: "github" as const, delivery: res.json.delivery, seats: ["cto"], event: p.event, received_at: Date.now() };
+    await queue.publish("crewlet.notifications.inbound", encodeNotification(n), { msgId: `replay-${fresh()}` });
+    await r.wait("the replay handled", () => r.sink.events("integration_wake_published").length === 2);
+    await Bun.sleep(300);
+    expect(r.inbox.get("cto")!.length).toBe(1);
+  }, 60_000);
 });
