@@ -57,8 +57,21 @@ export const normalizedEventSchema = z.strictObject({
   /** The conversation a wake continues: one per issue / pull request / Slack thread. */
   thread: z.string().min(1).max(600),
   origin: originSchema.nullable(),
+  /**
+   * The message the event is about, when two deliveries can name one: Slack sends a
+   * message that mentions the app both as `message` and as `app_mention`, each with its
+   * own event_id. A wake is keyed on it, so the seat is woken once for the message.
+   */
+  message: z.string().max(600).nullable(),
 });
 export type NormalizedEvent = z.output<typeof normalizedEventSchema>;
+
+/**
+ * Appended (invisibly: an HTML comment) to everything the outbound tools write on GitHub,
+ * so the webhook that write causes is known for an agent's own words and wakes nobody —
+ * whichever account the token is, and on whichever node the webhook lands.
+ */
+export const CREWLET_MARKER = "<!-- crewlet -->";
 
 /**
  * `@handle` tokens in free text, in order, once each. A handle follows the org's grammar;

@@ -34,6 +34,7 @@ export function parseGeneric(payload: unknown, delivery: string): Parsed {
     mentions: mentionsIn(d.text),
     thread: cutChars(d.thread ?? delivery, 600),
     origin: null,
+    message: null,
   };
   return { status: "event", event: ev };
 }

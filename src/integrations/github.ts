@@ -3,7 +3,7 @@
 // new field GitHub adds changes nothing); a delivery missing one is `unusable`, naming it.
 // The event name is the X-GitHub-Event header, the action the payload's `action`.
 import { z } from "zod";
-import { cutBytes, cutChars, MAX_EVENT_BODY_BYTES, MAX_EVENT_LABELS, mentionsIn, type NormalizedEvent, type Origin } from "./event.ts";
+import { CREWLET_MARKER, cutBytes, cutChars, MAX_EVENT_BODY_BYTES, MAX_EVENT_LABELS, mentionsIn, type NormalizedEvent, type Origin } from "./event.ts";
 import { zodField, type Parsed } from "./parsed.ts";
 
 const login = z.object({ login: z.string().min(1), type: z.string().optional() });
@@ -65,6 +65,8 @@ interface Parts {
   labels: string[];
   number: number | null;
   thread: string;
+  /** The body is the actor's own words in this event (a comment, a review, a new issue). */
+  authored: boolean;
 }
 
 function describe(type: GithubEventType, p: any): Parts {
@@ -74,27 +76,27 @@ function describe(type: GithubEventType, p: any): Parts {
     case "issues": {
       const i = p.issue;
       const extra = p.action === "labeled" || p.action === "unlabeled" ? ` (${p.action === "labeled" ? "+" : "-"}${p.label?.name ?? "?"})` : "";
-      return { actor: p.sender.login, summary: `${p.action} issue #${i.number} “${cutChars(i.title)}”${extra}`, body: i.body, url: i.html_url, labels: names(i.labels), number: i.number, thread: `${repo}#${i.number}` };
+      return { actor: p.sender.login, summary: `${p.action} issue #${i.number} “${cutChars(i.title)}”${extra}`, body: i.body, url: i.html_url, labels: names(i.labels), number: i.number, thread: `${repo}#${i.number}`, authored: p.action === "opened" || p.action === "edited" };
     }
     case "issue_comment": {
       const i = p.issue;
       const what = i.pull_request ? "pull request" : "issue";
-      return { actor: p.comment.user.login, summary: `${p.action === "created" ? "commented" : `${p.action} a comment`} on ${what} #${i.number} “${cutChars(i.title)}”`, body: p.comment.body, url: p.comment.html_url, labels: names(i.labels), number: i.number, thread: `${repo}#${i.number}` };
+      return { actor: p.comment.user.login, summary: `${p.action === "created" ? "commented" : `${p.action} a comment`} on ${what} #${i.number} “${cutChars(i.title)}”`, body: p.comment.body, url: p.comment.html_url, labels: names(i.labels), number: i.number, thread: `${repo}#${i.number}`, authored: true };
     }
     case "pull_request": {
       const pr = p.pull_request;
       const action = p.action === "closed" && pr.merged ? "merged" : p.action;
       const extra = p.action === "labeled" || p.action === "unlabeled" ? ` (${p.action === "labeled" ? "+" : "-"}${p.label?.name ?? "?"})` : "";
-      return { actor: p.sender.login, summary: `${action} pull request #${pr.number} “${cutChars(pr.title)}”${extra}`, body: pr.body, url: pr.html_url, labels: names(pr.labels), number: pr.number, thread: `${repo}#${pr.number}` };
+      return { actor: p.sender.login, summary: `${action} pull request #${pr.number} “${cutChars(pr.title)}”${extra}`, body: pr.body, url: pr.html_url, labels: names(pr.labels), number: pr.number, thread: `${repo}#${pr.number}`, authored: p.action === "opened" || p.action === "edited" };
     }
     case "pull_request_review": {
       const pr = p.pull_request;
       const state = String(p.review.state).toLowerCase().replace(/_/g, " ");
-      return { actor: p.review.user.login, summary: `reviewed pull request #${pr.number} “${cutChars(pr.title)}”: ${state}`, body: p.review.body, url: p.review.html_url, labels: names(pr.labels), number: pr.number, thread: `${repo}#${pr.number}` };
+      return { actor: p.review.user.login, summary: `reviewed pull request #${pr.number} “${cutChars(pr.title)}”: ${state}`, body: p.review.body, url: p.review.html_url, labels: names(pr.labels), number: pr.number, thread: `${repo}#${pr.number}`, authored: true };
     }
     case "pull_request_review_comment": {
       const pr = p.pull_request;
-      return { actor: p.comment.user.login, summary: `commented on the diff of pull request #${pr.number} “${cutChars(pr.title)}”`, body: p.comment.body, url: p.comment.html_url, labels: names(pr.labels), number: pr.number, thread: `${repo}#${pr.number}` };
+      return { actor: p.comment.user.login, summary: `commented on the diff of pull request #${pr.number} “${cutChars(pr.title)}”`, body: p.comment.body, url: p.comment.html_url, labels: names(pr.labels), number: pr.number, thread: `${repo}#${pr.number}`, authored: true };
     }
     case "check_run": {
       const c = p.check_run;
@@ -108,6 +110,7 @@ function describe(type: GithubEventType, p: any): Parts {
         labels: [],
         number: pr,
         thread: pr !== null ? `${repo}#${pr}` : `${repo}@${c.head_sha}`,
+        authored: false,
       };
     }
   }
@@ -116,7 +119,8 @@ function describe(type: GithubEventType, p: any): Parts {
 /**
  * Reads one GitHub delivery. `event` is X-GitHub-Event; `payload` the parsed JSON body.
  * `self` is the account the integration's token acts as: its own acts wake nobody (an
- * agent's comment would otherwise wake the agent that wrote it).
+ * agent's comment would otherwise wake the agent that wrote it). Words an agent wrote
+ * carry CREWLET_MARKER, which does the same whoever the account is.
  */
 export function parseGithub(event: string, payload: unknown, self?: string): Parsed {
   if (event === "ping") return { status: "ignored", event, reason: "ping (the hook was created or tested)" };
@@ -134,6 +138,7 @@ export function parseGithub(event: string, payload: unknown, self?: string): Par
     return { status: "ignored", event: action, reason: `sent by ${sender.type === "Bot" ? "a bot" : "this integration's own account"} (${sender.login})` };
   }
   const parts = describe(type, p);
+  if (parts.authored && parts.body.includes(CREWLET_MARKER)) return { status: "ignored", event: action, reason: "written by a Crewlet agent (its own words wake nobody)" };
   const repo: string = p.repository.full_name;
   const origin: Origin | null = parts.number !== null ? { kind: "github", repository: cutChars(repo), number: parts.number } : null;
   const body = cutBytes(parts.body, MAX_EVENT_BODY_BYTES);
@@ -151,6 +156,7 @@ export function parseGithub(event: string, payload: unknown, self?: string): Par
     mentions: mentionsIn(parts.body),
     thread: cutChars(parts.thread, 600),
     origin,
+    message: null,
   };
   return { status: "event", event: ev };
 }

@@ -61,16 +61,20 @@ export function conversationOf(kind: IntegrationKind, integration: string, ev: P
   return `${kind}:${integration}:${ev.thread}`;
 }
 
-/** A wake's event id, inbox message id and ledger key: one per (delivery, seat). */
-export function wakeEventId(delivery: string, seat: string): string {
-  return `hook.${delivery.slice(2)}.${seat}`;
+/**
+ * A wake's event id, inbox message id and ledger key: one per (delivery, seat), or per
+ * (message, seat) when the event names a message two deliveries can share.
+ */
+export function wakeEventId(n: Pick<Notification, "integration" | "delivery" | "event">, seat: string): string {
+  if (n.event.message !== null) return `hook.${n.integration}.m${createHash("sha256").update(n.event.message, "utf8").digest("hex").slice(0, 32)}.${seat}`;
+  return `hook.${n.delivery.slice(2)}.${seat}`;
 }
 
 /** The trigger one seat's inbox gets for one notification. */
 export function triggerFor(n: Notification, seat: string): Trigger {
   return {
     type: "external_notification",
-    event_id: wakeEventId(n.delivery, seat),
+    event_id: wakeEventId(n, seat),
     seat,
     conversation: conversationOf(n.kind, n.integration, n.event),
     from: cutChars(`${n.kind}:${n.event.actor}`, 128),

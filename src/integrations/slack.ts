@@ -76,6 +76,7 @@ export function parseSlack(payload: unknown, self?: string): Parsed {
     mentions: mentionsIn(text),
     thread: cutChars(`${e.channel}:${thread_ts}`, 600),
     origin: { kind: "slack", channel: cutChars(e.channel), thread_ts },
+    message: cutChars(`${e.channel}:${e.ts}`, 600),
   };
   return { status: "event", event: ev };
 }

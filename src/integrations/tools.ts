@@ -9,7 +9,7 @@ import type { Org } from "../org/org.ts";
 import type { Trigger } from "../org/trigger.ts";
 import { defineTool, fail, type Tool, type ToolContext, type ToolResult } from "../agent/tools/contract.ts";
 import { baseUrlOf, type IntegrationConfig, type IntegrationKind } from "./config.ts";
-import type { Origin } from "./event.ts";
+import { CREWLET_MARKER, type Origin } from "./event.ts";
 import { GithubClient, SlackClient, type FetchLike, type OutboundResult } from "./outbound.ts";
 import { routedSeats } from "./route.ts";
 
@@ -32,6 +32,11 @@ export function originOfConversation(conversation: string | undefined): { integr
   }
   const s = /^([A-Za-z0-9]+):(\d+\.\d+)$/.exec(rest);
   return s ? { integration, origin: { kind: "slack", channel: s[1]!, thread_ts: s[2]! } } : null;
+}
+
+/** What an agent writes on GitHub carries the marker, so its own webhook wakes nobody. */
+function marked(body: string): string {
+  return body === "" ? CREWLET_MARKER : `${body}\n\n${CREWLET_MARKER}`;
 }
 
 function originKey(integration: string, o: Origin): string {
@@ -139,7 +144,7 @@ export class Outbound {
           if (typeof integ === "string") return fail(integ);
           const t = target(ctx, integ, a.repository, a.number);
           if (typeof t === "string") return fail(t);
-          const res = await this.github(integ).comment(t.repository, t.number, a.body);
+          const res = await this.github(integ).comment(t.repository, t.number, marked(a.body));
           if (res.ok) this.remember(ctx.turn_id, integ.id, { kind: "github", ...t });
           return outcome(res, (v) => ({ comment_id: v.id, url: v.html_url }));
         },
@@ -161,7 +166,7 @@ export class Outbound {
           const o = this.wakeOrigin(ctx, integ);
           const repository = a.repository ?? (o?.kind === "github" ? o.repository : undefined);
           if (repository === undefined) return fail("no repository: give repository (owner/name)");
-          const res = await this.github(integ).createIssue(repository, { title: a.title, ...(a.body ? { body: a.body } : {}), ...(a.labels ? { labels: a.labels } : {}) });
+          const res = await this.github(integ).createIssue(repository, { title: a.title, body: marked(a.body ?? ""), ...(a.labels ? { labels: a.labels } : {}) });
           return outcome(res, (v) => ({ number: v.number, url: v.html_url }));
         },
       }),
@@ -246,7 +251,7 @@ export class Outbound {
     if (posted?.has(originKey(integ.id, from.origin))) return null;
     if (!req.fence()) return { fenced: true };
     const o = from.origin;
-    const res = o.kind === "github" ? await this.github(integ).comment(o.repository, o.number, req.text.slice(0, GITHUB_TEXT_MAX)) : await this.slack(integ).post(o.channel, req.text.slice(0, SLACK_TEXT_MAX), o.thread_ts);
+    const res = o.kind === "github" ? await this.github(integ).comment(o.repository, o.number, marked(req.text.slice(0, GITHUB_TEXT_MAX))) : await this.slack(integ).post(o.channel, req.text.slice(0, SLACK_TEXT_MAX), o.thread_ts);
     if (res.ok) return { fenced: false, reached: true, error: null, retryable: false };
     return { fenced: false, reached: res.reached, error: res.message, retryable: res.retryable };
   };

@@ -135,7 +135,7 @@ describe("outbound tools", () => {
     expect(report).toMatchObject({ settle: "ack", outcome: "completed", reached_outside: true, tool_calls: 1 });
     expect(since(n).map((x) => [x.method, x.path, x.body])).toEqual([
       ["POST", "/gh/repos/octocat/Hello-World/issues/1347/labels", { labels: ["triaged"] }],
-      ["POST", "/gh/repos/octocat/Hello-World/issues/1347/comments", { body: "Looking into it, github:hubot." }],
+      ["POST", "/gh/repos/octocat/Hello-World/issues/1347/comments", { body: "Looking into it, github:hubot.\n\n<!-- crewlet -->" }],
     ]);
     expect(since(n).every((x) => x.auth === "Bearer ghp_test_token_0123456789")).toBe(true);
   });
@@ -159,7 +159,7 @@ describe("outbound tools", () => {
       ["POST", "/gh/repos/octocat/Hello-World/issues/1348/comments"],
       ["POST", "/gh/repos/octocat/Hello-World/issues"],
     ]);
-    expect(since(n)[1]!.body).toEqual({ title: "Gripper settle delay is not configurable", labels: ["enhancement"] });
+    expect(since(n)[1]!.body).toEqual({ title: "Gripper settle delay is not configurable", body: "<!-- crewlet -->", labels: ["enhancement"] });
   });
 
   test("a Slack wake: slack_post without a channel replies in the thread, and the final words are not posted again", async () => {

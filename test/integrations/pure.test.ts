@@ -159,6 +159,31 @@ describe("payloads", () => {
     expect(parseSlack({ ...fixture("slack-message").body, event_id: undefined })).toMatchObject({ status: "unusable", field: "event_id" });
   });
 
+  test("what an agent wrote (the marker) wakes nobody; a label added to its issue still does", () => {
+    const comment = structuredClone(fixture("github-issue_comment-created").body);
+    comment.comment.body = "Reproduced on main.\n\n<!-- crewlet -->";
+    expect(parseGithub("issue_comment", comment)).toMatchObject({ status: "ignored", reason: expect.stringContaining("Crewlet agent") });
+    const opened = structuredClone(fixture("github-issues-opened").body);
+    opened.issue.body = "Filed by an agent.\n\n<!-- crewlet -->";
+    expect(parseGithub("issues", opened).status).toBe("ignored");
+    const labeled = structuredClone(fixture("github-issues-labeled").body);
+    labeled.issue.body = "Filed by an agent.\n\n<!-- crewlet -->";
+    expect(parseGithub("issues", labeled).status).toBe("event");
+  });
+
+  test("Slack's `message` and `app_mention` for one message wake a seat once (one wake id)", () => {
+    const m = fixture("slack-app_mention").body;
+    const asMessage = { ...m, event_id: "Ev0LAN670S", event: { ...m.event, type: "message" } };
+    const a = parseSlack(m);
+    const b = parseSlack(asMessage);
+    if (a.status !== "event" || b.status !== "event") throw new Error("not events");
+    const n = (ev: typeof a.event, d: string) => ({ v: 1 as const, integration: "slack", kind: "slack" as const, delivery: `d.slack.${d.repeat(32)}`, seats: ["ceo"], event: ev, received_at: 1 });
+    expect(triggerFor(n(a.event, "a"), "ceo").event_id).toBe(triggerFor(n(b.event, "b"), "ceo").event_id);
+    const other = parseSlack(fixture("slack-message").body);
+    if (other.status !== "event") throw new Error("not an event");
+    expect(triggerFor(n(other.event, "c"), "ceo").event_id).not.toBe(triggerFor(n(a.event, "a"), "ceo").event_id);
+  });
+
   test("generic: text is the one field needed", () => {
     expect(parseGeneric({ event: "build.failed", text: "main is red" }, "d1")).toMatchObject({ status: "event", event: { event: "build.failed", body: "main is red" } });
     expect(parseGeneric({ event: "build.failed" }, "d1")).toMatchObject({ status: "unusable", field: "text" });
@@ -221,6 +246,7 @@ describe("rendering", () => {
     if (big.status !== "event") throw new Error("not an event");
     expect(Buffer.byteLength(big.event.body)).toBeLessThanOrEqual(MAX_EVENT_BODY_BYTES + 4);
     const t = triggerFor({ v: 1, integration: "gh", kind: "github", delivery: `d.gh.${"a".repeat(32)}`, seats: ["cto"], event: big.event, received_at: 1 }, "cto");
+    expect(t.event_id).toBe(`hook.gh.${"a".repeat(32)}.cto`);
     expect(triggerSchema.safeParse(t).success).toBe(true);
     expect(t.text).not.toContain("{");
     expect(t.conversation).toBe("github:gh:octocat/Hello-World#1347");
