@@ -10,26 +10,13 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { z } from "zod";
 import { sidecarAssetName } from "./src/broker/binary.ts";
 import { elfMachineOfFile, type Arch } from "./src/broker/elf.ts";
+import { cachedSidecarPath, parseSidecarManifest, type SidecarManifest } from "./src/broker/manifest.ts";
 
 const ROOT = import.meta.dir;
 const CACHE = join(ROOT, "appliance", "cache");
 const DIST = join(ROOT, "dist");
-
-const ArchEntry = z.object({
-  debian_arch: z.string(),
-  e_machine: z.number().int(),
-  sha256: z.string().regex(/^[0-9a-f]{64}$/),
-  deb_sha256: z.string().regex(/^[0-9a-f]{64}$/),
-});
-const Manifest = z.object({
-  name: z.literal("nats-server"),
-  version: z.string().regex(/^\d+\.\d+\.\d+$/),
-  debian_version: z.string(),
-  arches: z.object({ x64: ArchEntry, arm64: ArchEntry }),
-});
 
 /** Bun's names for the compile targets. */
 const BUN_TARGET: Record<Arch, string> = { x64: "bun-linux-x64", arm64: "bun-linux-arm64" };
@@ -49,18 +36,14 @@ function mb(bytes: number): string {
   return `${(bytes / 1024 / 1024).toFixed(2)} MiB`;
 }
 
-export function loadManifest(): z.infer<typeof Manifest> {
+/** Read fresh from disk (not the module import), so a re-pin is seen without a restart. */
+export function loadManifest(): SidecarManifest {
   const path = join(ROOT, "appliance", "sidecar.json");
-  const parsed = Manifest.safeParse(JSON.parse(readFileSync(path, "utf8")));
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    throw new Error(`${path}: field ${issue.path.join(".")}: ${issue.message}`);
-  }
-  return parsed.data;
+  return parseSidecarManifest(JSON.parse(readFileSync(path, "utf8")), path);
 }
 
 /** Checks a sidecar binary is the pinned one and built for `arch`; returns its bytes. */
-export function verifiedSidecar(path: string, arch: Arch, manifest: z.infer<typeof Manifest>): Uint8Array {
+export function verifiedSidecar(path: string, arch: Arch, manifest: SidecarManifest): Uint8Array {
   const entry = manifest.arches[arch];
   const machine = elfMachineOfFile(path);
   if (machine.e_machine !== entry.e_machine) {
@@ -72,25 +55,12 @@ export function verifiedSidecar(path: string, arch: Arch, manifest: z.infer<type
   return bytes;
 }
 
-/**
- * Where the pinned binary for `arch` is: appliance/cache, or, for this machine's own
- * architecture, Debian's installed /usr/sbin/nats-server when it is byte-for-byte the
- * pinned one (it is the same package), which saves a download.
- */
-function sidecarSource(arch: Arch, manifest: z.infer<typeof Manifest>): string {
-  const cached = join(CACHE, `nats-server-${manifest.version}-${arch}`);
-  if (existsSync(cached)) return cached;
-  const installed = "/usr/sbin/nats-server";
-  if (arch === process.arch && existsSync(installed) && sha256(readFileSync(installed)) === manifest.arches[arch].sha256) return installed;
-  return cached;
-}
-
 /** The compressed asset for `arch`, made once per sidecar hash and kept in the cache. */
-function compressedAsset(arch: Arch, manifest: z.infer<typeof Manifest>): string {
+function compressedAsset(arch: Arch, manifest: SidecarManifest): string {
   const entry = manifest.arches[arch];
-  const bin = sidecarSource(arch, manifest);
+  const bin = cachedSidecarPath(manifest.version, arch);
   if (!existsSync(bin)) {
-    console.error(`build: ${bin} missing; fetching it from Debian`);
+    console.error(`build: ${bin} missing; building it from the Go module`);
     const r = Bun.spawnSync(["bash", join(ROOT, "appliance", "fetch-sidecar.sh"), arch], { stdout: "inherit", stderr: "inherit" });
     if (r.exitCode !== 0) throw new Error(`appliance/fetch-sidecar.sh ${arch} failed`);
   }
@@ -114,7 +84,7 @@ export interface BuiltBinary {
   sidecar_zst_bytes: number;
 }
 
-export function buildArch(arch: Arch, entry: string, opts: { manifest?: z.infer<typeof Manifest>; outDir?: string } = {}): BuiltBinary {
+export function buildArch(arch: Arch, entry: string, opts: { manifest?: SidecarManifest; outDir?: string } = {}): BuiltBinary {
   const manifest = opts.manifest ?? loadManifest();
   const asset = compressedAsset(arch, manifest);
   const outDir = opts.outDir ?? DIST;

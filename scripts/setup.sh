@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs what Crewlet needs on a fresh Debian machine with Node.js and npm, and nothing
-# that is already there: the pinned Bun and libraries from npm, nats-server from Debian.
+# Installs what Crewlet needs on a fresh Debian machine with Node.js, npm and Go, and nothing
+# that is already there: the pinned Bun and libraries from npm, and the pinned nats-server
+# built from its Go module into appliance/cache (the same bytes the compiled binaries
+# embed; appliance/fetch-sidecar.sh checks them against appliance/sidecar.json).
+# CREWLET_NATS_SERVER, when set, names another nats-server and skips that build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,17 +14,19 @@ if [ ! -x node_modules/.bin/bun ] || [ package-lock.json -nt node_modules/.packa
   npm ci --no-audit --no-fund --loglevel=error
 fi
 
-missing=()
-if [ -z "${CREWLET_NATS_SERVER:-}" ] && ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ]; then
-  missing+=(nats-server)
+if [ -z "${CREWLET_NATS_SERVER:-}" ]; then
+  case "$(uname -m)" in
+    x86_64 | amd64) arch=x64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    *) echo "setup: unsupported machine $(uname -m): Crewlet runs on linux x64 and arm64" >&2; exit 1 ;;
+  esac
+  bash appliance/fetch-sidecar.sh "$arch"
 fi
+
 # The tests drive the dashboard in headless Chromium, like a person would; starting the
 # company does not need it.
 if [ "${1:-}" = "--tests" ] && [ ! -x /usr/bin/chromium ]; then
-  missing+=(chromium)
-fi
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]} from Debian" >&2
+  echo "setup: installing chromium from Debian" >&2
   as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi

@@ -2,12 +2,15 @@
 // embedded file (build.ts passes it to `bun build --compile` as an extra entrypoint, so it
 // shows up in Bun.embeddedFiles; from source that list is empty and nothing breaks). A
 // compiled binary cannot exec an embedded file in place, so it is extracted into the
-// store dir, named by content hash. From source: CREWLET_NATS_SERVER, else PATH.
+// store dir, named by content hash. From source: CREWLET_NATS_SERVER, else the pinned
+// release scripts/setup.sh built into appliance/cache (so source runs and tests use the
+// same server as the binaries; never whatever nats-server happens to be on PATH).
 import { createHash } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "../log.ts";
-import { elfMachineOfFile, type Arch } from "./elf.ts";
+import { elfMachineOfFile, hostArch, type Arch } from "./elf.ts";
+import { cachedSidecarPath, sidecarManifest } from "./manifest.ts";
 
 /** The embedded asset's name carries what we need to know without decompressing it. */
 const ASSET = /^crewlet-sidecar-(\d+\.\d+\.\d+)-(x64|arm64)-([0-9a-f]{64})\.zst$/;
@@ -40,7 +43,7 @@ export function embeddedSidecar(files: readonly Blob[] = Bun.embeddedFiles): Emb
 
 export interface SidecarBinary {
   path: string;
-  source: "embedded" | "env" | "path";
+  source: "embedded" | "env" | "cache";
 }
 
 function sha256Hex(bytes: Uint8Array): string {
@@ -80,20 +83,18 @@ export async function extractEmbedded(sidecar: EmbeddedSidecar, binDir: string, 
   return target;
 }
 
-/** Where Debian puts nats-server; not on a normal user's PATH. */
-const DEBIAN_SBIN = "/usr/sbin";
-
 export function binaryFromSource(env: Record<string, string | undefined> = process.env): SidecarBinary {
   const fromEnv = env.CREWLET_NATS_SERVER;
   if (fromEnv) {
     if (!existsSync(fromEnv)) throw new Error(`CREWLET_NATS_SERVER=${fromEnv}: no such file`);
     return { path: fromEnv, source: "env" };
   }
-  const found = Bun.which("nats-server", { PATH: `${env.PATH ?? ""}:${DEBIAN_SBIN}` });
-  if (!found) {
-    throw new Error("nats-server not found: set CREWLET_NATS_SERVER to its path, or install Debian's package (apt-get install nats-server)");
+  const version = sidecarManifest().version;
+  const cached = cachedSidecarPath(version, hostArch());
+  if (!existsSync(cached)) {
+    throw new Error(`nats-server ${version} not built: run scripts/setup.sh (it builds the pinned server with Go into ${cached}), or set CREWLET_NATS_SERVER to a nats-server`);
   }
-  return { path: found, source: "path" };
+  return { path: cached, source: "cache" };
 }
 
 /** The nats-server this process will run: embedded (extracted into binDir) or from source. */
@@ -104,10 +105,10 @@ export async function locateSidecarBinary(binDir: string, log: Logger): Promise<
 }
 
 export interface SidecarVersion {
-  /** e.g. "2.9.10", or null when no nats-server is to be found. */
+  /** e.g. "2.15.2", or null when no nats-server is to be found. */
   version: string | null;
   arch: Arch | null;
-  source: "embedded" | "env" | "path" | "missing";
+  source: "embedded" | "env" | "cache" | "missing";
   detail?: string;
 }
 

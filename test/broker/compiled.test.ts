@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildArch, loadManifest, smokeVersion, verifiedSidecar } from "../../build.ts";
 import { hostArch } from "../../src/broker/elf.ts";
+import { cachedSidecarPath } from "../../src/broker/manifest.ts";
 import { brokerPaths } from "../../src/broker/plan.ts";
 import { singleMemberPlan } from "./fixtures/plans.ts";
 
@@ -16,13 +17,18 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 describe("sidecar checks", () => {
   const manifest = loadManifest();
+  // The pinned build for this machine (scripts/setup.sh leaves it there).
+  const pinned = cachedSidecarPath(manifest.version, hostArch());
+  test("the pinned build for this machine passes", () => {
+    expect(verifiedSidecar(pinned, hostArch(), manifest).length).toBeGreaterThan(0);
+  });
   test("a sidecar built for another machine is refused", () => {
     const other = hostArch() === "x64" ? "arm64" : "x64";
-    expect(() => verifiedSidecar("/usr/sbin/nats-server", other, manifest)).toThrow(/ELF machine .* not (x64|arm64).*refusing/);
+    expect(() => verifiedSidecar(pinned, other, manifest)).toThrow(/ELF machine .* not (x64|arm64).*refusing/);
   });
   test("a sidecar whose bytes differ from the pin is refused", () => {
     const copy = join(work, "nats-server-tampered");
-    copyFileSync("/usr/sbin/nats-server", copy);
+    copyFileSync(pinned, copy);
     writeFileSync(copy, new Uint8Array([0]), { flag: "a" });
     expect(() => verifiedSidecar(copy, hostArch(), manifest)).toThrow(/sha256 .* pins/);
   });
@@ -35,8 +41,9 @@ describe("sidecar checks", () => {
 
 test("the compiled binary carries its own arch's sidecar, extracts it once by hash and runs it", async () => {
   const arch = hostArch();
+  const { version } = loadManifest();
   const built = buildArch(arch, join(import.meta.dir, "fixtures", "compiled-entry.ts"), { outDir: join(work, "dist") });
-  expect(smokeVersion(built)).toContain(`embedded nats-server 2.9.10 ${arch}`);
+  expect(smokeVersion(built)).toContain(`embedded nats-server ${version} ${arch}`);
 
   const store = join(work, "store");
   const plan = await singleMemberPlan(store);
@@ -51,7 +58,7 @@ test("the compiled binary carries its own arch's sidecar, extracts it once by ha
   expect(first.out.ready_pid).toBeGreaterThan(0);
   expect(first.log).toContain('"event":"nats_binary_extracted"');
   const bins = readdirSync(brokerPaths(store).binDir);
-  expect(bins).toEqual([expect.stringMatching(new RegExp(`^nats-server-2\\.9\\.10-${arch}-[0-9a-f]{16}$`))]);
+  expect(bins).toEqual([expect.stringMatching(new RegExp(`^nats-server-${version.replaceAll(".", "\\.")}-${arch}-[0-9a-f]{16}$`))]);
   const extracted = join(brokerPaths(store).binDir, bins[0]!);
   expect(statSync(extracted).mode & 0o111).toBe(0o111);
   const inode = statSync(extracted).ino;

@@ -99,7 +99,7 @@ test("a pid file naming a process that is not our nats-server leaves that proces
   const bystander = Bun.spawn(["sleep", "30"], { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
   const paths = brokerPaths(store);
   Bun.spawnSync(["mkdir", "-p", paths.brokerDir]);
-  writePidFile(paths.pidFile, { pid: bystander.pid, binary: "/usr/sbin/nats-server", config: paths.configFile });
+  writePidFile(paths.pidFile, { pid: bystander.pid, binary: "/opt/crewlet/appliance/cache/nats-server-2.15.2-x64", config: paths.configFile });
 
   const { log, sink } = memoryLogger();
   const broker = await startBroker(plan, { log, clock: systemClock });

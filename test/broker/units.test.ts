@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { elfMachine, elfMachineOfFile } from "../../src/broker/elf.ts";
 import { parseNatsLogLine, serverIdFrom } from "../../src/broker/nats-log.ts";
 import { isOurSidecar, readPidFile } from "../../src/broker/process.ts";
-import { parseAssetName, sidecarAssetName } from "../../src/broker/binary.ts";
+import { binaryFromSource, parseAssetName, sidecarAssetName } from "../../src/broker/binary.ts";
 import { wrapperArgv } from "../../src/broker/sidecar.ts";
 
 describe("parseNatsLogLine", () => {
@@ -41,19 +41,19 @@ describe("elfMachine", () => {
   test("aarch64", () => expect(elfMachine(header(183)).arch).toBe("arm64"));
   test("another machine is named by number", () => expect(elfMachine(header(40))).toEqual({ e_machine: 40, arch: null }));
   test("not ELF", () => expect(() => elfMachine(new TextEncoder().encode("#!/bin/sh\necho hello there"))).toThrow(/bad magic/));
-  test("the installed nats-server is this machine's", () => {
-    expect(elfMachineOfFile("/usr/sbin/nats-server").arch).toBe(process.arch as "x64" | "arm64");
+  test("the nats-server a source run uses is built for this machine", () => {
+    expect(elfMachineOfFile(binaryFromSource().path).arch).toBe(process.arch as "x64" | "arm64");
   });
 });
 
 describe("isOurSidecar", () => {
   const conf = "/store/broker/nats-server.conf";
   const cases: [string[] | null, boolean][] = [
-    [["/usr/sbin/nats-server", "-c", conf], true],
-    [["/store/bin/nats-server-2.9.10-x64-abcdef", "-c", conf], true],
-    [["/usr/sbin/nats-server", "-c", "/other/nats-server.conf"], false],
+    [["/repo/appliance/cache/nats-server-2.15.2-x64", "-c", conf], true],
+    [["/store/bin/nats-server-2.15.2-x64-abcdef", "-c", conf], true],
+    [["/repo/appliance/cache/nats-server-2.15.2-x64", "-c", "/other/nats-server.conf"], false],
     [["/usr/bin/sleep", "-c", conf], false],
-    [["/usr/sbin/nats-server"], false],
+    [["/repo/appliance/cache/nats-server-2.15.2-x64"], false],
     [null, false],
   ];
   for (const [argv, want] of cases) test(JSON.stringify(argv), () => expect(isOurSidecar(argv, conf)).toBe(want));

@@ -6,10 +6,12 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type ConnectionOptions, type NatsConnection } from "nats";
+import { binaryFromSource } from "../../src/broker/binary.ts";
 import { freePort } from "./ports.ts";
 
+/** The same server a node run from source uses: CREWLET_NATS_SERVER, else the pinned build. */
 export function natsServerBinary(): string {
-  return process.env.CREWLET_NATS_SERVER ?? Bun.which("nats-server") ?? "/usr/sbin/nats-server";
+  return binaryFromSource().path;
 }
 
 /** Generous: a 3-member cluster elects its meta leader in about a second on 2 cores. */
