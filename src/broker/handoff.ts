@@ -15,6 +15,12 @@ const POLL_MS = 100;
 const CONCURRENCY = 8;
 /** Per JetStream API call. */
 const API_TIMEOUT_MS = 5_000;
+/**
+ * One stream INFO poll while waiting for a new leader: since 2.10 only the stream's leader
+ * answers INFO, so a request sent during the election is never answered and must time out
+ * soon to become the next poll rather than eat the hand-off window.
+ */
+const POLL_TIMEOUT_MS = 1_000;
 
 export interface HandOffResult {
   handedOff: number;
@@ -23,10 +29,11 @@ export interface HandOffResult {
 
 export async function handOffStreamLeaders(nc: NatsConnection, serverName: string, clock: Clock, log: Logger): Promise<HandOffResult> {
   const jsm = await nc.jetstreamManager({ checkAPI: false, timeout: API_TIMEOUT_MS });
+  const poller = await nc.jetstreamManager({ checkAPI: false, timeout: POLL_TIMEOUT_MS });
   const names: string[] = [];
   for await (const name of jsm.streams.names()) names.push(name);
   const leaderOf = async (stream: string): Promise<{ leader: string | null; replicated: boolean }> => {
-    const info = await jsm.streams.info(stream).catch(() => null);
+    const info = await poller.streams.info(stream).catch(() => null);
     return { leader: info?.cluster?.leader ?? null, replicated: (info?.config.num_replicas ?? 1) > 1 };
   };
   let handedOff = 0;

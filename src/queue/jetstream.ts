@@ -60,6 +60,14 @@ const LIST_INFO_CONCURRENCY = 16;
 export const LEADER_HANDOFF_WITHIN_MS = 10_000;
 /** Between consumer INFO polls while waiting for a new leader: an election's own pace. */
 const LEADER_POLL_MS = 100;
+/**
+ * One consumer INFO poll while waiting for a new leader. Since 2.10 only the consumer's
+ * leader answers INFO, so a request sent during the election goes unanswered until the
+ * client gives up (seen on 2.15.2: the usual 10 s API timeout outlasted the whole hand-off
+ * window). A short timeout turns that into one more poll; an answer on a loaded box comes
+ * well within it.
+ */
+const LEADER_POLL_TIMEOUT_MS = 1_000;
 /** The JetStream names API pages 1024 names at a time; this many pages bound the walk. */
 const NAMES_PAGES_MAX = 1_000;
 
@@ -433,7 +441,7 @@ export class JetStreamQueue implements Queue {
    */
   async handOffLeaderships(serverName: string): Promise<{ handedOff: number; stillHere: string[] }> {
     if (this.replicas === 1) return { handedOff: 0, stillHere: [] }; // no peer to lead
-    const jsm = await this.jsm();
+    const jsm = await this.nc.jetstreamManager({ checkAPI: false, timeout: LEADER_POLL_TIMEOUT_MS });
     const seen = new Set<string>();
     const consumers = [...this.consumerOf.values()].filter((c) => {
       const key = `${c.stream}.${c.durable}`;
