@@ -55,7 +55,8 @@ for arch in "${arches[@]}"; do
     exit 1
   fi
   work="$(mktemp -d)"
-  trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+  cleanup() { rm -rf "$work"; }
+  trap cleanup EXIT
   echo "fetch-sidecar: $arch: building $module@v$version with $toolchain (linux/$goarch)" >&2
   # GOPATH is a scratch dir so `go install` puts a cross-compiled binary in bin/linux_<arch>
   # (it refuses GOBIN for those); the module cache stays the machine's own.
@@ -72,6 +73,8 @@ for arch in "${arches[@]}"; do
   got="$(sha256sum "$built" | cut -d' ' -f1)"
   if [ "$print" = 1 ]; then
     echo "$arch $version $got"
+    cleanup
+    trap - EXIT
     continue
   fi
   if [ "$got" != "$want" ]; then
@@ -80,8 +83,7 @@ for arch in "${arches[@]}"; do
   fi
   install -m 0755 "$built" "$out.tmp.$$"
   mv -f "$out.tmp.$$" "$out"
-  chmod -R u+w "$work" 2>/dev/null
-  rm -rf "$work"
+  cleanup
   trap - EXIT
   echo "fetch-sidecar: $arch: verified $out" >&2
 done

@@ -695,6 +695,15 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       const s1 = await h.queue.serve(subject, async (r) => enc(`a:${new TextDecoder().decode(r.data)}`));
       const s2 = await h.peer.serve(subject, async () => enc("b"));
       const s3 = await h.peer.serve(subject, async () => null); // silent
+      // A serve is known to its own broker member when it returns; on a cluster the other
+      // members learn of it over the routes a moment later (under load, later than this
+      // test's next line), and a scatter is one publish. So first wait until a short
+      // scatter reaches both, then hold the contract to a long budget.
+      await eventually("both responders reachable from the scatterer", async () => {
+        const probe = h.queue.scatter(subject, enc("probe"), { responders: 2, budget_ms: 200 });
+        await h.elapse(250);
+        return (await probe).length === 2;
+      });
       const both = await h.queue.scatter(subject, enc("q"), { responders: 2, budget_ms: 60_000 });
       expect(both.map((a) => new TextDecoder().decode(a.data)).sort()).toEqual(["a:q", "b"]);
       const pending = h.queue.scatter(subject, enc("q"), { responders: 3, budget_ms: 500 });
