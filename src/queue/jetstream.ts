@@ -48,7 +48,7 @@ export const MAX_WAITING_PULLS = 128;
  * throttles a live seat, still a bound.
  */
 export const MAX_ACK_PENDING = 1_000;
-/** Consumer INFO calls listMailboxes keeps in flight: fast listing without a burst of hundreds. */
+/** Consumer INFO calls handOffLeaderships keeps in flight: fast, without a burst of hundreds. */
 const LIST_INFO_CONCURRENCY = 16;
 /**
  * How long handOffLeaderships waits for a peer to lead a consumer this member stepped down
@@ -68,8 +68,12 @@ const LEADER_POLL_MS = 100;
  * well within it.
  */
 const LEADER_POLL_TIMEOUT_MS = 1_000;
-/** The JetStream names API pages 1024 names at a time; this many pages bound the walk. */
-const NAMES_PAGES_MAX = 1_000;
+/**
+ * The consumer LIST API pages 256 consumers at a time (nats-server 2.9 stopped at the
+ * first page in a cluster, so this walked NAMES and asked INFO of each; from 2.10 LIST
+ * pages, re-measured on 2.15.2: 300 listed of 300). This many pages bound the walk.
+ */
+const LIST_PAGES_MAX = 1_000;
 
 const NS_PER_MS = 1_000_000;
 
@@ -148,11 +152,14 @@ function statusOf(msg: Msg): number {
   return msg.data.length === 0 && msg.headers && msg.headers.code > 0 ? msg.headers.code : 0;
 }
 
-const NamesPage = z.object({
+/** A consumer LIST page: only what listMailboxes reads is checked. */
+const ListPage = z.object({
   total: z.number().int().nonnegative(),
   offset: z.number().int().nonnegative(),
   limit: z.number().int().nonnegative(),
-  consumers: z.array(z.string()).nullable(),
+  consumers: z.array(z.object({ name: z.string(), config: z.object({ filter_subject: z.string().optional() }) })).nullable(),
+  /** Consumers the cluster knows of but whose leaders did not answer (2.10+). */
+  missing: z.array(z.string()).optional(),
 });
 
 // ---- the queue --------------------------------------------------------------------------
@@ -253,45 +260,35 @@ export class JetStreamQueue implements Queue {
     }
   }
 
+  /**
+   * Every mailbox, from the consumer LIST API one page (256) at a time. Strict: a consumer
+   * the cluster could not describe in time (the page's `missing`, e.g. one whose leader is
+   * being elected) fails the call rather than being left out of the answer.
+   */
   async listMailboxes(): Promise<MailboxRef[]> {
-    const names = await this.consumerNames(STREAM_AGENT);
-    const jsm = await this.jsm();
-    const candidates = names.filter((n) => {
-      const group = groupOfDurable(n);
-      return group !== null && groupCandidates(group).length > 0;
-    });
     const out: MailboxRef[] = [];
-    // The name alone is ambiguous (see parseMailbox), so each candidate's filter decides.
-    for (let i = 0; i < candidates.length; i += LIST_INFO_CONCURRENCY) {
-      const chunk = candidates.slice(i, i + LIST_INFO_CONCURRENCY);
-      const infos = await Promise.all(chunk.map((n) => jsm.consumers.info(STREAM_AGENT, n).catch((err) => {
-        if (apiErrorCode(err) === CONSUMER_NOT_FOUND) return null; // deleted between the two calls
-        throw err;
-      })));
-      for (const info of infos) {
-        if (!info) continue;
-        const ref = parseMailbox(info.config.filter_subject ?? "", groupOfDurable(info.name)!);
-        if (ref) out.push(ref);
-      }
-    }
-    return out;
-  }
-
-  /** Consumer NAMES, paged: in a 2.9 cluster the LIST API stops at 256 entries. */
-  private async consumerNames(stream: string): Promise<string[]> {
-    const names: string[] = [];
-    for (let page = 0; page < NAMES_PAGES_MAX; page++) {
-      const reply = await this.nc.request(`$JS.API.CONSUMER.NAMES.${stream}`, JSON.stringify({ offset: names.length }), { timeout: 10_000 });
+    let seen = 0;
+    for (let page = 0; page < LIST_PAGES_MAX; page++) {
+      const reply = await this.nc.request(`$JS.API.CONSUMER.LIST.${STREAM_AGENT}`, JSON.stringify({ offset: seen }), { timeout: 10_000 });
       const body: unknown = JSON.parse(new TextDecoder().decode(reply.data));
       const apiError = (body as { error?: { code: number; err_code?: number; description: string } }).error;
-      if (apiError) throw new Error(`queue: consumer names of ${stream}: ${apiError.description} (${apiError.err_code ?? apiError.code})`);
-      const parsed = NamesPage.safeParse(body);
-      if (!parsed.success) throw new Error(`queue: consumer names of ${stream}: field ${String(parsed.error.issues[0]?.path.join("."))}: ${parsed.error.issues[0]?.message}`);
-      const got = parsed.data.consumers ?? [];
-      names.push(...got);
-      if (got.length === 0 || names.length >= parsed.data.total) return names;
+      if (apiError) throw new Error(`queue: consumers of ${STREAM_AGENT}: ${apiError.description} (${apiError.err_code ?? apiError.code})`);
+      const parsed = ListPage.safeParse(body);
+      if (!parsed.success) throw new Error(`queue: consumers of ${STREAM_AGENT}: field ${String(parsed.error.issues[0]?.path.join("."))}: ${parsed.error.issues[0]?.message}`);
+      const { consumers, missing, total } = parsed.data;
+      if (missing && missing.length > 0) throw new Error(`queue: consumers of ${STREAM_AGENT}: the cluster did not describe ${missing.length} in time (${missing.slice(0, 5).join(", ")}); ask again`);
+      const got = consumers ?? [];
+      seen += got.length;
+      for (const c of got) {
+        const group = groupOfDurable(c.name);
+        if (group === null) continue;
+        // The name alone is ambiguous (see parseMailbox), so the filter decides.
+        const ref = parseMailbox(c.config.filter_subject ?? "", group);
+        if (ref) out.push(ref);
+      }
+      if (got.length === 0 || seen >= total) return out;
     }
-    throw new Error(`queue: consumer names of ${stream}: more than ${NAMES_PAGES_MAX} pages`);
+    throw new Error(`queue: consumers of ${STREAM_AGENT}: more than ${LIST_PAGES_MAX} pages`);
   }
 
   attach(subject: string, group: string, handler: Handler, opts: AttachOptions = {}): Promise<Attachment> {

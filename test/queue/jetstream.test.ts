@@ -1,9 +1,11 @@
 // The queue conformance suite on real nats-servers: one member (R1), and a 3-member
 // cluster (R3) where consumer creation is a raft campaign and the consumer leader may be
 // on another member than the client's connection.
+import { describe, expect, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
+import { mailbox } from "../../src/queue/topics.ts";
 import { startNats } from "../support/nats.ts";
 import { queueConformance } from "../conformance/queue.ts";
 
@@ -46,3 +48,25 @@ for (const members of [1, 3]) {
     };
   });
 }
+
+describe("listMailboxes on a cluster", () => {
+  /** Over one LIST page (256): nats-server 2.9 stopped at the first page in a cluster. */
+  const MAILBOXES = 300;
+  test(`lists all ${MAILBOXES} mailboxes, past the API's first page`, async () => {
+    const nats = await startNats(3);
+    const nc = await nats.connect({ name: "list" });
+    try {
+      const queue = new JetStreamQueue({ nc, replicas: 3, clock: systemClock, log: silentLogger });
+      await queue.ensureStreams();
+      const boxes = Array.from({ length: MAILBOXES }, (_, i) => mailbox(`list-${i}`, i % 3 === 0 ? "inbox" : i % 3 === 1 ? "control" : "reflect"));
+      for (let i = 0; i < boxes.length; i += 25) await Promise.all(boxes.slice(i, i + 25).map((b) => queue.ensureMailbox(b.subject, b.group)));
+      const listed = await queue.listMailboxes();
+      expect(listed.filter((r) => r.handle.startsWith("list-")).length).toBe(MAILBOXES);
+      expect(listed).toContainEqual({ handle: "list-299", kind: "reflect" });
+      await queue.close();
+    } finally {
+      await nc.close();
+      await nats.stop();
+    }
+  }, 120_000);
+});
