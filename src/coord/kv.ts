@@ -6,8 +6,9 @@
 // nats-server 2.9 facts this is built around: an age limit expires a key silently (no
 // watch event), so liveness comes from the record's own expiry on the store's clock; a
 // direct get may be answered stale by a follower, so every bucket here turns allow_direct
-// off and reads go to the stream leader; a compare-and-set conflict is API error 10071,
-// matched by code; a stream leader's death fails writes for ~4 s, which callers see as
+// off and reads go to the stream leader; a compare-and-set conflict is API error 10071 (or,
+// from 2.10 on a cluster, 10164 when it meets another write still in flight), matched by
+// code; a stream leader's death fails writes for ~4 s, which callers see as
 // StoreUnavailable (unknown), never as a conflict.
 import {
   DiscardPolicy,
@@ -31,6 +32,13 @@ import { hedged } from "./hedge.ts";
 
 /** API error code nats-server gives a write whose expected last subject sequence is stale. */
 export const CAS_CONFLICT_ERR_CODE = 10071;
+/**
+ * The same refusal from a clustered stream leader (2.10+) when the write's expected
+ * sequence meets another proposal for the key still in flight: "wrong last sequence" with
+ * no number. Measured on 2.15.2: most losers of six racing creates on R3 get this one, and
+ * taken for `unknown` it failed the exclusivity conformance case on every run.
+ */
+export const CAS_INFLIGHT_CONFLICT_ERR_CODE = 10164;
 /** API error code for "stream not found". */
 const STREAM_NOT_FOUND_ERR_CODE = 10059;
 /** API error code for "stream name already in use" (a peer created it with other settings). */
@@ -71,7 +79,8 @@ function apiErrCode(err: unknown): number | undefined {
 }
 
 function mapError(err: unknown, what: string, key: string, expected: number | null): Error {
-  if (apiErrCode(err) === CAS_CONFLICT_ERR_CODE) return new CasConflict(key, expected);
+  const code = apiErrCode(err);
+  if (code === CAS_CONFLICT_ERR_CODE || code === CAS_INFLIGHT_CONFLICT_ERR_CODE) return new CasConflict(key, expected);
   const text = err instanceof Error ? err.message : String(err);
   return new StoreUnavailable(`${what} ${key}: ${text}`);
 }
