@@ -214,4 +214,18 @@ describe("outbound tools", () => {
     const down = await engine(nowhere).outbound.toolsFor("cto").find((t) => t.name === "github_label")!.call({ add: ["x"] }, ctx);
     expect(down).toMatchObject({ is_error: true, reached: false });
   });
+
+  test("open-world: a turn whose tool reached GitHub and then lost its seat is recorded and acked, never handed to a successor to repeat", async () => {
+    const c = company([{ when: { trigger: "external_notification", seat: "cto" }, tool_calls: [{ tool: "github_label", args: { add: ["triaged"] } }], reply: "ok" }]);
+    const { turns } = engine(c);
+    // Owned for round 1 and its tool call; gone at round 2.
+    let checks = 0;
+    const report = await turns.run({ seat: "cto", epoch: 1, fence: () => ++checks <= 2, triggers: [wake("github", "github-issues-opened", "cto")] });
+    expect(report).toMatchObject({ settle: "ack", outcome: "failed", reached_outside: true });
+    // The same turn whose call GitHub refused (nothing reached) goes to the successor.
+    const bad = companySchema.parse({ ...(c as any), integrations: c.integrations.map((i) => (i.id === "gh" ? { ...i, token: "ghp_wrong_token_0123456789" } : i)) });
+    let checks2 = 0;
+    const refused = await engine(bad).turns.run({ seat: "cto", epoch: 1, fence: () => ++checks2 <= 2, triggers: [wake("github", "github-issues-opened", "cto")] });
+    expect(refused).toMatchObject({ settle: "defer", reached_outside: false });
+  });
 });

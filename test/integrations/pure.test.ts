@@ -2,6 +2,10 @@
 // examples as known answers), config refusals, payload reading for every routed event,
 // routes, the bounded rendering, and the rate valve's decisions.
 import { describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ConfigError, loadConfigFile } from "../../src/config/load.ts";
 import { companySchema } from "../../src/config/company.ts";
 import { MAX_EVENT_BODY_BYTES } from "../../src/integrations/event.ts";
 import { parseGeneric } from "../../src/integrations/generic.ts";
@@ -86,6 +90,33 @@ describe("config", () => {
     expect(p).not.toBeNull();
     expect(p!.path).toBe(path);
     expect(p!.message).toContain(message);
+  });
+
+  test("a crewlet.yaml with a route to an unknown seat is refused at load, naming the field and its line", () => {
+    const dir = mkdtempSync(join(tmpdir(), "crewlet-integrations-config-"));
+    const file = join(dir, "crewlet.yaml");
+    const yaml = readFileSync("crewlet.yaml", "utf8").replace(
+      "  roles:\n    - name: CEO",
+      ["  integrations:", "    - id: gh", "      kind: github", '      secret: "${GH_SECRET}"', "      routes:", "        - {seat: cfo, events: [issues.opened]}", "  roles:", "    - name: CEO"].join("\n"),
+    );
+    writeFileSync(file, yaml);
+    try {
+      let err: unknown = null;
+      try {
+        loadConfigFile(file, { GH_SECRET: "0123456789abcdef0123" });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ConfigError);
+      const problem = (err as ConfigError).problems.find((p) => p.path === "company.integrations[0].routes[0].seat");
+      expect(problem?.message).toContain('unknown seat "cfo"');
+      const line = yaml.split("\n").findIndex((l) => l.includes("seat: cfo")) + 1;
+      expect(problem?.message).toContain(`(line ${line})`);
+      // The secret comes from the environment and is refused when short.
+      expect(() => loadConfigFile(file, { GH_SECRET: "short" })).toThrow(/company\.integrations\[0\]\.secret/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("accepts the test company's three integrations, with defaults filled in", () => {
