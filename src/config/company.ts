@@ -30,12 +30,22 @@ export function handleFromName(name: string): string {
 
 const secretish = z.string().min(1);
 
+/** How a model call is made and given up on (defaults and their reasons: src/agent/providers/http.ts). */
+const callSettings = {
+  timeout_seconds: z.number().min(1).max(600).default(120).describe("Overall bound on one model call"),
+  connect_timeout_seconds: z.number().min(0.1).max(120).optional().describe("TCP connect bound (default 10)"),
+  first_byte_timeout_seconds: z.number().min(0.1).max(600).optional().describe("Bound on the wait for the answer to start (default 30 streamed, 90 not)"),
+  idle_timeout_seconds: z.number().min(0.1).max(600).optional().describe("Longest silence between chunks of an answer (default 30)"),
+  retry_budget_seconds: z.number().min(0).max(3600).default(120).describe("Time one turn may spend retrying transient failures"),
+  stream: z.boolean().default(false).describe("Ask for server-sent events; the live Events view shows text as it arrives"),
+};
+
 const openaiProvider = z.strictObject({
   type: z.literal("openai"),
   base_url: z.string().url().default("https://api.openai.com/v1"),
   model: z.string().min(1),
   api_keys: z.array(secretish).default([]),
-  timeout_seconds: z.number().min(1).max(600).default(120),
+  ...callSettings,
   fallback: z.string().optional().describe("Another provider key to use when this one fails"),
 });
 
@@ -44,7 +54,7 @@ const anthropicProvider = z.strictObject({
   base_url: z.string().url().default("https://api.anthropic.com"),
   model: z.string().min(1),
   api_keys: z.array(secretish).min(1),
-  timeout_seconds: z.number().min(1).max(600).default(120),
+  ...callSettings,
   max_tokens: z.number().int().min(1).default(4096),
   fallback: z.string().optional(),
 });

@@ -4,7 +4,9 @@
 import { z } from "zod";
 import type { Clock } from "../../clock.ts";
 import { ProviderError, type ChatMessage, type Completion, type CompletionRequest, type Provider } from "./contract.ts";
-import { keyFor, postWithRetries, parseProviderJson } from "./http.ts";
+import { callWithRetries, defaultTimeouts, endpointUrl, keyFor, parseProviderJson, RETRY_BUDGET_MS, type Timeouts } from "./http.ts";
+import { noRedaction, type Redact } from "./redact.ts";
+import { assembleAnthropic, sseFrames } from "./stream.ts";
 
 /** The Messages API version this code speaks (tool use is stable in it). */
 export const ANTHROPIC_VERSION = "2023-06-01";
@@ -15,7 +17,14 @@ export interface AnthropicOptions {
   model: string;
   api_keys: readonly string[];
   max_tokens: number;
+  /** Per-call timeout (the overall bound); the others default from it and `stream`. */
   timeout_ms: number;
+  timeouts?: Partial<Timeouts>;
+  /** Ask for server-sent events and assemble the deltas. */
+  stream?: boolean;
+  retry_budget_ms?: number;
+  redact?: Redact;
+  random?: () => number;
   clock: Clock;
 }
 
@@ -50,8 +59,8 @@ export function toAnthropicMessages(messages: readonly ChatMessage[]): { role: "
   return out;
 }
 
-export function parseAnthropicResponse(provider: string, text: string): Completion {
-  const data = parseProviderJson(provider, text, responseSchema);
+export function parseAnthropicResponse(provider: string, text: string, redact: Redact = noRedaction): Completion {
+  const data = parseProviderJson(provider, text, responseSchema, redact);
   const texts: string[] = [];
   const toolCalls: Completion["toolCalls"] = [];
   for (const b of data.content) {
@@ -70,7 +79,10 @@ export function parseAnthropicResponse(provider: string, text: string): Completi
 
 export function anthropicProvider(opts: AnthropicOptions): Provider {
   if (opts.api_keys.length === 0) throw new ProviderError(opts.name, "config", "api_keys is empty");
-  const url = `${opts.base_url.replace(/\/+$/, "")}/v1/messages`;
+  const url = endpointUrl("anthropic", opts.base_url);
+  const stream = opts.stream ?? false;
+  const timeouts: Timeouts = { ...defaultTimeouts(stream, opts.timeout_ms), ...(opts.timeouts ?? {}) };
+  const redact = opts.redact ?? noRedaction;
   let next_key = 0;
   return {
     name: opts.name,
@@ -83,17 +95,35 @@ export function anthropicProvider(opts: AnthropicOptions): Provider {
         ...(req.tools.length > 0
           ? { tools: req.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.input_schema })) }
           : {}),
+        ...(stream ? { stream: true } : {}),
       };
       const start = next_key++;
-      const text = await postWithRetries(
+      return callWithRetries(
         (attempt) => ({
           url,
-          headers: { "x-api-key": keyFor(opts.api_keys, start, attempt)!, "anthropic-version": ANTHROPIC_VERSION },
+          headers: {
+            "x-api-key": keyFor(opts.api_keys, start, attempt)!,
+            "anthropic-version": ANTHROPIC_VERSION,
+            ...(stream ? { accept: "text/event-stream" } : {}),
+          },
           body,
         }),
-        { provider: opts.name, clock: opts.clock, timeout_ms: opts.timeout_ms, signal: req.signal },
+        async (answer) => {
+          if (stream) return assembleAnthropic(opts.name, sseFrames(opts.name, answer.chunks()), req.onText);
+          return parseAnthropicResponse(opts.name, await answer.text(), redact);
+        },
+        {
+          provider: opts.name,
+          clock: opts.clock,
+          timeouts,
+          signal: req.signal,
+          redact,
+          spend: req.retry,
+          budget_ms: opts.retry_budget_ms ?? RETRY_BUDGET_MS,
+          keys: opts.api_keys.length,
+          random: opts.random,
+        },
       );
-      return parseAnthropicResponse(opts.name, text);
     },
   };
 }

@@ -2,6 +2,7 @@
 // → {text, toolCalls, usage}. Three implementations: openai (any OpenAI-compatible
 // endpoint), anthropic, and scripted (deterministic, offline). The turn engine only ever
 // sees this file's types, so a provider is swapped by a line of config.
+import { classifyFailure, type FailureClass } from "./failure.ts";
 
 export interface ToolCall {
   /** The provider's id for the call; a tool result names it back. */
@@ -41,13 +42,26 @@ export interface TurnFacts {
   vars: Readonly<Record<string, string>>;
 }
 
+/**
+ * Time a turn has spent on failed model calls and the waits between them. One per turn,
+ * shared by its rounds (and a fallback's calls), so the per-turn retry budget
+ * (providers.llm.*.retry_budget_seconds) bounds the whole turn, not each call.
+ */
+export interface RetrySpend {
+  used_ms: number;
+}
+
 export interface CompletionRequest {
   system: string;
   messages: ChatMessage[];
   tools: ToolSpec[];
   facts?: TurnFacts;
-  /** The caller's cancellation (a fenced turn stops waiting on its model call). */
+  /** The caller's cancellation (a fenced or drained turn stops waiting on its model call). */
   signal?: AbortSignal;
+  /** The turn's retry spend; absent: a fresh budget for this call alone. */
+  retry?: RetrySpend;
+  /** Text as it arrives, when the provider streams (a live view; never the answer itself). */
+  onText?: (delta: string) => void;
 }
 
 export interface Completion {
@@ -76,8 +90,13 @@ export type ProviderErrorKind =
   /** Configuration cannot work (no api key, unknown fallback). */
   | "config";
 
-/** An honest provider failure: which provider, what kind, the status and the body's words. */
+/**
+ * An honest provider failure: which provider, what kind, the status and the body's words
+ * (already redacted of every configured secret: the message reaches logs, events and
+ * /agents). `failure` is classifyFailure's verdict on it.
+ */
 export class ProviderError extends Error {
+  readonly failure: FailureClass;
   constructor(
     readonly provider: string,
     readonly kind: ProviderErrorKind,
@@ -85,9 +104,17 @@ export class ProviderError extends Error {
     readonly status: number | null = null,
     /** Attempts made before giving up (1 when not retried). */
     readonly attempts = 1,
+    /** The error body the class was judged on (defaults to the message). */
+    body?: string,
   ) {
     super(`provider ${provider}: ${message}`);
     this.name = "ProviderError";
+    this.failure = classifyFailure({ kind, status, body: body ?? message });
+  }
+
+  /** The same failure, counted over `attempts` tries. */
+  withAttempts(attempts: number): ProviderError {
+    return new ProviderError(this.provider, this.kind, this.message.replace(/^provider [^:]+: /, ""), this.status, attempts);
   }
 }
 

@@ -1,43 +1,71 @@
-// The HTTP half of the model providers: one POST with a timeout, and a bounded retry loop
-// that honours Retry-After and rotates API keys. The retry decision is a pure function
-// (retryDelayMs) so the table of statuses is tested without a server.
-import type { Clock } from "../../clock.ts";
+// The HTTP half of the model providers: one POST under three timeouts, a body read with a
+// gap timeout (streamed or not), and a retry loop that retries only what failure.ts calls
+// transient — exponential backoff with full jitter, Retry-After honoured — inside the
+// turn's retry budget, rotating API keys. Delays are a pure function (retryDelayMs), so
+// the table of cases is tested without a server.
+import { connect as netConnect } from "node:net";
+import type { Clock, Timer } from "../../clock.ts";
 import type { z } from "zod";
-import { ProviderError } from "./contract.ts";
-
-/** Attempts per model call. Four spans ~3.5 s of backoff (0.5 + 1 + 2): enough to ride out a
- * rate-limit window or a replica restart, short enough that a dead endpoint fails the turn
- * (which NAKs and comes back) rather than holding the seat for minutes. */
-export const MAX_ATTEMPTS = 4;
-/** First backoff; doubled per attempt. Deterministic (no jitter) so a fake clock drives it;
- * one node runs a few dozen seats, too few to stampede an endpoint in lockstep. */
-export const BACKOFF_BASE_MS = 500;
-export const BACKOFF_MAX_MS = 8_000;
-/** The longest Retry-After we wait out inside one turn. A server asking for more is saying
- * "not now"; the turn fails honestly and its delivery comes back later instead. */
-export const RETRY_AFTER_MAX_MS = 30_000;
-/** How much of an error body goes into the error message: enough for the API's own words. */
-const ERROR_BODY_CHARS = 500;
-
-/** 408 timeout, 409 conflict (OpenAI's "try again"), 425, 429 rate limit, 5xx and 529 overloaded. */
-export function isRetryableStatus(status: number): boolean {
-  return status === 408 || status === 409 || status === 425 || status === 429 || status >= 500;
-}
+import { ProviderError, type RetrySpend } from "./contract.ts";
+import { noRedaction, type Redact } from "./redact.ts";
 
 /**
- * How long to wait before attempt `attempt + 1`, or null to stop. `attempt` counts from 1.
- * Retry-After (delta seconds or an HTTP date) wins over the backoff when the server sent it.
+ * Connect timeout. A TCP connection to a healthy endpoint opens in well under a second,
+ * even across an ocean; 10 s rides out two SYN retransmits (1 s, 3 s) and still abandons a
+ * black-holed address long before the first-byte timeout would.
  */
-export function retryDelayMs(status: number | null, retry_after: string | null, attempt: number, now_ms: number): number | null {
-  if (attempt >= MAX_ATTEMPTS) return null;
-  // status null: a network failure or a timeout, worth one more try like a 5xx.
-  if (status !== null && !isRetryableStatus(status)) return null;
-  const backoff_ms = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempt - 1));
-  if (retry_after === null || retry_after.trim() === "") return backoff_ms;
-  const asked_ms = parseRetryAfterMs(retry_after, now_ms);
-  if (asked_ms === null) return backoff_ms;
-  if (asked_ms > RETRY_AFTER_MAX_MS) return null;
-  return asked_ms;
+export const CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * First-byte timeout, streaming: the first chunk comes once the prompt is read. A long
+ * prompt on a slow local model takes ~10–20 s; past 30 s the endpoint is hung.
+ */
+export const FIRST_BYTE_TIMEOUT_STREAM_MS = 30_000;
+/**
+ * First-byte timeout, not streaming: the whole answer is generated before the status line
+ * (OpenAI and Anthropic both answer that way). A 4k-token answer at a modest 70 tokens/s
+ * is ~60 s; 90 s leaves room for the prompt, and is still a fraction of the old 8 minutes
+ * a hung endpoint held a seat.
+ */
+export const FIRST_BYTE_TIMEOUT_MS = 90_000;
+/**
+ * The longest silence between two chunks of a body once it has started. A streaming
+ * model emits a token every few tens of ms, and both wires send keep-alive pings; 30 s of
+ * nothing is a stalled stream.
+ */
+export const IDLE_TIMEOUT_MS = 30_000;
+/** Default per-call timeout (providers.llm.*.timeout_seconds): a long answer, streamed or not. */
+export const TOTAL_TIMEOUT_MS = 120_000;
+/** Default per-turn retry budget (providers.llm.*.retry_budget_seconds): the issue's two
+ * minutes ride out a rolling restart or a minute-long rate-limit window; after it the
+ * delivery comes back later (a delayed NAK) instead of holding the seat. */
+export const RETRY_BUDGET_MS = 120_000;
+/**
+ * Attempts per call, whatever the budget says: a connection refused in 1 ms with a
+ * jittered delay near 0 would otherwise spin. Eight tries over a two-minute budget.
+ */
+export const MAX_ATTEMPTS = 8;
+/** First backoff ceiling; doubled per attempt (full jitter picks uniformly below it). */
+export const BACKOFF_BASE_MS = 1_000;
+/** Backoff ceiling: the wait never exceeds this, so a recovering endpoint is seen promptly. */
+export const BACKOFF_MAX_MS = 30_000;
+/** An endpoint that answered within this long is not probed before the next call: the
+ * connect probe is for an endpoint whose reachability is unknown or in doubt. */
+export const PROBE_FRESH_MS = 60_000;
+/** How much of an error body goes into the error message: enough for the API's own words. */
+const ERROR_BODY_CHARS = 300;
+
+/**
+ * Full jitter (uniform in [0, ceiling), ceiling doubling per attempt): many seats failing
+ * together spread their retries instead of returning in lockstep. Retry-After (delta
+ * seconds or an HTTP date) wins when the server sent one. `attempt` counts from 1.
+ */
+export function retryDelayMs(retry_after: string | null, attempt: number, now_ms: number, random: () => number): number {
+  if (retry_after !== null && retry_after.trim() !== "") {
+    const asked = parseRetryAfterMs(retry_after, now_ms);
+    if (asked !== null) return asked;
+  }
+  const ceiling = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempt - 1));
+  return Math.floor(random() * ceiling);
 }
 
 export function parseRetryAfterMs(value: string, now_ms: number): number | null {
@@ -48,81 +76,233 @@ export function parseRetryAfterMs(value: string, now_ms: number): number | null 
   return Math.max(0, at - now_ms);
 }
 
+export interface Timeouts {
+  connect_ms: number;
+  first_byte_ms: number;
+  idle_ms: number;
+  total_ms: number;
+}
+
+export function defaultTimeouts(stream: boolean, total_ms = TOTAL_TIMEOUT_MS): Timeouts {
+  const first = stream ? FIRST_BYTE_TIMEOUT_STREAM_MS : FIRST_BYTE_TIMEOUT_MS;
+  return { connect_ms: CONNECT_TIMEOUT_MS, first_byte_ms: Math.min(first, total_ms), idle_ms: IDLE_TIMEOUT_MS, total_ms };
+}
+
 export interface PostSpec {
   url: string;
   headers: Record<string, string>;
   body: unknown;
 }
 
-export interface HttpAnswer {
-  status: number;
-  retry_after: string | null;
-  text: string;
-}
-
-export interface PostOptions {
+export interface CallOptions {
   provider: string;
   clock: Clock;
-  timeout_ms: number;
+  timeouts: Timeouts;
   signal?: AbortSignal;
+  redact?: Redact;
 }
 
-/** One POST. Throws ProviderError(timeout | network | aborted); any HTTP status is returned. */
-export async function postOnce(spec: PostSpec, opts: PostOptions): Promise<HttpAnswer> {
-  if (opts.signal?.aborted) throw new ProviderError(opts.provider, "aborted", "cancelled by the caller");
-  const timeout = new AbortController();
-  const timer = opts.clock.setTimeout(() => timeout.abort(new Error("timeout")), opts.timeout_ms);
-  const signal = opts.signal ? AbortSignal.any([timeout.signal, opts.signal]) : timeout.signal;
+/** A started answer: status known, body still to read under the idle and total timers. */
+export interface Answer {
+  status: number;
+  retry_after: string | null;
+  /** The body as text chunks, each within the idle timeout of the last. */
+  chunks(): AsyncIterable<string>;
+  text(): Promise<string>;
+}
+
+/** When each origin last answered anything (reachability known), for the connect probe. */
+const lastAnswered = new Map<string, number>();
+
+/** Opens (and closes) a TCP connection to the URL's host within `timeout_ms`. */
+export function probeConnect(url: string, timeout_ms: number, clock: Clock, signal?: AbortSignal): Promise<void> {
+  const u = new URL(url);
+  const port = Number(u.port || (u.protocol === "https:" ? 443 : 80));
+  const host = u.hostname.replace(/^\[|\]$/g, "");
+  return new Promise((resolve, reject) => {
+    const socket = netConnect({ host, port });
+    let done = false;
+    const finish = (err?: Error) => {
+      if (done) return;
+      done = true;
+      timer.cancel();
+      signal?.removeEventListener("abort", onAbort);
+      socket.destroy();
+      if (err) reject(err);
+      else resolve();
+    };
+    const onAbort = () => finish(new Error("aborted"));
+    const timer: Timer = clock.setTimeout(() => finish(new Error(`no connection to ${host}:${port} within ${timeout_ms} ms`)), timeout_ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    socket.once("connect", () => finish());
+    socket.once("error", (e) => finish(e));
+  });
+}
+
+function viaProxy(url: string): boolean {
+  const https = url.startsWith("https:");
+  return Boolean(https ? (process.env.HTTPS_PROXY ?? process.env.https_proxy) : (process.env.HTTP_PROXY ?? process.env.http_proxy));
+}
+
+/**
+ * One POST. The status line must come within first_byte_ms (a hung endpoint is abandoned
+ * there); the body's chunks each within idle_ms; the whole call within total_ms. An
+ * endpoint not heard from lately is first probed for a TCP connection within connect_ms
+ * (skipped behind an HTTP proxy, where the proxy is what fetch connects to). Throws
+ * ProviderError(timeout | network | aborted); any HTTP status is returned.
+ */
+export async function post(spec: PostSpec, opts: CallOptions): Promise<Answer> {
+  const { provider, clock, timeouts } = opts;
+  const aborted = () => new ProviderError(provider, "aborted", "cancelled by the caller");
+  if (opts.signal?.aborted) throw aborted();
+  const origin = new URL(spec.url).origin;
+  const seen = lastAnswered.get(origin);
+  if (!viaProxy(spec.url) && (seen === undefined || clock.now() - seen > PROBE_FRESH_MS)) {
+    try {
+      await probeConnect(spec.url, timeouts.connect_ms, clock, opts.signal);
+    } catch (err) {
+      if (opts.signal?.aborted) throw aborted();
+      const msg = (err as Error).message;
+      const kind = /within \d+ ms/.test(msg) ? "timeout" : "network";
+      throw new ProviderError(provider, kind, `cannot connect to ${origin}: ${msg}`);
+    }
+  }
+  const ctl = new AbortController();
+  let why: "first_byte" | "idle" | "total" | null = null;
+  const trip = (w: typeof why) => () => {
+    why ??= w;
+    ctl.abort(new Error(`timeout: ${w}`));
+  };
+  const total = clock.setTimeout(trip("total"), timeouts.total_ms);
+  let gap: Timer = clock.setTimeout(trip("first_byte"), timeouts.first_byte_ms);
+  const signal = opts.signal ? AbortSignal.any([ctl.signal, opts.signal]) : ctl.signal;
+  const stop = () => {
+    total.cancel();
+    gap.cancel();
+  };
+  const fail = (err: unknown): ProviderError => {
+    stop();
+    if (opts.signal?.aborted) return aborted();
+    if (why !== null) {
+      const limit = why === "first_byte" ? timeouts.first_byte_ms : why === "idle" ? timeouts.idle_ms : timeouts.total_ms;
+      const what = why === "first_byte" ? "no answer" : why === "idle" ? "the answer stalled" : "the answer did not finish";
+      return new ProviderError(provider, "timeout", `${what} from ${spec.url} within ${limit} ms (${why.replace("_", "-")} timeout)`);
+    }
+    return new ProviderError(provider, "network", `POST ${spec.url} failed: ${(opts.redact ?? noRedaction)((err as Error).message)}`);
+  };
+  let res: Response;
   try {
-    const res = await fetch(spec.url, {
+    res = await fetch(spec.url, {
       method: "POST",
       headers: { "content-type": "application/json", ...spec.headers },
       body: JSON.stringify(spec.body),
       signal,
       redirect: "error",
     });
-    const text = await res.text();
-    return { status: res.status, retry_after: res.headers.get("retry-after"), text };
   } catch (err) {
-    if (opts.signal?.aborted) throw new ProviderError(opts.provider, "aborted", "cancelled by the caller");
-    if (timeout.signal.aborted) throw new ProviderError(opts.provider, "timeout", `no answer from ${spec.url} within ${opts.timeout_ms} ms`);
-    throw new ProviderError(opts.provider, "network", `POST ${spec.url} failed: ${(err as Error).message}`);
-  } finally {
-    timer.cancel();
+    throw fail(err);
   }
+  lastAnswered.set(origin, clock.now());
+  gap.cancel();
+  gap = clock.setTimeout(trip("idle"), timeouts.idle_ms);
+  const decoder = new TextDecoder();
+  let consumed = false;
+  async function* chunks(): AsyncIterable<string> {
+    if (consumed) throw new Error("an answer's body is read once");
+    consumed = true;
+    const reader = res.body?.getReader();
+    if (!reader) {
+      stop();
+      return;
+    }
+    try {
+      for (;;) {
+        let r: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          r = await reader.read();
+        } catch (err) {
+          throw fail(err);
+        }
+        if (r.done) break;
+        gap.cancel();
+        gap = clock.setTimeout(trip("idle"), timeouts.idle_ms);
+        const s = decoder.decode(r.value, { stream: true });
+        if (s !== "") yield s;
+      }
+      const tail = decoder.decode();
+      if (tail !== "") yield tail;
+    } finally {
+      stop();
+      reader.releaseLock();
+      if (!ctl.signal.aborted) ctl.abort(new Error("done"));
+    }
+  }
+  return {
+    status: res.status,
+    retry_after: res.headers.get("retry-after"),
+    chunks,
+    async text() {
+      let out = "";
+      for await (const c of chunks()) out += c;
+      return out;
+    },
+  };
+}
+
+export interface RetryOptions extends CallOptions {
+  /** The turn's spend; checked against budget_ms before each wait. */
+  spend?: RetrySpend;
+  budget_ms: number;
+  /** API keys the call may rotate through: a 401/403 tries the next at once. */
+  keys: number;
+  random?: () => number;
 }
 
 /**
- * POSTs until a 2xx, a non-retryable status, or MAX_ATTEMPTS. `build(attempt)` makes each
- * attempt's request, so a caller can rotate API keys across attempts. Returns the 2xx body.
+ * Calls until an answer `consume` accepts, a failure that is not transient, MAX_ATTEMPTS,
+ * or the retry budget. `build(attempt)` makes each attempt's request (the key rotates).
+ * `consume` reads a 2xx answer into the result; a ProviderError it throws (a stalled
+ * stream, a bad body) is judged like any other.
  */
-export async function postWithRetries(build: (attempt: number) => PostSpec, opts: PostOptions): Promise<string> {
+export async function callWithRetries<T>(build: (attempt: number) => PostSpec, consume: (a: Answer) => Promise<T>, opts: RetryOptions): Promise<T> {
+  const spend = opts.spend ?? { used_ms: 0 };
+  const redact = opts.redact ?? noRedaction;
+  const random = opts.random ?? Math.random;
+  let keysRefused = 0;
   let last: ProviderError | null = null;
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
     const spec = build(attempt);
-    let status: number | null = null;
+    const started = opts.clock.now();
     let retry_after: string | null = null;
     try {
-      const answer = await postOnce(spec, opts);
-      if (answer.status >= 200 && answer.status < 300) return answer.text;
-      status = answer.status;
+      const answer = await post(spec, opts);
+      if (answer.status >= 200 && answer.status < 300) return await consume(answer);
       retry_after = answer.retry_after;
-      last = new ProviderError(opts.provider, "http", `HTTP ${answer.status} from ${spec.url}: ${answer.text.slice(0, ERROR_BODY_CHARS)}`, answer.status, attempt);
+      const body = redact(await answer.text().catch(() => ""));
+      last = new ProviderError(opts.provider, "http", `HTTP ${answer.status} from ${spec.url}: ${body.slice(0, ERROR_BODY_CHARS)}`, answer.status, attempt, body);
     } catch (err) {
-      if (!(err instanceof ProviderError) || err.kind === "aborted") throw err;
-      last = new ProviderError(opts.provider, err.kind, err.message.replace(/^provider [^:]+: /, ""), null, attempt);
+      if (!(err instanceof ProviderError)) throw err;
+      if (err.failure === "cancelled") throw err;
+      last = err.attempts === attempt ? err : err.withAttempts(attempt);
     }
-    // A rejected key is not the endpoint's fault: the next key gets a try at once.
-    const keyRejected = status === 401 || status === 403;
-    const delay_ms = keyRejected && attempt < MAX_ATTEMPTS ? 0 : retryDelayMs(status, retry_after, attempt, opts.clock.now());
-    if (delay_ms === null) break;
-    if (delay_ms > 0) {
-      try {
-        await opts.clock.sleep(delay_ms, opts.signal);
-      } catch {
-        throw new ProviderError(opts.provider, "aborted", "cancelled by the caller");
-      }
+    spend.used_ms += opts.clock.now() - started;
+    if (last.status === 401 || last.status === 403) {
+      // A rejected key is not the endpoint's fault: the next key gets a try at once.
+      keysRefused += 1;
+      if (keysRefused < opts.keys) continue;
     }
+    if (last.failure !== "transient") throw last;
+    if (attempt >= MAX_ATTEMPTS) break;
+    const delay_ms = retryDelayMs(retry_after, attempt, opts.clock.now(), random);
+    // A server asking for longer than the budget has left is saying "not now": the turn
+    // fails honestly and its delivery comes back later instead.
+    if (spend.used_ms + delay_ms > opts.budget_ms) break;
+    try {
+      await opts.clock.sleep(delay_ms, opts.signal);
+    } catch {
+      throw new ProviderError(opts.provider, "aborted", "cancelled by the caller");
+    }
+    spend.used_ms += delay_ms;
   }
   throw last ?? new ProviderError(opts.provider, "network", "no attempt was made");
 }
@@ -134,17 +314,35 @@ export function keyFor(keys: readonly string[], start: number, attempt: number):
 }
 
 /** A provider's answer body, zod-parsed; a bad one names the field it got wrong. */
-export function parseProviderJson<S extends z.ZodType>(provider: string, text: string, schema: S): z.output<S> {
+export function parseProviderJson<S extends z.ZodType>(provider: string, text: string, schema: S, redact: Redact = noRedaction): z.output<S> {
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch {
-    throw new ProviderError(provider, "bad_response", `response is not JSON: ${text.slice(0, 200)}`);
+    throw new ProviderError(provider, "bad_response", `response is not JSON: ${redact(text.slice(0, 200))}`);
   }
+  return parseProviderValue(provider, json, schema);
+}
+
+export function parseProviderValue<S extends z.ZodType>(provider: string, json: unknown, schema: S): z.output<S> {
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     throw new ProviderError(provider, "bad_response", `response field ${issue?.path.join(".") || "(root)"}: ${issue?.message}`);
   }
   return parsed.data;
+}
+
+/** A wire's endpoint from a configured base_url, with or without the version segment. */
+export function endpointUrl(wire: "openai" | "anthropic", base_url: string): string {
+  let base = base_url.trim().replace(/\/+$/, "");
+  if (wire === "openai") {
+    base = base.replace(/\/chat\/completions$/, "");
+    // OpenAI-compatible servers mount the API under a version segment (/v1, Groq's
+    // /openai/v1, OpenRouter's /api/v1); a bare host means the standard /v1.
+    if (!/\/v\d+[a-z]*$/.test(base)) base = `${base}/v1`;
+    return `${base}/chat/completions`;
+  }
+  base = base.replace(/\/messages$/, "").replace(/\/v1$/, "");
+  return `${base}/v1/messages`;
 }

@@ -5,14 +5,23 @@
 import { z } from "zod";
 import type { Clock } from "../../clock.ts";
 import { ProviderError, parseArguments, type ChatMessage, type Completion, type CompletionRequest, type Provider } from "./contract.ts";
-import { keyFor, postWithRetries, parseProviderJson } from "./http.ts";
+import { callWithRetries, defaultTimeouts, endpointUrl, keyFor, parseProviderJson, RETRY_BUDGET_MS, type Timeouts } from "./http.ts";
+import { noRedaction, type Redact } from "./redact.ts";
+import { assembleOpenAi, sseFrames } from "./stream.ts";
 
 export interface OpenAiOptions {
   name: string;
   base_url: string;
   model: string;
   api_keys: readonly string[];
+  /** Per-call timeout (the overall bound); the others default from it and `stream`. */
   timeout_ms: number;
+  timeouts?: Partial<Timeouts>;
+  /** Ask for server-sent events and assemble the deltas. */
+  stream?: boolean;
+  retry_budget_ms?: number;
+  redact?: Redact;
+  random?: () => number;
   clock: Clock;
 }
 
@@ -61,8 +70,8 @@ export function toOpenAiMessages(system: string, messages: readonly ChatMessage[
   return out;
 }
 
-export function parseOpenAiResponse(provider: string, text: string): Completion {
-  const data = parseProviderJson(provider, text, responseSchema);
+export function parseOpenAiResponse(provider: string, text: string, redact: Redact = noRedaction): Completion {
+  const data = parseProviderJson(provider, text, responseSchema, redact);
   const message = data.choices[0]!.message;
   return {
     text: message.content ?? "",
@@ -78,7 +87,10 @@ export function parseOpenAiResponse(provider: string, text: string): Completion 
 }
 
 export function openAiProvider(opts: OpenAiOptions): Provider {
-  const url = `${opts.base_url.replace(/\/+$/, "")}/chat/completions`;
+  const url = endpointUrl("openai", opts.base_url);
+  const stream = opts.stream ?? false;
+  const timeouts: Timeouts = { ...defaultTimeouts(stream, opts.timeout_ms), ...(opts.timeouts ?? {}) };
+  const redact = opts.redact ?? noRedaction;
   // Each call starts on the next key, so load spreads across keys even without failures.
   let next_key = 0;
   return {
@@ -93,18 +105,33 @@ export function openAiProvider(opts: OpenAiOptions): Provider {
               tool_choice: "auto",
             }
           : {}),
-        stream: false,
+        stream,
+        ...(stream ? { stream_options: { include_usage: true } } : {}),
       };
       const start = next_key++;
-      const text = await postWithRetries(
+      return callWithRetries(
         (attempt) => {
           const key = keyFor(opts.api_keys, start, attempt);
           const headers: Record<string, string> = key === undefined ? {} : { authorization: `Bearer ${key}` };
+          if (stream) headers.accept = "text/event-stream";
           return { url, headers, body };
         },
-        { provider: opts.name, clock: opts.clock, timeout_ms: opts.timeout_ms, signal: req.signal },
+        async (answer) => {
+          if (stream) return assembleOpenAi(opts.name, sseFrames(opts.name, answer.chunks()), req.onText);
+          return parseOpenAiResponse(opts.name, await answer.text(), redact);
+        },
+        {
+          provider: opts.name,
+          clock: opts.clock,
+          timeouts,
+          signal: req.signal,
+          redact,
+          spend: req.retry,
+          budget_ms: opts.retry_budget_ms ?? RETRY_BUDGET_MS,
+          keys: Math.max(1, opts.api_keys.length),
+          random: opts.random,
+        },
       );
-      return parseOpenAiResponse(opts.name, text);
     },
   };
 }
