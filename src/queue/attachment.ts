@@ -6,6 +6,7 @@ import type { Logger } from "../log.ts";
 import {
   MAX_BATCH,
   MAX_DELIVERIES,
+  NAK_DELAY_MAX_MS,
   type Attachment,
   type BatchHandler,
   type Delivery,
@@ -17,7 +18,8 @@ import {
 export interface RawMessage {
   delivery: Delivery;
   ack(): Promise<void>;
-  nak(): Promise<void>;
+  /** With a delay, the broker holds the message back that long before redelivering it. */
+  nak(delay_ms?: number): Promise<void>;
   term(): Promise<void>;
 }
 
@@ -70,6 +72,7 @@ export type Settlement = "ack" | "nak" | "dead-letter";
  */
 export function settlementFor(outcome: Outcome["kind"] | "threw" | "handback", deliveryCount: number): Settlement {
   if (outcome === "ack") return "ack";
+  if (outcome === "reject") return "dead-letter";
   if (deliveryCount >= MAX_DELIVERIES) return "dead-letter";
   return "nak";
 }
@@ -280,8 +283,8 @@ export class AttachmentCore implements Attachment {
     this.running += 1;
     const settlements = await this.outcomes(ms);
     for (const [i, m] of ms.entries()) {
-      const { kind, reason } = settlements[i]!;
-      await this.settle(m, kind, reason);
+      const { kind, reason, delay_ms } = settlements[i]!;
+      await this.settle(m, kind, reason, delay_ms);
     }
     this.running -= 1;
     const waiters = this.idleWaiters;
@@ -291,7 +294,7 @@ export class AttachmentCore implements Attachment {
   }
 
   /** Runs the handler on `ms` and says how to settle each; never throws. */
-  private async outcomes(ms: RawMessage[]): Promise<{ kind: Kind; reason: string }[]> {
+  private async outcomes(ms: RawMessage[]): Promise<{ kind: Kind; reason: string; delay_ms?: number }[]> {
     let outcomes: Outcome[];
     try {
       if (this.runner.kind === "each") outcomes = [await this.runner.handler(ms[0]!.delivery)];
@@ -311,7 +314,8 @@ export class AttachmentCore implements Attachment {
     return ms.map((_, i) => {
       const o = outcomes[i];
       if (!o) return { kind: "handback" as const, reason: "handed back unrun (the drain's handler left it without an outcome)" };
-      return { kind: o.kind, reason: o.kind === "defer" ? `defer: ${o.reason}` : o.kind };
+      if (o.kind === "nak" && o.delay_ms !== undefined) return { kind: o.kind, reason: "nak", delay_ms: Math.min(NAK_DELAY_MAX_MS, Math.max(0, o.delay_ms)) };
+      return { kind: o.kind, reason: o.kind === "defer" ? `defer: ${o.reason}` : o.kind === "reject" ? `rejected: ${o.reason}` : o.kind };
     });
   }
 
@@ -320,11 +324,11 @@ export class AttachmentCore implements Attachment {
     void this.settle(m, "handback", reason);
   }
 
-  private async settle(m: RawMessage, kind: Kind, reason: string): Promise<void> {
+  private async settle(m: RawMessage, kind: Kind, reason: string, delay_ms?: number): Promise<void> {
     const settlement = settlementFor(kind, m.delivery.deliveryCount);
     try {
       if (settlement === "ack") await m.ack();
-      else if (settlement === "nak") await m.nak();
+      else if (settlement === "nak") await m.nak(delay_ms);
       else {
         await this.source.deadLetter(m, reason);
         await m.term();

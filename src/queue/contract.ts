@@ -10,12 +10,23 @@ export const MAX_DELIVERIES = 25;
 
 export type Outcome =
   | { kind: "ack" }
-  | { kind: "nak" }
-  | { kind: "defer"; reason: string };
+  | { kind: "nak"; delay_ms?: number }
+  | { kind: "defer"; reason: string }
+  | { kind: "reject"; reason: string };
 
 export const ack = (): Outcome => ({ kind: "ack" });
-/** Ask for the message back and keep consuming. Counts one delivery. */
-export const nak = (): Outcome => ({ kind: "nak" });
+/**
+ * Ask for the message back and keep consuming. Counts one delivery. With `delay_ms`, the
+ * broker holds it back that long first (a failed turn's backoff); without, it may come
+ * back at once (a hand-back to a successor).
+ */
+export const nak = (delay_ms?: number): Outcome => (delay_ms !== undefined && delay_ms > 0 ? { kind: "nak", delay_ms } : { kind: "nak" });
+/** Settle it now: copied to the dead-letter stream with `reason` and terminated (a
+ * failure no redelivery can fix). */
+export const reject = (reason: string): Outcome => ({ kind: "reject", reason });
+/** The longest delay a NAK may ask for: past it, a message is not being retried, it is lost
+ * in plain sight (the ack wait is the broker's own bound on an unsettled message). */
+export const NAK_DELAY_MAX_MS = ACK_WAIT_MS;
 /** NAK at once AND quiesce this attachment; resuming is the caller's call. */
 export const defer = (reason: string): Outcome => ({ kind: "defer", reason });
 

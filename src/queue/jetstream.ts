@@ -613,7 +613,10 @@ class JetStreamSource implements MailboxSource {
     // Fire-and-forget acks, as the client's own ack() does: an ack lost with the connection
     // comes back after the ack wait, which the completion ledger is there to absorb.
     const send = (body: string) => async () => this.nc.publish(reply, body);
-    return { delivery, ack: send("+ACK"), nak: send("-NAK"), term: send("+TERM") };
+    // A delayed NAK is `-NAK {"delay": ns}` (nats-server ≥ 2.7): the consumer holds the
+    // message back that long before redelivering it.
+    const nak = async (delay_ms?: number) => this.nc.publish(reply, delay_ms ? `-NAK ${JSON.stringify({ delay: Math.round(delay_ms) * NS_PER_MS })}` : "-NAK");
+    return { delivery, ack: send("+ACK"), nak, term: send("+TERM") };
   }
 
   async deadLetter(m: RawMessage, reason: string): Promise<void> {

@@ -62,6 +62,8 @@ class MemConsumer {
   readonly redeliver: number[] = [];
   /** Delivered, unsettled: the ack-wait timer per sequence. */
   readonly pending = new Map<number, Timer>();
+  /** NAKed with a delay: held back until the timer puts them on `redeliver`. */
+  readonly delayed = new Map<number, Timer>();
   readonly deliveries = new Map<number, number>();
   readonly waiting: Waiting[] = [];
 
@@ -134,6 +136,7 @@ export class MemoryQueue implements Queue {
     if (!c) return;
     stream.consumers.delete(durable);
     for (const t of c.pending.values()) t.cancel();
+    for (const t of c.delayed.values()) t.cancel();
     for (const w of c.waiting.splice(0)) w.sink.end(new Error("consumer deleted"));
     for (const m of [...stream.msgs.values()]) this.release(stream, m, durable);
   }
@@ -324,7 +327,7 @@ export class MemoryQueue implements Queue {
       deliveryCount: count,
       streamSeq: m.seq,
     };
-    const settle = (how: "ack" | "nak" | "term") => async () => {
+    const settle = (how: "ack" | "nak" | "term") => async (delay_ms?: number) => {
       const timer = c.pending.get(m.seq);
       // Settling a delivery that already lapsed back is a no-op, as on the broker.
       if (!timer || c.deliveries.get(m.seq) !== count) return;
@@ -332,6 +335,18 @@ export class MemoryQueue implements Queue {
       c.pending.delete(m.seq);
       if (how === "nak") {
         if (count >= MAX_DELIVERIES) return;
+        if (delay_ms !== undefined && delay_ms > 0) {
+          // As the broker's delayed NAK: nobody gets it until the delay ends.
+          c.delayed.set(
+            m.seq,
+            this.clock.setTimeout(() => {
+              if (!c.delayed.delete(m.seq)) return;
+              c.redeliver.push(m.seq);
+              this.scheduleDispatch(stream, c);
+            }, delay_ms),
+          );
+          return;
+        }
         c.redeliver.push(m.seq);
         this.scheduleDispatch(stream, c);
         return;

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { MemorySink } from "../../src/log.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { systemClock } from "../../src/clock.ts";
-import { ack, defer, MAX_DELIVERIES, nak, type Attachment, type Delivery, type Outcome, type Queue } from "../../src/queue/contract.ts";
+import { ack, defer, MAX_DELIVERIES, nak, reject, type Attachment, type Delivery, type Outcome, type Queue } from "../../src/queue/contract.ts";
 import { ensureSeatMailboxes } from "../../src/queue/mailboxes.ts";
 import { mailbox, mailboxGroup, mailboxSubject } from "../../src/queue/topics.ts";
 
@@ -204,6 +204,37 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       expect(rec.seen.filter((d) => text(d) === "m1").map((d) => d.deliveryCount)).toEqual([1, 2]);
       expect(att.quiesced).toBe(false);
       await throughSentinel(box.subject, rec);
+    });
+
+    test("a nak with a delay holds the message back that long, then redelivers it (count + 1); other mail flows meanwhile", async () => {
+      const box = mailbox(handle(), "inbox");
+      const delay_ms = 2_000;
+      const rec = recorder((d) => (d.deliveryCount === 1 && text(d) === "later" ? nak(delay_ms) : ack()));
+      const att = track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await h.queue.publish(box.subject, enc("later"));
+      await eventually("first delivery", () => rec.texts().includes("later"));
+      // Mail behind it is not held up, and the delayed message has not come back with it.
+      await throughSentinel(box.subject, rec);
+      expect(rec.texts().filter((t) => t === "later")).toHaveLength(1);
+      await h.elapse(delay_ms + 100);
+      await eventually("redelivered after the delay", () => rec.texts().filter((t) => t === "later").length === 2);
+      expect(rec.seen.filter((d) => text(d) === "later").map((d) => d.deliveryCount)).toEqual([1, 2]);
+      expect(att.quiesced).toBe(false);
+    });
+
+    test("reject dead-letters the message at once with its reason; it never comes back", async () => {
+      const box = mailbox(handle(), "inbox");
+      const rec = recorder((d) => (text(d) === "hopeless" ? reject("permanent: HTTP 401 from the model endpoint") : ack()));
+      track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await h.queue.publish(box.subject, enc("hopeless"), { msgId: `hopeless-${box.group}` });
+      const mine = async () => (await h.queue.deadLetters()).filter((d) => d.originalSubject === box.subject);
+      await eventually("dead-lettered", async () => (await mine()).length === 1);
+      await throughSentinel(box.subject, rec);
+      expect(rec.seen.filter((d) => text(d) === "hopeless").map((d) => d.deliveryCount)).toEqual([1]);
+      const [dl] = await mine();
+      expect(dl!.deliveryCount).toBe(1);
+      expect(dl!.reason).toContain("HTTP 401");
+      expect(new TextDecoder().decode(dl!.data)).toBe("hopeless");
     });
 
     test("a handler that throws is a NAK, and is logged", async () => {
