@@ -7,9 +7,14 @@ import { eventSubject } from "../queue/topics.ts";
 
 export type EventFields = Record<string, unknown>;
 
+export interface EmitOptions {
+  /** False: published only, not logged (a streaming turn's live text is the view's, not the log's). */
+  log?: boolean;
+}
+
 export interface EventSink {
   /** Never throws and never blocks a turn: observability must not break the work. */
-  emit(name: string, fields: EventFields): void;
+  emit(name: string, fields: EventFields, opts?: EmitOptions): void;
 }
 
 export interface EngineEvent {
@@ -33,8 +38,8 @@ export class MemoryEventSink implements EventSink {
  */
 export function publishEventSink(queue: PublishPort, log: Logger, now: () => number): EventSink {
   return {
-    emit(name, fields) {
-      log.info(name, fields);
+    emit(name, fields, opts) {
+      if (opts?.log !== false) log.info(name, fields);
       const body = new TextEncoder().encode(JSON.stringify({ event: name, at: now(), ...fields }));
       queue.publish(eventSubject(name), body).catch((err: unknown) => log.warn("event_publish_failed", { name, error: (err as Error).message }));
     },

@@ -5,7 +5,7 @@
 // redelivering it could only fail the same way 25 times.
 import type { Logger } from "../log.ts";
 import { decodeTrigger, type Trigger } from "../org/trigger.ts";
-import { ack, defer, nak, type Delivery, type Outcome } from "../queue/contract.ts";
+import { ack, defer, nak, reject, type Delivery, type Outcome } from "../queue/contract.ts";
 import { partitionByConversation } from "./partition.ts";
 import type { TurnEngine, TurnReport } from "./turn.ts";
 
@@ -20,6 +20,9 @@ export interface SeatTurnGrant {
   /** Admission for a turn under this grant (renew fresh, same epoch); checked before each
    * turn of a drain, since the host admitted only its start. Absent: the fence alone. */
   admit?(): boolean;
+  /** Aborted when the host stops waiting for the seat's turns (a drain past its budget):
+   * the running turn is cancelled at its next await and its deliveries handed back. */
+  signal?: AbortSignal;
 }
 
 /** A counting semaphore: FIFO waiters, bounded by the callers (one per seat's handler). */
@@ -119,6 +122,11 @@ export class SeatInbox {
         deferAll(rest, `seat "${grant.handle}" moved (fence)`);
         break;
       }
+      if (grant.signal?.aborted) {
+        // Handed back unrun: the successor takes them at once.
+        for (const it of rest) outcomes[it.index] = nak();
+        break;
+      }
       const release = await this.slots.acquire();
       let report: TurnReport;
       try {
@@ -132,11 +140,12 @@ export class SeatInbox {
           deferAll(rest, `seat "${grant.handle}" is not admitting turns (renew not fresh)`);
           break;
         }
-        report = await this.o.engine.run({ seat: grant.handle, epoch: grant.epoch, fence: grant.fence, triggers: part.triggers });
+        const delivery_count = Math.max(...part.items.map((it) => it.delivery.deliveryCount));
+        report = await this.o.engine.run({ seat: grant.handle, epoch: grant.epoch, fence: grant.fence, triggers: part.triggers, signal: grant.signal, delivery_count });
       } finally {
         release();
       }
-      const out = report.settle === "ack" ? ack() : report.settle === "nak" ? nak() : defer(`seat "${grant.handle}" moved mid-turn (fence)`);
+      const out = outcomeOf(report, grant.handle);
       for (const it of part.items) outcomes[it.index] = out;
       if (report.settle === "defer") {
         // The attachment quiesces on a defer; nothing after it may run here.
@@ -145,5 +154,19 @@ export class SeatInbox {
       }
     }
     return outcomes;
+  }
+}
+
+/** A turn's settlement as the queue's outcome. */
+export function outcomeOf(report: Pick<TurnReport, "settle" | "delay_ms" | "reason">, handle: string): Outcome {
+  switch (report.settle) {
+    case "ack":
+      return ack();
+    case "nak":
+      return nak(report.delay_ms);
+    case "reject":
+      return reject(report.reason ?? "turn failed for good");
+    case "defer":
+      return defer(`seat "${handle}" moved mid-turn (fence)`);
   }
 }

@@ -47,6 +47,18 @@ export function chatMessageKey(message_id: string): string {
   return `chat.${digest(message_id)}`;
 }
 
+/** The notice a failed turn posted for this trigger (notice.ts): one per message. */
+export function noticeKey(event_id: string): string {
+  return `notice.${digest(event_id)}`;
+}
+
+export interface NoticeRecord {
+  seat: string;
+  turn_id: string;
+  node: string;
+  event_id: string;
+}
+
 function digest(s: string): string {
   // 128 bits: collision-free at any ledger size a 7-day window holds.
   return createHash("sha256").update(s, "utf8").digest("hex").slice(0, 32);
@@ -134,6 +146,29 @@ export class CompletionLedger {
       else out.run.push(t);
     }
     return out;
+  }
+
+  /** Whether a failure notice was posted for this trigger. Fails open (false): a second
+   * notice is a smaller harm than none. */
+  async noticed(event_id: string): Promise<boolean> {
+    const key = noticeKey(event_id);
+    try {
+      const entry = await this.slot.get(key);
+      return entry !== null && entry.operation === "put";
+    } catch (err) {
+      this.log.warn("ledger_read_failed", { event_id, key, error: (err as Error).message });
+      return false;
+    }
+  }
+
+  /** Records a posted notice. Fails open: logged, never thrown. */
+  async recordNotice(r: NoticeRecord): Promise<void> {
+    const key = noticeKey(r.event_id);
+    try {
+      await this.slot.put(key, new TextEncoder().encode(JSON.stringify({ ...r, at: this.clock.now() })));
+    } catch (err) {
+      this.log.warn("ledger_write_failed", { seat: r.seat, turn_id: r.turn_id, key, error: (err as Error).message });
+    }
   }
 
   /**

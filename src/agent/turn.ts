@@ -17,13 +17,15 @@ import type { Logger } from "../log.ts";
 import type { Org, Seat } from "../org/org.ts";
 import { routeFor } from "../org/routing.ts";
 import { encodeTrigger, type Trigger } from "../org/trigger.ts";
-import { dispose, type Disposition, type Settle, type TurnEndKind } from "./classify.ts";
+import { DEFAULT_REDELIVERY, dispose, redeliveryDelayMs, type Disposition, type RedeliveryPolicy, type Settle, type TurnEndKind } from "./classify.ts";
 import type { EpisodeStore } from "./episodes.ts";
 import type { EventSink } from "./events.ts";
 import type { TurnMemoryFacts, TurnMemoryPort } from "./memory.ts";
 import { workKeyOf, type CompletionLedger } from "./ledger.ts";
+import { noticeText, Notifier, type TurnStop } from "./notice.ts";
+import type { FailureClass } from "./providers/failure.ts";
 import { systemPrompt, turnMessage, waitingMessages, type TurnContextData } from "./prompt.ts";
-import { ProviderError, type ChatMessage, type Provider, type ToolCall, type TurnFacts, type Usage } from "./providers/contract.ts";
+import { ProviderError, type ChatMessage, type Provider, type RetrySpend, type ToolCall, type TurnFacts, type Usage } from "./providers/contract.ts";
 import { builtinTools, writeResult, type ChatPostedFact } from "./tools/builtins.ts";
 import { reachesOutside, toolSpec, type Tool, type ToolContext, type ToolResult } from "./tools/contract.ts";
 import type { EstatePort, PublishPort } from "./tools/estate-port.ts";
@@ -41,6 +43,17 @@ export const THREAD_SCAN_MAX = 2_000;
 /** Comments a work item's context shows (newest). */
 export const WORK_CONTEXT_COMMENTS = 30;
 const PAGE = 500;
+
+/**
+ * Live text of a streaming turn (turn_text events): the deltas are gathered and published
+ * at most this often, so a fast model is a handful of events a second, not one per token.
+ */
+export const TEXT_EVENT_EVERY_MS = 250;
+/** …and at most this many per turn; past it the live view waits for turn_completed. A
+ * 24-round turn streaming for minutes stays a bounded burst on the events stream. */
+export const TEXT_EVENTS_PER_TURN_MAX = 200;
+/** Characters one turn_text event carries at most (the rest waits for the next). */
+export const TEXT_EVENT_CHARS_MAX = 2_000;
 
 /** Chat trigger types whose mention obliges a reply in the thread. */
 const CHAT_TYPES = new Set(["chat_mention", "chat_direct"]);
@@ -67,6 +80,8 @@ export interface TurnEngineOptions {
   memory?: TurnMemoryPort | null;
   events: EventSink;
   max_rounds?: number;
+  /** How failed deliveries back off and when they are given up (classify.ts defaults). */
+  redelivery?: RedeliveryPolicy;
 }
 
 /** What answerBack is given and answers (src/integrations/tools.ts implements it). */
@@ -85,6 +100,10 @@ export interface TurnRequest {
   fence: () => boolean;
   /** The partition's triggers, one conversation, oldest first. */
   triggers: readonly Trigger[];
+  /** The seat host stopped waiting (a drain): the turn is cancelled at its next await. */
+  signal?: AbortSignal;
+  /** The highest delivery count among the turn's deliveries (1: first delivery). */
+  delivery_count?: number;
 }
 
 export interface TurnReport {
@@ -101,6 +120,10 @@ export interface TurnReport {
   ran: string[];
   final_text: string;
   error: string | null;
+  /** A nak's delay (a failed delivery backing off), when settle is nak. */
+  delay_ms?: number;
+  /** Why, when settle is reject (the dead letter's reason). */
+  reason?: string;
 }
 
 export interface SeatTurnStatus {
@@ -108,7 +131,10 @@ export interface SeatTurnStatus {
   turns: number;
   last_turn_at: number | null;
   last_outcome: string | null;
+  /** The last failed turn's error, redacted of every configured secret. */
   last_error: string | null;
+  /** When that error happened (ms). */
+  last_error_at: number | null;
   input_tokens: number;
   output_tokens: number;
 }
@@ -120,9 +146,13 @@ class Fenced extends Error {
   }
 }
 
-/** An expected failure: retrying it may succeed (NAK when nothing reached outside). */
+/** An expected failure; `failure` says whether retrying it may succeed. */
 class Broken extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly failure: FailureClass | null = null,
+    readonly stop: TurnStop | null = null,
+  ) {
     super(message);
     this.name = "Broken";
   }
@@ -141,6 +171,10 @@ interface RunState {
   limit_hit: boolean;
   /** Work items the turn's tools named (its episode lists them). */
   work_items?: Set<string>;
+  /** Tool calls that reached outside, by name, in order (what a notice says was done). */
+  outside: string[];
+  /** Failed model calls and their waits, against the provider's per-turn budget. */
+  retry: RetrySpend;
 }
 
 function isExpected(err: unknown): boolean {
@@ -151,8 +185,10 @@ export class TurnEngine {
   private readonly builtins: Tool[];
   private readonly running = new Map<string, RunState>();
   private readonly stats = new Map<string, SeatTurnStatus>();
+  private readonly notifier: Notifier;
 
   constructor(private readonly o: TurnEngineOptions) {
+    this.notifier = new Notifier({ estate: o.estate, ledger: o.ledger, log: o.log, events: o.events, node_id: o.node_id });
     this.builtins = builtinTools({
       org: o.org,
       estate: o.estate,
@@ -210,7 +246,16 @@ export class TurnEngine {
     if (toRun.length === 0) return { ...base, turn_id: null, settle: "ack", outcome: "skipped", skipped, ran: [] };
 
     const provider = this.o.providerFor(seat);
-    const state: RunState = { turn_id: randomUUID(), seat: seat.handle, ...base, usage: { input_tokens: 0, output_tokens: 0 }, posts: [], limit_hit: false };
+    const state: RunState = {
+      turn_id: randomUUID(),
+      seat: seat.handle,
+      ...base,
+      usage: { input_tokens: 0, output_tokens: 0 },
+      posts: [],
+      limit_hit: false,
+      outside: [],
+      retry: { used_ms: 0 },
+    };
     const work_key = workKeyOf(toRun);
     const ran = toRun.map((t) => t.event_id);
     const conversation = toRun[toRun.length - 1]!.conversation;
@@ -230,24 +275,45 @@ export class TurnEngine {
 
     let end: TurnEndKind;
     let error: unknown = null;
+    let failure: FailureClass | null = null;
+    let stop: TurnStop | null = null;
     let answered: string[] = [];
     try {
-      if (!provider) throw new Broken(`seat ${seat.handle} has no model provider (llm ${seat.llm ?? "unset"})`);
+      if (!provider) {
+        throw new Broken(`seat ${seat.handle} has no model provider (llm ${seat.llm ?? "unset"})`, "permanent", { kind: "no_provider", llm: seat.llm ?? null });
+      }
       answered = await this.converse(req, seat, provider, toRun, state);
       end = state.limit_hit ? "round_limit" : "completed";
     } catch (err) {
       error = err;
-      if (err instanceof Fenced) end = "fenced";
-      else if (err instanceof Broken || isExpected(err)) end = "broken";
-      else {
+      if (req.signal?.aborted) {
+        // Whatever the await threw on its way out, the host stopped waiting.
+        end = "cancelled";
+        failure = "cancelled";
+        stop = { kind: "cancelled" };
+      } else if (err instanceof Fenced) {
+        end = "fenced";
+        stop = { kind: "fenced" };
+      } else if (err instanceof Broken) {
+        end = "broken";
+        failure = err.failure;
+        stop = err.stop ?? { kind: "error", error: err };
+      } else if (isExpected(err)) {
+        end = "broken";
+        failure = err instanceof ProviderError ? err.failure : null;
+        stop = { kind: "error", error: err };
+      } else {
         end = "panicked";
+        stop = { kind: "panicked" };
         this.o.log.error("turn_phase_panicked", { seat: seat.handle, turn_id: state.turn_id, error: err, stack: (err as Error)?.stack });
       }
     } finally {
       this.running.delete(state.turn_id);
     }
 
-    const d = dispose(end, state.reached_outside);
+    const policy = this.o.redelivery ?? DEFAULT_REDELIVERY;
+    const delivery_count = req.delivery_count ?? 1;
+    const d = dispose({ end, reached_outside: state.reached_outside, failure, delivery_count, give_up_after: policy.give_up_after });
     const message = error === null ? null : error instanceof Error ? error.message : String(error);
     const memoryFacts: TurnMemoryFacts | null =
       d.settle === "ack" && this.o.memory
@@ -297,9 +363,15 @@ export class TurnEngine {
     }
     if (memoryFacts && d.outcome === "completed") await this.o.memory!.turnRecorded(memoryFacts);
     if (d.gave_up) {
+      const reason = end === "panicked" ? "turn_panicked" : state.reached_outside ? "turn_failed_after_reaching_outside" : `turn_failed_${failure ?? "for_good"}`;
       for (const t of toRun) {
-        this.o.events.emit("turn_trigger_skipped", { seat: seat.handle, node: this.o.node_id, event_id: t.event_id, type: t.type, reason: end === "panicked" ? "turn_panicked" : "turn_failed_after_reaching_outside", by_turn: state.turn_id });
+        this.o.events.emit("turn_trigger_skipped", { seat: seat.handle, node: this.o.node_id, event_id: t.event_id, type: t.type, reason, by_turn: state.turn_id });
       }
+    }
+    let notice: string | null = null;
+    if (d.tell && stop) {
+      notice = noticeText({ stop, done: state.outside, deliveries: failure === "transient" || failure === null ? delivery_count : undefined });
+      await this.tell(seat.handle, state.turn_id, toRun, notice);
     }
     if (d.guard_breach) {
       this.o.events.emit("turn.guard_breach", { seat: seat.handle, node: this.o.node_id, turn_id: state.turn_id, kind: "unhandled_exception", error: message });
@@ -317,6 +389,8 @@ export class TurnEngine {
       settle: d.settle,
       reached_outside: state.reached_outside,
       error: message,
+      failure,
+      delivery_count,
     });
 
     stat.busy = false;
@@ -325,7 +399,10 @@ export class TurnEngine {
     stat.last_outcome = d.outcome;
     stat.input_tokens += state.usage.input_tokens;
     stat.output_tokens += state.usage.output_tokens;
-    if (d.outcome === "failed" || d.outcome === "retry") stat.last_error = message;
+    if (d.outcome === "failed" || d.outcome === "retry") {
+      stat.last_error = message;
+      stat.last_error_at = this.o.clock.now();
+    }
 
     return {
       turn_id: state.turn_id,
@@ -339,15 +416,80 @@ export class TurnEngine {
       ran,
       final_text: state.final_text,
       error: message,
+      ...(d.settle === "nak" && d.delayed ? { delay_ms: redeliveryDelayMs(delivery_count, policy) } : {}),
+      ...(d.settle === "reject" ? { reason: `turn failed${failure ? ` (${failure})` : ""}: ${notice ?? message ?? "unknown"}` } : {}),
     };
+  }
+
+  /**
+   * Ends a turn told: posts `text` once in the thread of the person the triggers came from
+   * (notice.ts). The reusable path for any turn that stops with a reason the person must
+   * hear — a provider failure here, a refusal for spend or a pause elsewhere.
+   */
+  tell(seat: string, turn_id: string, triggers: readonly Trigger[], text: string): ReturnType<Notifier["tell"]> {
+    return this.notifier.tell(seat, turn_id, triggers, text);
   }
 
   /** The rounds. Returns the waiting chat messages the thread showed (ledger's second key). */
   private async converse(req: TurnRequest, seat: Seat, provider: Provider, triggers: Trigger[], state: RunState): Promise<string[]> {
-    const org = this.o.org();
-    const primary = triggers[triggers.length - 1]!;
     const { ctx, woke, thread } = await this.readContext(triggers);
     const answered = thread ? waitingMessages(seat.handle, thread, woke) : [];
+    const abort = new AbortController();
+    const cancel = () => abort.abort(req.signal?.reason ?? new Error("cancelled"));
+    if (req.signal?.aborted) cancel();
+    req.signal?.addEventListener("abort", cancel, { once: true });
+    const live = this.liveText(seat.handle, state.turn_id);
+    try {
+      return await this.rounds(req, seat, provider, triggers, state, { ctx, thread, answered, abort, live });
+    } finally {
+      req.signal?.removeEventListener("abort", cancel);
+      live.flush();
+    }
+  }
+
+  /**
+   * turn_text events: a streaming model's text as it arrives, gathered for
+   * TEXT_EVENT_EVERY_MS and bounded per turn (TEXT_EVENTS_PER_TURN_MAX, TEXT_EVENT_CHARS_MAX).
+   * Published, not logged: it is the live view's, and the final text is in turn_completed.
+   */
+  private liveText(seat: string, turn_id: string): { onText: (d: string) => void; flush: () => void; round: (n: number) => void } {
+    let buf = "";
+    let sent = 0;
+    let last = 0;
+    let round = 0;
+    const flush = () => {
+      if (buf === "" || sent >= TEXT_EVENTS_PER_TURN_MAX) return;
+      const text = buf.slice(0, TEXT_EVENT_CHARS_MAX);
+      buf = buf.slice(text.length);
+      sent += 1;
+      last = this.o.clock.now();
+      this.o.events.emit("turn_text", { seat, node: this.o.node_id, turn_id, round, seq: sent, text }, { log: false });
+    };
+    return {
+      onText: (d) => {
+        if (sent >= TEXT_EVENTS_PER_TURN_MAX) return;
+        buf += d;
+        if (this.o.clock.now() - last >= TEXT_EVENT_EVERY_MS || buf.length >= TEXT_EVENT_CHARS_MAX) flush();
+      },
+      flush,
+      round: (n) => {
+        flush();
+        round = n;
+      },
+    };
+  }
+
+  private async rounds(
+    req: TurnRequest,
+    seat: Seat,
+    provider: Provider,
+    triggers: Trigger[],
+    state: RunState,
+    r: { ctx: TurnContextData; thread: Message[] | null; answered: string[]; abort: AbortController; live: { onText: (d: string) => void; round: (n: number) => void } },
+  ): Promise<string[]> {
+    const org = this.o.org();
+    const primary = triggers[triggers.length - 1]!;
+    const { ctx, thread, answered, abort } = r;
     const tools = this.toolsFor(seat.handle);
     const byName = new Map(tools.map((t) => [t.name, t]));
     const specs = tools.map(toolSpec);
@@ -357,7 +499,6 @@ export class TurnEngine {
     const messages: ChatMessage[] = [{ role: "user", content: recalled?.block ? `${opening}\n\n${recalled.block}` : opening }];
     const base = this.factsFor(seat, primary, ctx);
     const facts = recalled ? { ...base, vars: { ...base.vars, ...recalled.vars } } : base;
-    const abort = new AbortController();
     const toolCtx: ToolContext = { seat: seat.handle, epoch: req.epoch, turn_id: state.turn_id, signal: abort.signal, conversation: primary.conversation };
     const max_rounds = this.o.max_rounds ?? MAX_ROUNDS;
 
@@ -365,7 +506,8 @@ export class TurnEngine {
     for (let round = 1; round <= max_rounds; round++) {
       if (!req.fence()) throw new Fenced();
       state.rounds = round;
-      const answer = await provider.complete({ system, messages, tools: specs, facts, signal: abort.signal });
+      r.live.round(round);
+      const answer = await provider.complete({ system, messages, tools: specs, facts, signal: abort.signal, retry: state.retry, onText: r.live.onText });
       state.usage.input_tokens += answer.usage.input_tokens;
       state.usage.output_tokens += answer.usage.output_tokens;
       if (answer.toolCalls.length === 0) {
@@ -400,7 +542,10 @@ export class TurnEngine {
         result = { content: (err as Error).message, is_error: true, reached: false };
       }
       const reached = result.reached ?? reachesOutside(tool.annotations);
-      if (reached) state.reached_outside = true;
+      if (reached) {
+        state.reached_outside = true;
+        state.outside.push(call.name);
+      }
       if (!result.is_error && call.name.startsWith("work_")) noteWorkItem(state, call.arguments, result.content);
       result = { ...result, reached };
     }
@@ -554,5 +699,5 @@ function cut(s: string): string {
 }
 
 function blankStatus(): SeatTurnStatus {
-  return { busy: false, turns: 0, last_turn_at: null, last_outcome: null, last_error: null, input_tokens: 0, output_tokens: 0 };
+  return { busy: false, turns: 0, last_turn_at: null, last_outcome: null, last_error: null, last_error_at: null, input_tokens: 0, output_tokens: 0 };
 }

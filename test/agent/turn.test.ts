@@ -10,6 +10,7 @@ import { openAiProvider } from "../../src/agent/providers/openai.ts";
 import { buildProviders } from "../../src/agent/providers/index.ts";
 import type { Provider } from "../../src/agent/providers/contract.ts";
 import { TurnEngine } from "../../src/agent/turn.ts";
+import { REDELIVERY_BASE_MS } from "../../src/agent/classify.ts";
 import { buildOrg } from "../../src/org/org.ts";
 import { MemoryQueue } from "../../src/queue/memory.ts";
 import type { Tool } from "../../src/agent/tools/contract.ts";
@@ -78,8 +79,9 @@ function rig(): Rig {
 
 const owned = () => true;
 
+/** No retry budget: one call per round, so a scripted failure ends the turn at once. */
 function openai(): Provider {
-  return openAiProvider({ name: "gpt", base_url: server.url, model: "m", api_keys: [], timeout_ms: 5_000, clock: systemClock });
+  return openAiProvider({ name: "gpt", base_url: server.url, model: "m", api_keys: [], timeout_ms: 5_000, retry_budget_ms: 0, random: () => 0, clock: systemClock });
 }
 
 describe("the default company (scripted provider)", () => {
@@ -146,13 +148,14 @@ describe("the default company (scripted provider)", () => {
 });
 
 describe("a turn that broke", () => {
-  test("before anything reached outside → NAK; the redelivery runs and succeeds", async () => {
+  test("transiently, before anything reached outside → NAK with a delay; the redelivery runs and succeeds", async () => {
     const r = rig();
     const msg = await r.estate.post("general", "founder", "@cto status?");
     const trigger = mentionTrigger("cto", "general", msg, "@cto status?");
-    server.script([{ status: 400, text: "model refuses" }]);
+    server.script([{ status: 503, text: "model busy" }]);
     const first = await r.engine("node-a", { provider: openai() }).run({ seat: "cto", epoch: 1, fence: owned, triggers: [trigger] });
     expect(first.settle).toBe("nak");
+    expect(first.delay_ms).toBe(REDELIVERY_BASE_MS);
     expect(first.outcome).toBe("retry");
     expect(first.reached_outside).toBe(false);
     expect(r.estate.writes.length).toBe(1); // only the person's post
