@@ -22,6 +22,7 @@ import {
   buildProviders,
   CompletionLedger,
   McpPool,
+  probeProviders,
   mcpPrepareStep,
   mcpReleaseStep,
   publishEventSink,
@@ -51,6 +52,9 @@ export interface EngineOptions {
   /** Tools the integrations offer a seat, and their answer back (src/integrations). */
   extraTools?: (handle: string) => readonly Tool[];
   answerBack?: AnswerBack;
+  /** Secrets configured elsewhere (API tokens, broker secrets) that a provider's error
+   * body must never carry into a log line, an event or /agents. */
+  secrets?: readonly string[];
 }
 
 export class NodeEngine {
@@ -66,7 +70,8 @@ export class NodeEngine {
 
   constructor(private readonly o: EngineOptions) {
     this.org = buildOrg(o.company);
-    this.providers = buildProviders(o.company.providers.llm, o.clock);
+    this.providers = buildProviders(o.company.providers.llm, o.clock, { secrets: o.secrets });
+    void probeProviders(o.company.providers.llm, o.clock, o.log);
     this.db = new Database(join(o.storeDir, NODE_DB_FILE), { create: true, strict: true });
     // WAL: turns write episodes while the API reads them.
     this.db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
@@ -123,7 +128,8 @@ export class NodeEngine {
   /** A newer company: turns started from now on see its org and providers. */
   setCompany(company: Company): void {
     this.org = buildOrg(company);
-    this.providers = buildProviders(company.providers.llm, this.o.clock);
+    this.providers = buildProviders(company.providers.llm, this.o.clock, { secrets: this.o.secrets });
+    void probeProviders(company.providers.llm, this.o.clock, this.o.log);
   }
 
   get currentOrg(): Org {

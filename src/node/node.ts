@@ -303,6 +303,7 @@ export class CrewletNode {
       log: this.log,
       extraTools: integrations.toolsFor,
       answerBack: integrations.answerBack,
+      secrets: [...c.api.tokens.map((t) => t.token), ...[c.stream.cluster?.secret, c.stream.leaf?.secret].filter((x): x is string => x !== undefined)],
     });
     const engine = this.engine;
     this.onStop(() => engine.stop());

@@ -35,6 +35,18 @@ import type { Watchdog } from "./watchdog.ts";
  * heartbeats let an ordinary turn finish, and a longer one is stopped by the fence. */
 export const VOLUNTARY_WAIT_HEARTBEATS = 2;
 /**
+ * A drain waits this long for a seat's running turn before cancelling it. An ordinary model
+ * round is seconds; the whole stop (every seat's release, the leadership handoffs, the
+ * broker) must fit the node's 30 s shutdown budget, and a turn past this is usually one
+ * waiting on a hung endpoint. Cancelled, it hands its deliveries back (NAK) on this
+ * connection, and the successor runs them at once.
+ */
+export const DRAIN_TURN_WAIT_MS = 10_000;
+/** After a cancel, how long the release waits for the turn to reach its next await and
+ * settle (the NAK): a cancelled fetch or sleep rejects at once; this bounds a tool that
+ * ignores its signal. */
+export const CANCEL_SETTLE_WAIT_MS = 5_000;
+/**
  * Most deliveries one drain of a seat's inbox hands the agent at once. The agent runs a
  * drain as one turn per conversation, each turn carrying all of its conversation's
  * triggers in its prompt, and runs the turns one after another: 16 covers a busy thread's
@@ -76,6 +88,9 @@ export interface TurnContext {
    * epoch is still `epoch` and the last renew is fresh within one heartbeat. False → defer
    * what has not run. The first turn of a delivery or drain was admitted by the host. */
   admit(): boolean;
+  /** Aborted when the host stops waiting for the turn (a release past its wait, a fence):
+   * stop at the next await and hand the deliveries back. */
+  signal: AbortSignal;
 }
 
 export type InboxHandler = (delivery: Delivery, turn: TurnContext) => Promise<Outcome>;
@@ -153,6 +168,8 @@ interface SeatState {
   /** A deferral quiesced the inbox; the next successful renew resumes it. */
   deferred: boolean;
   undead: { since_ms: number; attempts: number; heartbeats: number; info: ReleaseInfo; retrying: boolean } | null;
+  /** Aborted when the host stops waiting for this grant's turns. */
+  cancel: AbortController;
 }
 
 export interface HealthSeats {
@@ -417,7 +434,9 @@ export class SeatHost {
   }
 
   private turnContext(handle: string, epoch: number): TurnContext {
+    const s = this.seats.get(handle);
     return {
+      signal: s && s.epoch === epoch ? s.cancel.signal : AbortSignal.abort(new Error("seat not held at this epoch")),
       handle,
       epoch,
       fence: () => this.fence(handle, epoch),
@@ -714,6 +733,7 @@ export class SeatHost {
       stale: false,
       deferred: false,
       undead: null,
+      cancel: new AbortController(),
     };
     this.seats.set(handle, s);
     this.log.info("seat_claimed", { seat: handle, epoch: s.epoch });
@@ -773,10 +793,15 @@ export class SeatHost {
     const att = s.attachment;
     if (att) {
       att.quiesce();
+      const wait_ms = reason === "drain" ? Math.min(DRAIN_TURN_WAIT_MS, VOLUNTARY_WAIT_HEARTBEATS * this.heartbeat_ms) : VOLUNTARY_WAIT_HEARTBEATS * this.heartbeat_ms;
+      if (att.inFlight > 0) await this.idleWithin(att, wait_ms);
       if (att.inFlight > 0) {
-        const stop = new AbortController();
-        await Promise.race([att.idle(), this.clock.sleep(VOLUNTARY_WAIT_HEARTBEATS * this.heartbeat_ms, stop.signal).catch(() => {})]);
-        stop.abort();
+        // Cancelled at its next await: its deliveries are handed back (NAK) on this
+        // connection before the attachment goes, so the successor runs them at once
+        // rather than after the ack wait.
+        this.log.warn("seat_turn_cancelled", { seat: s.handle, epoch: s.epoch, reason, waited_ms: wait_ms });
+        s.cancel.abort(new Error(`seat ${s.handle} released (${reason})`));
+        await this.idleWithin(att, CANCEL_SETTLE_WAIT_MS);
       }
       s.attachment = null;
       await att.detach();
@@ -785,11 +810,20 @@ export class SeatHost {
     await this.teardown(s, { mode: "voluntary", reason });
   }
 
+  /** Resolves when the attachment is idle or after `ms`, whichever is first. */
+  private async idleWithin(att: Attachment, ms: number): Promise<void> {
+    const stop = new AbortController();
+    await Promise.race([att.idle(), this.clock.sleep(ms, stop.signal).catch(() => {})]);
+    stop.abort();
+  }
+
   /** Revokes the grant at once (sync: fence fails, nothing new starts), then tears down
    * under the seat's lock. */
   private fenceSeat(s: SeatState, reason: string): void {
     if (s.fenced) return;
     s.fenced = true;
+    // Nothing this grant runs may finish now: a turn waiting on its model stops waiting.
+    s.cancel.abort(new Error(`seat ${s.handle} fenced (${reason})`));
     s.attachment?.quiesce();
     this.track(this.withLock(s.handle, () => this.releaseFencedLocked(s, reason)));
   }

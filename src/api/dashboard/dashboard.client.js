@@ -20,6 +20,10 @@ const PAGE_LIMIT = 500;
 const PAGES_MAX = 20;
 /** Messages kept per channel: a screenful of history many times over; older ones drop. */
 const MESSAGES_KEPT_MAX = 1000;
+/** How the engine's failure notices begin (src/agent/notice.ts NOTICE_PREFIX). */
+const NOTICE_PREFIX = "⚠ ";
+/** Characters of one turn's live text kept on screen (the final text is in turn_completed). */
+const LIVE_TEXT_KEPT_MAX = 8_000;
 /** Live events kept on screen; the oldest drop first. */
 const FEED_KEPT_MAX = 200;
 /** Bytes of one event stream frame at most: a frame larger than this is not ours. */
@@ -281,7 +285,7 @@ function agentsView() {
           h("td", {}, state),
           h("td", { class: "num" }, t ? count(t.turns) : "—"),
           h("td", {}, t?.last_turn_at ? `${clock(t.last_turn_at)} · ${t.last_outcome ?? "?"}` : "—"),
-          h("td", { class: t?.last_error ? "error" : "muted" }, t?.last_error ?? "—"),
+          h("td", { class: t?.last_error ? "error" : "muted" }, t?.last_error ? `${t.last_error_at ? `${clock(t.last_error_at)} · ` : ""}${t.last_error}` : "—"),
           h("td", { class: "num" }, t ? `${count(t.input_tokens)} in / ${count(t.output_tokens)} out` : "—"),
         );
       });
@@ -371,10 +375,14 @@ function chatView(arg) {
   });
 
   function renderMessage(m, replies) {
+    // A reply the engine posted because a turn gave up on this message (src/agent/notice.ts
+    // starts every such notice with NOTICE_PREFIX) marks the message failed.
+    const failed = (replies ?? []).some((r) => !r.deleted && r.author !== m.author && r.body.startsWith(NOTICE_PREFIX));
+    const notice = !replies && m.body.startsWith(NOTICE_PREFIX);
     const item = h(
       "li",
-      { "data-id": m.id },
-      h("div", { class: "msg-head" }, h("strong", {}, m.author), ` · ${clock(m.created_at)}`, m.edited_at ? " · edited" : ""),
+      { "data-id": m.id, class: failed ? "msg-failed" : notice ? "msg-notice" : "" },
+      h("div", { class: "msg-head" }, h("strong", {}, m.author), ` · ${clock(m.created_at)}`, m.edited_at ? " · edited" : "", failed ? h("span", { class: "error" }, " · failed: not answered") : ""),
       h("p", { class: "msg-body" }, m.deleted ? "(deleted)" : m.body),
     );
     if (replies) {
@@ -597,6 +605,18 @@ function eventsView() {
     }
     const { event: _e, at, ...rest } = fields;
     const who = rest.seat ?? rest.handle ?? "";
+    if (name === "turn_text" && typeof rest.turn_id === "string") {
+      // A streaming turn's text as it arrives: one growing line per turn.
+      let line = [...feed.children].find((li) => li.dataset.turn === rest.turn_id);
+      if (!line) {
+        line = h("li", { "data-turn": rest.turn_id }, `${clock(at ?? Date.now())} turn_text @${who} `, h("span", { class: "live-text" }));
+        feed.prepend(line);
+      }
+      const span = line.querySelector(".live-text");
+      if (span && span.textContent.length < LIVE_TEXT_KEPT_MAX) span.textContent += String(rest.text ?? "");
+      while (feed.children.length > FEED_KEPT_MAX) feed.lastElementChild.remove();
+      return;
+    }
     const summary = Object.entries(rest)
       .filter(([k]) => k !== "seat" && k !== "handle")
       .slice(0, 6)
