@@ -25,7 +25,7 @@ function timeoutsOf(cfg: HttpConfig): Partial<Timeouts> {
   return t;
 }
 
-function buildOne(key: string, cfg: ProviderConfig, clock: Clock, redact: Redact): Provider {
+function buildOne(key: string, cfg: ProviderConfig, clock: Clock, redact: Redact, random?: () => number): Provider {
   switch (cfg.type) {
     case "openai":
     case "anthropic": {
@@ -39,6 +39,7 @@ function buildOne(key: string, cfg: ProviderConfig, clock: Clock, redact: Redact
         stream: cfg.stream,
         retry_budget_ms: cfg.retry_budget_seconds * 1000,
         redact,
+        random,
         clock,
       };
       return cfg.type === "openai" ? openAiProvider(common) : anthropicProvider({ ...common, max_tokens: cfg.max_tokens });
@@ -71,6 +72,8 @@ export function providerSecrets(llm: Readonly<Record<string, ProviderConfig>>): 
 export interface BuildOptions {
   /** Further secrets to keep out of provider errors (API tokens, webhook secrets). */
   secrets?: readonly string[];
+  /** The backoff's jitter source (tests pin it; default Math.random). */
+  random?: () => number;
 }
 
 /**
@@ -81,7 +84,7 @@ export interface BuildOptions {
 export function buildProviders(llm: Readonly<Record<string, ProviderConfig>>, clock: Clock, opts: BuildOptions = {}): Map<string, Provider> {
   const redact = redactor([...providerSecrets(llm), ...(opts.secrets ?? [])]);
   const bare = new Map<string, Provider>();
-  for (const [key, cfg] of Object.entries(llm)) bare.set(key, buildOne(key, cfg, clock, redact));
+  for (const [key, cfg] of Object.entries(llm)) bare.set(key, buildOne(key, cfg, clock, redact, opts.random));
   const out = new Map<string, Provider>();
   for (const key of bare.keys()) {
     const chain: string[] = [key];

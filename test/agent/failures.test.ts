@@ -1,0 +1,298 @@
+// Every kind of model-endpoint failure, end to end on real parts (failure-rig.ts: a real
+// nats-server queue, a real estate.db, a real HTTP endpoint speaking the OpenAI or the
+// Anthropic wire). Each test asserts what the person sees in their thread, how many calls
+// the endpoint got and when, and where the message ended: answered, dead letter with a
+// reason, or handed back.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { NOTICE_PREFIX } from "../../src/agent/notice.ts";
+import { MAX_ATTEMPTS } from "../../src/agent/providers/http.ts";
+import { startNats, type TestNats } from "../support/nats.ts";
+import { FailureRig, TEST_REDELIVERY, type Wire } from "./failure-rig.ts";
+import { anthropicStream, anthropicTextReply, openAiStream, openAiTextReply, openAiToolReply, startModelServer, type ModelServer, type Reply } from "./model-server.ts";
+
+let server: ModelServer;
+let nats: TestNats;
+beforeAll(async () => {
+  server = startModelServer();
+  nats = await startNats(1);
+});
+afterAll(async () => {
+  server.stop();
+  await nats.stop();
+});
+
+const KEY = "sk-test-live-9f8e7d6c5b4a3210";
+const TOKEN = "api-token-for-the-redaction-check-77";
+
+async function rig(wire: Wire, extra: Partial<Parameters<typeof FailureRig.start>[0]> = {}): Promise<FailureRig> {
+  const r = await FailureRig.start({ wire, base_url: server.url, api_keys: [KEY], secrets: [TOKEN], ...extra }, nats);
+  await r.attach("cto");
+  return r;
+}
+
+const text = (wire: Wire, s: string): Reply => (wire === "openai" ? openAiTextReply(s) : anthropicTextReply(s));
+const errorBody = (wire: Wire, type: string, message: string) =>
+  wire === "openai" ? { error: { message, type, code: type } } : { type: "error", error: { type, message } };
+
+/** Nothing the person, the dead letter or /agents shows carries a secret or the raw body. */
+function expectClean(r: FailureRig, shown: string[]): void {
+  const status = r.engine.status("cto");
+  for (const s of [...shown, status.last_error ?? ""]) {
+    expect(s).not.toContain(KEY);
+    expect(s).not.toContain(TOKEN);
+  }
+}
+
+const wires: Wire[] = ["openai", "anthropic"];
+
+describe.each(wires)("%s wire: permanent failures are told at once, never retried", (wire) => {
+  test.each([
+    [401, "authentication_error", `Incorrect API key provided: ${KEY}; token ${TOKEN}`, "refused the API key (401) — check providers.llm.model.api_keys"],
+    [403, "permission_error", "not allowed", "refused this key access (403)"],
+    [404, "not_found_error", "model test-model does not exist", "404 Not Found — check providers.llm.model.base_url and providers.llm.model.model"],
+    [400, "invalid_request_error", "tools[0].function.parameters is invalid", "rejected the request as invalid (400)"],
+  ] as const)("HTTP %p → one call, one notice in the thread, dead letter with the reason", async (status, type, body, words) => {
+    const r = await rig(wire);
+    try {
+      server.script([{ status, json: errorBody(wire, type, body) }]);
+      const { message_id, trigger } = await r.ask("cto", "status?");
+      const end = await r.ending("cto", message_id, trigger.event_id);
+      expect(end.where).toBe("dead_letter");
+      expect(server.requests.length).toBe(1);
+      expect(end.thread).toHaveLength(2);
+      const [author, notice] = end.thread[1]!;
+      expect(author).toBe("cto");
+      expect(notice.startsWith(NOTICE_PREFIX)).toBe(true);
+      expect(notice).toContain(words);
+      expect(notice).not.toContain(body.slice(0, 20));
+      expect(end.dead_letter!.reason).toContain("permanent");
+      expect(end.dead_letter!.deliveryCount).toBe(1);
+      const st = r.engine.status("cto");
+      expect(st.last_error).toContain(`HTTP ${status}`);
+      expect(st.last_error_at).not.toBeNull();
+      expectClean(r, [notice, end.dead_letter!.reason, JSON.stringify(r.events.events), ...r.logs.lines.map((l) => JSON.stringify(l))]);
+    } finally {
+      await r.stop(true);
+    }
+  });
+
+  test("a 200 whose body is not the wire format → one call, told to check base_url and type", async () => {
+    const r = await rig(wire);
+    try {
+      server.script([{ text: "<html><body>Sign in to the proxy</body></html>" }]);
+      const { message_id, trigger } = await r.ask("cto", "status?");
+      const end = await r.ending("cto", message_id, trigger.event_id);
+      expect(end.where).toBe("dead_letter");
+      expect(server.requests.length).toBe(1);
+      expect(end.thread[1]![1]).toContain("not the model API — check providers.llm.model.base_url and providers.llm.model.type");
+      expect(end.thread[1]![1]).not.toContain("Sign in");
+    } finally {
+      await r.stop(true);
+    }
+  });
+
+  test("context too long → one call, told to start a new thread", async () => {
+    const r = await rig(wire);
+    try {
+      const msg = wire === "openai" ? "This model's maximum context length is 8192 tokens" : "prompt is too long: 210000 tokens > 200000 maximum";
+      server.script([{ status: 400, json: errorBody(wire, wire === "openai" ? "context_length_exceeded" : "invalid_request_error", msg) }]);
+      const { message_id, trigger } = await r.ask("cto", "summarise everything");
+      const end = await r.ending("cto", message_id, trigger.event_id);
+      expect(end.where).toBe("dead_letter");
+      expect(server.requests.length).toBe(1);
+      expect(end.thread[1]![1]).toContain("no longer fits my model's context window — start a new thread");
+      expect(end.dead_letter!.reason).toContain("context_too_long");
+    } finally {
+      await r.stop(true);
+    }
+  });
+});
+
+describe.each(wires)("%s wire: transient failures back off, then give up and tell", (wire) => {
+  test("HTTP 500 on every call: MAX_ATTEMPTS calls per delivery, delayed redeliveries, then one notice and a dead letter", async () => {
+    const r = await rig(wire);
+    try {
+      server.script([{ status: 500, json: errorBody(wire, "api_error", "internal error") }]);
+      const { message_id, trigger } = await r.ask("cto", "status?");
+      const end = await r.ending("cto", message_id, trigger.event_id);
+      expect(end.where).toBe("dead_letter");
+      const deliveries = TEST_REDELIVERY.give_up_after;
+      expect(end.reports).toBe(deliveries);
+      expect(server.requests.length).toBe(MAX_ATTEMPTS * deliveries);
+      // Each redelivery waited at least its NAK delay (base, then doubled) after the last call.
+      for (let d = 1; d < deliveries; d++) {
+        const lastOfPrev = server.requests[d * MAX_ATTEMPTS - 1]!.at;
+        const firstOfNext = server.requests[d * MAX_ATTEMPTS]!.at;
+        expect(firstOfNext - lastOfPrev).toBeGreaterThanOrEqual(TEST_REDELIVERY.base_ms * 2 ** (d - 1) - 5);
+      }
+      expect(end.thread.filter(([a]) => a === "cto")).toHaveLength(1);
+      expect(end.thread[1]![1]).toContain("kept failing (HTTP 500)");
+      expect(end.thread[1]![1]).toContain(`I tried ${deliveries} times`);
+      expect(end.dead_letter!.deliveryCount).toBe(deliveries);
+      expect(end.dead_letter!.reason).toContain("transient");
+    } finally {
+      await r.stop(true);
+    }
+  });
+
+  test("503 then an answer on the next delivery: answered, no notice", async () => {
+    const r = await rig(wire);
+    try {
+      server.script([...Array.from({ length: MAX_ATTEMPTS }, () => ({ status: 503, text: "busy" })), text(wire, "All green.")]);
+      const { message_id, trigger } = await r.ask("cto", "status?");
+      const end = await r.ending("cto", message_id, trigger.event_id);
+      expect(end.where).toBe("answered");
+      expect(server.requests.length).toBe(MAX_ATTEMPTS + 1);
+      expect(server.requests[MAX_ATTEMPTS]!.at - server.requests[MAX_ATTEMPTS - 1]!.at).toBeGreaterThanOrEqual(TEST_REDELIVERY.base_ms - 5);
+      expect(end.thread).toEqual([
+        ["founder", "@cto status?"],
+        ["cto", "All green."],
+      ]);
+    } finally {
+      await r.stop(true);
+    }
+  });
+
+  test("429 with Retry-After: the retry inside the turn waits as asked, then answers", async () => {
+    const r = await rig(wire);
+    try {
+      server.script([{ status: 429, headers: { "retry-after": "1" }, json: errorBody(wire, "rate_limit_error", "slow down") }, text(wire, "Done.")]);
+      const { message_id, trigger } = await r.ask("cto", "status?");
+      const end = await r.ending("cto", message_id, trigger.event_id);
+      expect(end.where).toBe("answered");
+      expect(end.reports).toBe(1);
+      expect(server.requests.length).toBe(2);
+      expect(server.requests[1]!.at - server.requests[0]!.at).toBeGreaterThanOrEqual(995);
+      expect(end.thread[1]).toEqual(["cto", "Done."]);
+    } finally {
+      await r.stop(true);
+    }
+  });
+
+  test("a hung endpoint is abandoned at the first-byte timeout; after the last delivery the person hears it", async () => {
+    const r = await rig(wire, { settings: { first_byte_timeout_seconds: 0.3, retry_budget_seconds: 0 } });
+    try {
+      server.script([{ hang: true }]);
+      const { message_id, trigger } = await r.ask("cto", "status?");
+      const end = await r.ending("cto", message_id, trigger.event_id);
+      expect(end.where).toBe("dead_letter");
+      expect(server.requests.length).toBe(TEST_REDELIVERY.give_up_after);
+      expect(end.thread[1]![1]).toContain("did not answer in time");
+      expect(r.engine.status("cto").last_error).toContain("first-byte timeout");
+    } finally {
+      await r.stop(true);
+    }
+  });
+
+  test("a refused connection: no call lands, the person is told to check base_url", async () => {
+    const r = await rig(wire, { base_url: "http://127.0.0.1:9", settings: { retry_budget_seconds: 0 } });
+    try {
+      server.script([text(wire, "never")]);
+      const { message_id, trigger } = await r.ask("cto", "status?");
+      const end = await r.ending("cto", message_id, trigger.event_id);
+      expect(end.where).toBe("dead_letter");
+      expect(server.requests.length).toBe(0);
+      expect(end.thread[1]![1]).toContain("could not connect to my model endpoint — check providers.llm.model.base_url");
+    } finally {
+      await r.stop(true);
+    }
+  });
+
+  test("streamed: a stream that stalls is abandoned at the idle timeout and retried; the retry answers", async () => {
+    const r = await rig(wire, { settings: { stream: true, idle_timeout_seconds: 0.3 } });
+    try {
+      const stalled = wire === "openai" ? openAiStream(["partial"]) : anthropicStream(["partial"]);
+      const good = wire === "openai" ? openAiStream(["All ", "green."]) : anthropicStream(["All ", "green."]);
+      server.script([{ ...stalled, stall_after: 1 }, good]);
+      const { message_id, trigger } = await r.ask("cto", "status?");
+      const end = await r.ending("cto", message_id, trigger.event_id);
+      expect(end.where).toBe("answered");
+      expect(server.requests.length).toBe(2);
+      expect(end.thread[1]).toEqual(["cto", "All green."]);
+      // The live view saw the text as it came.
+      expect(r.events.named("turn_text").map((e) => e.text).join("")).toContain("green.");
+    } finally {
+      await r.stop(true);
+    }
+  });
+});
+
+describe("fallback, task threads, reaching outside, one notice per message", () => {
+  test("a refused key falls back to the next provider, which answers", async () => {
+    const r = await rig("openai", { fallback: { wire: "openai", base_url: server.url } });
+    try {
+      server.script([{ status: 401, json: errorBody("openai", "invalid_api_key", "bad key") }, openAiTextReply("From the backup.")]);
+      const { message_id, trigger } = await r.ask("cto", "status?");
+      const end = await r.ending("cto", message_id, trigger.event_id);
+      expect(end.where).toBe("answered");
+      expect(server.requests.map((q) => q.headers.authorization)).toEqual([`Bearer ${KEY}`, "Bearer backup-key-0002"]);
+      expect(end.thread[1]).toEqual(["cto", "From the backup."]);
+    } finally {
+      await r.stop(true);
+    }
+  });
+
+  test("a task assignment that fails for good is told as a comment on the task", async () => {
+    const r = await rig("anthropic");
+    try {
+      server.script([{ status: 401, json: errorBody("anthropic", "authentication_error", "invalid x-api-key") }]);
+      const { work_key, trigger } = await r.assign("cto", "Ship the release");
+      const end = await r.ending("cto", null, trigger.event_id);
+      expect(end.where).toBe("dead_letter");
+      const got = await r.estate.read({ q: "work.get", key: work_key });
+      expect(got!.comments.map((c) => [c.author, c.body.startsWith(NOTICE_PREFIX), c.body.includes("(401)")])).toEqual([["cto", true, true]]);
+    } finally {
+      await r.stop(true);
+    }
+  });
+
+  test("a 500 after a tool wrote outside: acked, the person hears what was done and that it stopped", async () => {
+    const r = await rig("openai");
+    try {
+      server.script([openAiToolReply([{ id: "c1", name: "work_create", args: { project: "ENG", title: "Filed" } }]), { status: 500, text: "boom" }]);
+      const { message_id, trigger } = await r.ask("cto", "file it");
+      const end = await r.ending("cto", message_id, trigger.event_id);
+      expect(end.where).toBe("answered"); // acked: a re-run would file it twice
+      expect(end.reports).toBe(1);
+      expect(server.requests.length).toBe(1 + MAX_ATTEMPTS);
+      const notice = end.thread[1]![1];
+      expect(notice).toContain("I stopped before finishing: my model endpoint kept failing (HTTP 500)");
+      expect(notice).toContain("Before stopping I had already run work_create");
+      expect((await r.estate.read({ q: "work.list", project: "ENG", limit: 10 })).items.map((i) => i.title)).toEqual(["Filed"]);
+    } finally {
+      await r.stop(true);
+    }
+  });
+
+  test("the same message failing again (a dead letter replayed, key still wrong) is not told twice", async () => {
+    const r = await rig("openai");
+    try {
+      server.script([{ status: 401, json: errorBody("openai", "invalid_api_key", "bad key") }]);
+      const { message_id, trigger } = await r.ask("cto", "status?");
+      await r.ending("cto", message_id, trigger.event_id);
+      // Replayed under a new message id (as an operator's replay publishes it).
+      await r.publish(trigger, `${trigger.event_id}:replay`);
+      const deadline = Date.now() + 20_000;
+      while (r.turnsOn(trigger.event_id).length < 2 && Date.now() < deadline) await Bun.sleep(20);
+      await Bun.sleep(100);
+      expect(r.turnsOn(trigger.event_id)).toHaveLength(2);
+      expect(server.requests.length).toBe(2);
+      const thread = await r.estate.thread("general", message_id);
+      expect(thread.filter((m) => m.author === "cto")).toHaveLength(1);
+    } finally {
+      await r.stop(true);
+    }
+  });
+
+  test("an agent without a model says so", async () => {
+    const r = await rig("openai", { no_provider: true });
+    try {
+      const { message_id, trigger } = await r.ask("cto", "status?");
+      const end = await r.ending("cto", message_id, trigger.event_id);
+      expect(end.where).toBe("dead_letter");
+      expect(end.thread[1]![1]).toContain("I have no model configured");
+    } finally {
+      await r.stop(true);
+    }
+  });
+});
