@@ -613,9 +613,19 @@ class JetStreamSource implements MailboxSource {
     // Fire-and-forget acks, as the client's own ack() does: an ack lost with the connection
     // comes back after the ack wait, which the completion ledger is there to absorb.
     const send = (body: string) => async () => this.nc.publish(reply, body);
-    // A delayed NAK is `-NAK {"delay": ns}` (nats-server ≥ 2.7): the consumer holds the
-    // message back that long before redelivering it.
-    const nak = async (delay_ms?: number) => this.nc.publish(reply, delay_ms ? `-NAK ${JSON.stringify({ delay: Math.round(delay_ms) * NS_PER_MS })}` : "-NAK");
+    // A delayed NAK is `-NAK {"delay": ns}`: the server rewrites the delivery's stored
+    // timestamp, which is persisted and replicated, and redelivers once it is due. A NAK
+    // for "at once" is sent as that with delay 0 AND a bare `-NAK`: the bare one puts the
+    // message first in line (before new mail, as the contract says), but only in the
+    // leader's memory; the delay-0 one makes the hand-back survive a restart of the broker
+    // or a leader change — without it, a drained single box whose sidecar stopped right
+    // after left the message ack-pending for the 30-minute ack wait (measured, 2.15.2).
+    const delayed = (ms: number) => `-NAK ${JSON.stringify({ delay: Math.round(ms) * NS_PER_MS })}`;
+    const nak = async (delay_ms?: number) => {
+      if (delay_ms !== undefined && delay_ms > 0) return this.nc.publish(reply, delayed(delay_ms));
+      this.nc.publish(reply, delayed(0));
+      this.nc.publish(reply, "-NAK");
+    };
     return { delivery, ack: send("+ACK"), nak, term: send("+TERM") };
   }
 
