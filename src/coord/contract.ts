@@ -47,10 +47,11 @@ export interface AcquireOptions {
   /** Judge the protocol gate (seat claims); duty and presence claims pass false. */
   gate?: boolean;
   /**
-   * Take over a live lease whose owner names this node id (`{node_id}:…`): a restarted
-   * incarnation that holds the store-dir lock proves its predecessor dead. Bumps the epoch.
+   * Take over a live lease whose owner this answers true for: an earlier incarnation of
+   * this node that this process has proved dead (it holds the store lock that incarnation
+   * ran under). Only owners of the claimant's own node id are ever asked. Bumps the epoch.
    */
-  takeoverNodeId?: string;
+  takeover?: (owner: string) => boolean;
 }
 
 export type RenewResult =

@@ -90,9 +90,6 @@ export class BucketLeaseStore implements LeaseStore {
   async acquire(key: string, opts: AcquireOptions): Promise<AcquireResult> {
     const wire = encodeLeaseKey(key);
     this.checkTtl(opts.ttl_ms);
-    if (opts.takeoverNodeId !== undefined && !opts.owner.startsWith(`${opts.takeoverNodeId}:`)) {
-      throw new Error(`takeoverNodeId ${opts.takeoverNodeId} is not the claimant's node (${opts.owner})`);
-    }
     let current: Current;
     let now: number | null = null;
     try {
@@ -102,7 +99,7 @@ export class BucketLeaseStore implements LeaseStore {
     } catch (err) {
       return { ok: false, rule: "unknown", error: errorText(err) };
     }
-    const judged = judgeClaim(current, now, opts.owner, opts.takeoverNodeId);
+    const judged = judgeClaim(current, now, opts.owner, opts.takeover);
     if (judged.take === "refuse") return { ok: false, rule: "held", holder: judged.holder, epoch: judged.epoch };
 
     // Write 1: the record, claiming.

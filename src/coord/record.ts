@@ -81,13 +81,14 @@ export type ClaimJudgement =
  * May a claim by `owner` write its claiming record over what the key holds now?
  * Free when nothing is there or what is there lapsed. A live record is taken only by its
  * own owner (a re-acquire, which fences that owner's past self with a new epoch) or by a
- * new incarnation of its node that holds the store-dir lock (takeoverNodeId).
+ * new incarnation of its node that has proved that owner dead (`takeover`: it holds the
+ * store-dir lock the owner ran under). Another node's lease is never taken over.
  */
 export function judgeClaim(
   current: { entry: KvEntry; record: LeaseRecord | null } | null,
   now: number | null,
   owner: string,
-  takeoverNodeId: string | undefined,
+  takeover: ((owner: string) => boolean) | undefined,
 ): ClaimJudgement {
   if (!current) return { take: "create" };
   const { entry, record } = current;
@@ -97,7 +98,7 @@ export function judgeClaim(
   }
   if (now !== null && !isLive(entry, record, now)) return { take: "update", revision: entry.revision };
   if (record.owner === owner) return { take: "update", revision: entry.revision };
-  if (takeoverNodeId !== undefined && nodeIdOf(record.owner) === takeoverNodeId) {
+  if (takeover !== undefined && nodeIdOf(record.owner) === nodeIdOf(owner) && takeover(record.owner)) {
     return { take: "update", revision: entry.revision };
   }
   return { take: "refuse", holder: record.owner, epoch: record.epoch };

@@ -6,7 +6,8 @@
 // (before anything publishes: mail to a subject no mailbox covers is dropped), the
 // estate, the seat host, and the API last but for /health and /ready, which answer from
 // the first moment so a supervisor can watch the boot.
-import { resolve } from "node:path";
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { connect, type NatsConnection } from "nats";
 import { systemClock, type Clock } from "../clock.ts";
 import type { LoadedConfig } from "../config/load.ts";
@@ -37,6 +38,10 @@ import { dashboardGroup } from "../api/dashboard/index.ts";
 import { eventsGroup } from "../api/routes/events.ts";
 import { configGroup } from "../api/routes/config.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
+import { storeIdentity } from "./store-identity.ts";
+import { mintOwner, predecessorsOf } from "../seat/incarnation.ts";
+import { parsePresence, presenceKey } from "../seat/presence.ts";
+import { NODE_DB_FILE } from "./engine.ts";
 import { wipeScratchStore } from "./scratch.ts";
 import { NodeRefusal } from "./refusal.ts";
 import { JetStreamChangelog } from "../memory/changelog.ts";
@@ -64,6 +69,8 @@ const POSTURE_CHECK_MS = 1_000;
 
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
+/** The operator's setup, like a bad config: a supervisor must not restart into it. */
+export const EXIT_REFUSED = 2;
 
 /** What a JetStream cluster that is still forming answers (see whileClusterForms); 503 is
  * "no responders", which a restarted member answers for an asset whose leader it has not
@@ -182,6 +189,12 @@ export class CrewletNode {
     // The lock first: nothing in a store is touched, a scratch wipe least of all, until this
     // process has proved the store is its own.
     this.lock = lockStoreDir(storeDir);
+    // Read before a scratch wipe: node.db beside a store without an id means an older
+    // build ran here, whose owners carried no store id (see predecessorsOf).
+    const identity = storeIdentity(storeDir);
+    const legacy = identity.minted && existsSync(join(storeDir, NODE_DB_FILE));
+    const owner = mintOwner(this.nodeId, identity.id);
+    const takeover = predecessorsOf(owner, { legacy });
     if (c.store.scratch) {
       const removed = wipeScratchStore(storeDir);
       this.log.info("store_scratch_wiped", { dir: storeDir, entries: removed.length });
@@ -245,6 +258,11 @@ export class CrewletNode {
     );
     const coord = this.coord;
     this.onStop(() => coord.close());
+
+    // Before this node writes anything as itself: a live process under this node id that
+    // this one has not proved dead (it runs on another store) keeps it.
+    this.step("identity");
+    await this.refuseIfNodeIdInUse(coord, takeover);
 
     this.step("company");
     const revisions = new CompanyRevisions(coord.slot("config"), coord.slot("status"), this.nodeId, this.clock, this.log);
@@ -322,7 +340,14 @@ export class CrewletNode {
       clock: this.clock,
       log: this.log,
       lease_ttl_ms: () => coord.lease_ttl_ms,
-      takeover: true,
+      owner,
+      takeover,
+      // Two processes booting at once under one node id both pass the boot check; the
+      // presence row's compare-and-set lets one through, and the other stops here.
+      onNodeIdInUse: (holder) => {
+        this.log.error("node_id_in_use", { node: this.nodeId, holder, action: "stopping" });
+        void this.stop(EXIT_REFUSED, "node_id_in_use");
+      },
       // Drains: a seat that was busy or moving runs its backlog as one turn per conversation.
       batchHandler: engine.inbox.batchHandler,
       hooks: engine.hooks(),
@@ -470,6 +495,19 @@ export class CrewletNode {
         await this.clock.sleep(CLUSTER_FORMING_RETRY_MS);
       }
     }
+  }
+
+  private async refuseIfNodeIdInUse(coord: CoordinationHandle, takeover: (owner: string) => boolean): Promise<void> {
+    const key = presenceKey(this.nodeId);
+    const view = await this.whileClusterForms("identity", () => coord.leases.get(key));
+    if (!view || !view.live || takeover(view.owner)) return;
+    const row = parsePresence(view);
+    throw new NodeRefusal(
+      "node_id_in_use",
+      `node.id "${this.nodeId}" is in use by a live process (${view.owner}, roles ${row.roles.join(",") || "?"}, up since ${new Date(row.started_at).toISOString()}) running on another store dir: ` +
+        "give each process its own node.id (a process restarted on its own store takes its seats back at once)",
+      { holder: view.owner, key },
+    );
   }
 
   /**

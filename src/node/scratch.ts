@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { ESTATE_DB_FILE } from "../estate/estate.ts";
 import { brokerPaths } from "../broker/plan.ts";
 import { LOCK_FILE } from "./store-lock.ts";
+import { STORE_ID_FILE } from "./store-identity.ts";
 import { NodeRefusal } from "./refusal.ts";
 
 export class ScratchWipeRefused extends NodeRefusal {
@@ -22,8 +23,9 @@ export class ScratchWipeRefused extends NodeRefusal {
   }
 }
 
-/** Entries a wipe keeps: the lock this process holds. */
-const KEPT = new Set([LOCK_FILE]);
+/** Entries a wipe keeps: the lock this process holds, and the store's identity (so a
+ * restarted leaf still proves its predecessor dead and takes its seats back at once). */
+const KEPT = new Set([LOCK_FILE, STORE_ID_FILE]);
 
 /** What in `dir` says it is not a scratch store, or null. Pure of writes. */
 export function notScratch(dir: string): ScratchWipeRefused | null {

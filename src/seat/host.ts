@@ -27,7 +27,7 @@ import {
   type SeatSpec,
   type SelfFacts,
 } from "./placement.ts";
-import { PRESENCE_PREFIX, PresenceLease, parsePresence, SEAT_PREFIX, seatKey, type PresenceMeta, type PresenceRow } from "./presence.ts";
+import { PRESENCE_PREFIX, PresenceLease, parsePresence, SEAT_PREFIX, seatKey, type PresenceBeat, type PresenceMeta, type PresenceRow } from "./presence.ts";
 import type { Watchdog } from "./watchdog.ts";
 
 /** A voluntary release waits this many heartbeats for the in-flight handler. The lease is
@@ -129,9 +129,14 @@ export interface SeatHostOptions {
   log: Logger;
   /** The lease TTL in force (Coordination.lease_ttl_ms); read on every use. */
   lease_ttl_ms: number | (() => number);
-  /** This process holds the store-dir lock: a live lease naming this node id is a dead
-   * predecessor's and may be taken over (bumping its epoch). */
-  takeover?: boolean;
+  /** This process holds the store-dir lock, so a live lease of an earlier incarnation is a
+   * dead predecessor's and may be taken over (bumping its epoch). A predicate says which
+   * owners those are (see incarnation.ts: the same store); true means any owner of this
+   * node id, for simulations that give each node id one store. */
+  takeover?: boolean | ((owner: string) => boolean);
+  /** The presence row is held by a live process under this node id that this one has not
+   * proved dead: this process must not run (it claims nothing from then on). */
+  onNodeIdInUse?: (holder: string) => void;
   /** The seat inbox's handler (the agent engine), screened by the host: one delivery at a
    * time. Give this or batchHandler. */
   handler?: InboxHandler;
@@ -264,10 +269,16 @@ export class SeatHost {
   private lastUnplaceable = "";
   private lastUnmanned = "";
   private lastBlockedFloor: number | null = null;
+  private readonly takeover: ((owner: string) => boolean) | undefined;
+  /** Another process holds this node id's presence row: claim nothing until it is ours. */
+  private nodeIdInUse = false;
 
   constructor(private readonly opts: SeatHostOptions) {
     this.node_id = opts.node_id;
     this.owner = opts.owner ?? `${opts.node_id}:${randomBytes(4).toString("hex")}`;
+    const nodePrefix = `${opts.node_id}:`;
+    this.takeover =
+      opts.takeover === true ? (o: string) => o.startsWith(nodePrefix) && o !== this.owner : typeof opts.takeover === "function" ? opts.takeover : undefined;
     this.clock = opts.clock;
     this.log = opts.log;
     this.hooks = opts.hooks ?? {};
@@ -282,7 +293,7 @@ export class SeatHost {
       node_id: opts.node_id,
       owner: this.owner,
       ttl_ms: () => this.ttl_ms,
-      takeover: opts.takeover ?? false,
+      takeover: this.takeover,
       log: opts.log,
     });
     this.heartbeatLoop = new DutyLoop("seat_heartbeat", opts.clock, () => this.heartbeat_ms, () => this.heartbeat(), opts.log, opts.watchdog);
@@ -509,9 +520,20 @@ export class SeatHost {
     return n;
   }
 
+  /** A presence refused to this process is held by another live one under the same node id. */
+  private afterPresenceBeat(beat: PresenceBeat): void {
+    if (beat === "acquired" || beat === "renewed") this.nodeIdInUse = false;
+    if (beat !== "refused" || this.nodeIdInUse) return;
+    // Until this process holds its presence row it claims nothing: the holder may be a
+    // live process (the node stops on the hook) or a predecessor not proved dead, whose
+    // row lapses within a TTL.
+    this.nodeIdInUse = true;
+    this.opts.onNodeIdInUse?.(this.presence.refusedBy ?? "unknown");
+  }
+
   private async heartbeat(): Promise<void> {
     const sent = this.clock.now();
-    const presence = this.draining ? Promise.resolve() : this.presence.beat(this.presenceMeta());
+    const presence = this.draining ? Promise.resolve() : this.presence.beat(this.presenceMeta()).then((beat) => this.afterPresenceBeat(beat));
     const renewals = [...this.seats.values()].filter((s) => s.lease_held).map((s) => this.renewSeat(s, sent));
     await Promise.all([presence, ...renewals]);
     this.retryUndead();
@@ -565,7 +587,7 @@ export class SeatHost {
       draining: this.draining,
       withdrawn: this.withdrawn,
       behind: this.behind,
-      takeover: this.opts.takeover ?? false,
+      takeover: this.takeover !== undefined,
     };
   }
 
@@ -583,7 +605,7 @@ export class SeatHost {
   }
 
   private async sweep(): Promise<void> {
-    if (this.draining || this.stopped) return;
+    if (this.draining || this.stopped || this.nodeIdInUse) return;
     const views = await this.store.list(PRESENCE_PREFIX);
     const presences = views.filter((v) => v.live).map((v) => parsePresence(v, this.log));
     this.livePresences = presences;
@@ -602,7 +624,8 @@ export class SeatHost {
       const preferred = new Map<string, string>();
       for (const v of seatViews) {
         const handle = v.key.slice(SEAT_PREFIX.length);
-        leases.set(handle, { node_id: ownerNodeId(v.owner), mine: v.owner === this.owner, live: v.live, protocol: v.protocol });
+        const mine = v.owner === this.owner;
+        leases.set(handle, { node_id: ownerNodeId(v.owner), mine, predecessor: !mine && (this.takeover?.(v.owner) ?? false), live: v.live, protocol: v.protocol });
         if (v.preferred) preferred.set(handle, v.preferred);
       }
       floor = minProtocol([...presences.map((x) => x.protocol), ...seatViews.filter((v) => v.live).map((v) => v.protocol)]);
@@ -704,7 +727,7 @@ export class SeatHost {
       ttl_ms: this.ttl_ms,
       meta: { node: this.node_id },
       gate: true,
-      takeoverNodeId: this.opts.takeover ? this.node_id : undefined,
+      takeover: this.takeover,
     });
     if (!r.ok) {
       if (r.rule === "protocol") this.log.warn("seat_claims_blocked_by_older_protocol", { seat: handle, floor: r.floor });

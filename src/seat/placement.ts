@@ -63,6 +63,9 @@ export interface SeatLeaseFact {
   node_id: string;
   /** Held by this very incarnation. */
   mine: boolean;
+  /** Held by an earlier incarnation of this node that this process has proved dead (it
+   * ran on the store whose lock this process holds). */
+  predecessor: boolean;
   /** Judged against the store's clock when it was read. */
   live: boolean;
   protocol: number;
@@ -366,9 +369,10 @@ export function plan(input: PlanInput): Plan {
       if (tracked.has(h)) return false;
       const l = leases.get(h);
       if (!l || !l.live) return true;
-      // A live lease naming this node id under another incarnation is a dead
-      // predecessor's, provably so only while this process holds the store-dir lock.
-      return self.takeover && !l.mine && l.node_id === self.node_id;
+      // A live lease of an earlier incarnation on this store is a dead predecessor's,
+      // provably so only while this process holds the store-dir lock. One with this
+      // node id from another store is a live process's: never free.
+      return self.takeover && !l.mine && l.predecessor;
     };
     const claimOrder = (a: string, b: string) => {
       const pa = input.preferred.get(a) === self.node_id ? 0 : 1;

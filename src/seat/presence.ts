@@ -94,10 +94,12 @@ export type PresenceBeat = "acquired" | "renewed" | "lost" | "refused" | "unknow
 export class PresenceLease {
   private epoch: number | null = null;
   private gaveUp = false;
+  /** The owner that held this node's presence when it was last refused. */
+  refusedBy: string | null = null;
 
   constructor(
     private readonly store: LeaseStore,
-    private readonly opts: { node_id: string; owner: string; ttl_ms: () => number; takeover: boolean; log: Logger },
+    private readonly opts: { node_id: string; owner: string; ttl_ms: () => number; takeover: ((owner: string) => boolean) | undefined; log: Logger },
   ) {}
 
   get held(): boolean {
@@ -122,7 +124,7 @@ export class PresenceLease {
       ttl_ms: this.opts.ttl_ms(),
       meta: { ...meta },
       gate: false,
-      takeoverNodeId: this.opts.takeover ? this.opts.node_id : undefined,
+      takeover: this.opts.takeover,
     });
     if (this.gaveUp) {
       // A drain began while the acquire was out: hand it straight back.
@@ -136,7 +138,8 @@ export class PresenceLease {
     if (r.rule === "unknown") return "unknown";
     // Held by another live incarnation under the same node id: two processes sharing an
     // id miscount the fleet, which the operator has to hear about.
-    this.opts.log.error("node_id_in_use", { key, holder: r.rule === "held" ? r.holder : undefined });
+    this.refusedBy = r.rule === "held" ? r.holder : "unknown";
+    this.opts.log.error("node_id_in_use", { key, holder: this.refusedBy });
     return "refused";
   }
 

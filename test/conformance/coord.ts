@@ -351,7 +351,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
         if (sibling.result || op.bucket !== EPOCHS_BUCKET || (op.kind !== "create" && op.kind !== "update")) return;
         // Between this claim's first and second write, the node's next incarnation (holding
         // the store-dir lock) takes the seat over; then this claim's counter write fails.
-        sibling.result = await claim(b, key, newOwner, { takeoverNodeId: "node-s" });
+        sibling.result = await claim(b, key, newOwner, { takeover: (o) => o === oldOwner });
         faults.failNext(writeTo(EPOCHS_BUCKET));
       };
       try {
@@ -373,11 +373,14 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       expect(await claim(b, key, owner("node-u"))).toMatchObject({ ok: false, rule: "held", holder: first });
       const next = owner("node-t");
       expect(await claim(b, key, next)).toMatchObject({ ok: false, rule: "held" });
-      const took = okLease(await claim(b, key, next, { takeoverNodeId: "node-t" }));
+      // The same node id under an incarnation this process has not proved dead (another
+      // store's process): refused.
+      expect(await claim(b, key, next, { takeover: (o) => o !== first })).toMatchObject({ ok: false, rule: "held", holder: first });
+      const took = okLease(await claim(b, key, next, { takeover: (o) => o === first }));
       expect(took.epoch).toBeGreaterThan(lease.epoch);
       expect(await a.leases.renew(key, first, lease.epoch)).toEqual({ status: "lost" });
       expect(await a.leases.release(key, first, lease.epoch)).toBe("not_held");
-      expect(await claim(a, key, owner("node-u"), { takeoverNodeId: "node-u" })).toMatchObject({ ok: false, rule: "held", holder: next });
+      expect(await claim(a, key, owner("node-u"), { takeover: () => true })).toMatchObject({ ok: false, rule: "held", holder: next });
     }, CASE_TIMEOUT_MS);
 
     test("on an unreachable store, renew is `unknown` and the lease is untouched; a lost renew answer is not a loss", async () => {

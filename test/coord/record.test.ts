@@ -24,9 +24,10 @@ describe("judgeClaim", () => {
     ["lapsed: update over it", [{ entry: entry(0), record: record("n2:b") }, 1000, "n1:a", undefined], { take: "update", revision: 7 }],
     ["live, another owner: refuse", [{ entry: entry(0), record: record("n2:b") }, 999, "n1:a", undefined], { take: "refuse", holder: "n2:b", epoch: 3 }],
     ["live, same owner: re-acquire", [{ entry: entry(0), record: record("n1:a") }, 5, "n1:a", undefined], { take: "update", revision: 7 }],
-    ["live, own node's old incarnation, takeover", [{ entry: entry(0), record: record("n1:old") }, 5, "n1:new", "n1"], { take: "update", revision: 7 }],
-    ["live, own node's old incarnation, no takeover", [{ entry: entry(0), record: record("n1:old") }, 5, "n1:new", undefined], { take: "refuse", holder: "n1:old", epoch: 3 }],
-    ["live, other node, takeover names mine", [{ entry: entry(0), record: record("n10:x") }, 5, "n1:new", "n1"], { take: "refuse", holder: "n10:x", epoch: 3 }],
+    ["live, own node's old incarnation proved dead: takeover", [{ entry: entry(0), record: record("n1:s1.old") }, 5, "n1:s1.new", (o) => o.startsWith("n1:s1.")], { take: "update", revision: 7 }],
+    ["live, own node's old incarnation, no takeover", [{ entry: entry(0), record: record("n1:s1.old") }, 5, "n1:s1.new", undefined], { take: "refuse", holder: "n1:s1.old", epoch: 3 }],
+    ["live, own node id on another store (not proved dead): refuse", [{ entry: entry(0), record: record("n1:s2.x") }, 5, "n1:s1.new", (o) => o.startsWith("n1:s1.")], { take: "refuse", holder: "n1:s2.x", epoch: 3 }],
+    ["live, other node, however loose the predicate: refuse", [{ entry: entry(0), record: record("n10:x") }, 5, "n1:new", () => true], { take: "refuse", holder: "n10:x", epoch: 3 }],
     ["unreadable record: refuse", [{ entry: entry(0), record: null }, 5000, "n1:a", undefined], { take: "refuse", holder: "unknown", epoch: 0 }],
   ];
   for (const [name, args, want] of cases) test(name, () => expect(judgeClaim(...args)).toEqual(want));

@@ -131,13 +131,14 @@ test("a leaf started beside a member never deletes its store; the leaf's own scr
   expect(await member2.exited).toBe(0);
 }, 180_000);
 
-test("a wipe keeps the lock it runs under, and refuses an estate or a stream store", () => {
+test("a wipe keeps the lock it runs under and the store id, and refuses an estate or a stream store", () => {
   const dir = join(root, "unit");
   const lock = lockStoreDir(dir);
   writeFileSync(join(dir, "api-token"), "x");
+  writeFileSync(join(dir, "store-id"), "00aa11bb22cc33dd\n");
   mkdirSync(join(dir, "broker"));
   expect(wipeScratchStore(dir).sort()).toEqual(["api-token", "broker"]);
-  expect(readdirSync(dir)).toEqual(["node.lock"]);
+  expect(readdirSync(dir).sort()).toEqual(["node.lock", "store-id"]);
   mkdirSync(join(dir, "stream"));
   expect(notScratch(dir)?.path).toBe(join(dir, "stream"));
   expect(() => wipeScratchStore(dir)).toThrow(/stream/);

@@ -34,7 +34,7 @@ interface Case {
   not_ready?: string[];
   preferred?: Record<string, string>;
   /** handle → holder node id (live unless `expired`); undefined = leases not read. */
-  leases?: Record<string, string | { node: string; expired?: boolean; mine?: boolean }>;
+  leases?: Record<string, string | { node: string; expired?: boolean; mine?: boolean; predecessor?: boolean }>;
   floor?: number | null;
 }
 
@@ -55,7 +55,9 @@ function run(c: Case) {
     leases = new Map();
     for (const [h, v] of Object.entries(c.leases)) {
       const o = typeof v === "string" ? { node: v } : v;
-      leases.set(h, { node_id: o.node, mine: o.mine ?? false, live: !o.expired, protocol: 4 });
+      // Unless a case says otherwise, this node's other incarnations ran on this store.
+      const mine = o.mine ?? false;
+      leases.set(h, { node_id: o.node, mine, predecessor: o.predecessor ?? (o.node === "a" && !mine), live: !o.expired, protocol: 4 });
     }
   }
   const input: PlanInput = {
@@ -187,6 +189,12 @@ describe("claiming", () => {
     expect(without.claims).toEqual([]);
     const withLock = run({ self: { takeover: true }, seats: seats("s", 2), leases });
     expect(withLock.claims).toEqual(["s01"]);
+  });
+
+  test("a live lease of this node id from another store is a live process's: never free, lock or not", () => {
+    const leases = { s01: { node: "a", predecessor: false }, s02: { node: "a" } };
+    const p = run({ self: { takeover: true }, seats: seats("s", 2), leases });
+    expect(p.claims).toEqual(["s02"]);
   });
 
   test("a live lease of this incarnation that it does not track is an orphan, not a claim", () => {
