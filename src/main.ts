@@ -13,6 +13,9 @@ Usage:
   crewlet work list                       list work items on a running node
   crewlet config list|show|apply|activate the fleet's company revisions on a running node
   crewlet schedules                       each schedule's next fire and last fire
+  crewlet estate status                   this node's estate copy, per domain
+  crewlet estate skip <domain> <pos> --reason TEXT
+                                          pass over a log record no copy can apply
   crewlet --help                          this text
 
 Exit codes: 0 clean, 1 runtime failure, 2 bad config or usage, 75 watchdog.
@@ -46,6 +49,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import("./cli/work.ts")).runWorkCommand(rest);
     case "config":
       return (await import("./cli/config.ts")).runConfigCommand(rest);
+    case "estate":
+      return (await import("./cli/estate.ts")).runEstateCommand(rest);
     case "schedules":
       return (await import("./cli/schedules.ts")).runSchedulesCommand(rest);
     default:

@@ -14,7 +14,7 @@ import { stateLogStream } from "../queue/topics.ts";
 import { applyRecord, type Outcome } from "./apply.ts";
 import type { EstateDb } from "./migrate.ts";
 import { decodeRecord, RECORD_VERSION } from "./records.ts";
-import { checkpoints, type Domain } from "./schema.ts";
+import { checkpoints, ops, type Domain } from "./schema.ts";
 import type { StateLog } from "./statelog.ts";
 
 /**
@@ -22,6 +22,11 @@ import type { StateLog } from "./statelog.ts";
  * copy catches up; at ~50 µs an apply, 256 is a few ms of work per round trip.
  */
 const PULL_BATCH_MSGS = 256;
+/** The ledger key of a record passed over by a skip marker: one per (domain, position), the same on every copy. */
+export function skippedOpId(domain: Domain, seq: number): string {
+  return `skipped-${domain}-${seq}`;
+}
+
 /** Wait between restarts of a loop the broker ended (reconnect, leader change). */
 const RESTART_BACKOFF_MS = 1_000;
 
@@ -157,7 +162,7 @@ export class DomainApplier {
         if (this.closed) iter.stop();
         for await (const m of iter) {
           if (m.seq <= this.appliedSeq) continue;
-          if (!this.applyOne(m.seq, m.data)) {
+          if (!this.applyOne(m.seq, m.data) && !(await this.skipIfMarked(m.seq))) {
             iter.stop();
             return;
           }
@@ -218,6 +223,42 @@ export class DomainApplier {
     this.held = null;
     this.lastMovedAt = this.o.clock.now();
     if (this._status.kind !== "running") this._status = { kind: "running" };
+    this.wake();
+    this.o.onApplied?.(seq);
+    return true;
+  }
+
+  /**
+   * The record at `seq` could not be applied (held or stopped): when the log holds an
+   * operator's skip marker for it, pass it over — its op recorded as skipped at `seq`, the
+   * checkpoint moved, no other row touched — exactly as every other copy does, so digests
+   * still agree. True when skipped (the loop goes on), false to stay where it is.
+   */
+  private async skipIfMarked(seq: number): Promise<boolean> {
+    if (seq !== this.appliedSeq + 1) return false;
+    let found;
+    try {
+      found = await this.o.stateLog.skipMarker(this.domain, seq);
+    } catch (err) {
+      this.o.log.warn("estate_skip_lookup_failed", { domain: this.domain, seq, error: (err as Error).message });
+      return false;
+    }
+    if (!found) return false;
+    const outcome = { ok: false, code: "skipped", message: found.marker.reason, skipped_by: found.marker.actor, marker_op_id: found.op_id };
+    try {
+      this.o.sqlite.transaction(() => {
+        this.o.db.insert(ops).values({ op_id: skippedOpId(this.domain, seq), domain: this.domain, position: seq, outcome: JSON.stringify(outcome) }).onConflictDoNothing().run();
+        this.o.db.update(checkpoints).set({ applied_seq: seq }).where(eq(checkpoints.domain, this.domain)).run();
+      })();
+    } catch (err) {
+      this.o.log.error("estate_skip_failed", { domain: this.domain, seq, error: (err as Error).message });
+      return false;
+    }
+    this.o.log.warn("estate_record_skipped", { domain: this.domain, seq, marker_seq: found.seq, actor: found.marker.actor, reason: found.marker.reason });
+    this.appliedSeq = seq;
+    this.held = null;
+    this.lastMovedAt = this.o.clock.now();
+    this._status = { kind: "running" };
     this.wake();
     this.o.onApplied?.(seq);
     return true;

@@ -39,6 +39,9 @@ function applyBody(db: EstateDb, r: StateRecord, position: number): Outcome {
 
 function applyTracker(db: EstateDb, b: BodyOf<"tracker">, op_id: string, at: number, position: number): Outcome {
   switch (b.op) {
+    // The marker itself changes nothing: the skip happened when a copy met the record it names.
+    case "log.skip":
+      return { ok: true, skip_marker_for: b.position };
     case "tracker.seed": {
       for (const p of b.projects) {
         db.insert(projects).values({ key: p.key, name: p.name, unit_id: p.unit_id, next_number: 1, created_at: at }).onConflictDoNothing().run();
@@ -120,6 +123,9 @@ function applyTracker(db: EstateDb, b: BodyOf<"tracker">, op_id: string, at: num
 
 function applyPages(db: EstateDb, b: BodyOf<"pages">, at: number): Outcome {
   switch (b.op) {
+    // The marker itself changes nothing: the skip happened when a copy met the record it names.
+    case "log.skip":
+      return { ok: true, skip_marker_for: b.position };
     case "pages.seed": {
       for (const c of b.containers) {
         db.insert(containers).values({ key: c.key, name: c.name, unit_id: c.unit_id, created_at: at }).onConflictDoNothing().run();
@@ -154,6 +160,9 @@ function applyPages(db: EstateDb, b: BodyOf<"pages">, at: number): Outcome {
 
 function applyChat(db: EstateDb, b: BodyOf<"chat">, op_id: string, at: number, position: number): Outcome {
   switch (b.op) {
+    // The marker itself changes nothing: the skip happened when a copy met the record it names.
+    case "log.skip":
+      return { ok: true, skip_marker_for: b.position };
     case "chat.seed": {
       for (const c of b.channels) {
         db.insert(channels).values({ id: c.id, kind: c.kind, name: c.name, unit_id: c.unit_id, members: "[]", created_at: at }).onConflictDoNothing().run();

@@ -7,6 +7,8 @@ import type { RouteGroup } from "../api/app.ts";
 import { chatRoutes } from "../api/routes/chat.ts";
 import { pagesRoutes } from "../api/routes/pages.ts";
 import { workRoutes } from "../api/routes/work.ts";
+import { estateAdminGroup } from "../api/routes/estate.ts";
+import { skipRecord } from "./skip.ts";
 import type { Clock } from "../clock.ts";
 import type { Company } from "../config/company.ts";
 import type { NodeRole } from "../config/tier-a.ts";
@@ -108,6 +110,12 @@ export function openEstate(o: EstateOptions): Estate {
         })
       : null;
 
+  const health = (): EstateHealth => {
+    if (!copy) return { data: false, in_service: false, domains: null };
+    const domains = copy.health();
+    return { data: true, in_service: Object.values(domains).every((d) => d.in_service), domains };
+  };
+
   const seed = async () => {
     for (const record of seedRecords(company, o.nodeId)) {
       const out = await router.writeRecord(record);
@@ -118,12 +126,16 @@ export function openEstate(o: EstateOptions): Estate {
   return {
     router,
     copy,
-    routeGroups: [workRoutes(router), pagesRoutes(router), chatRoutes(router, () => company)],
-    health() {
-      if (!copy) return { data: false, in_service: false, domains: null };
-      const domains = copy.health();
-      return { data: true, in_service: Object.values(domains).every((d) => d.in_service), domains };
-    },
+    routeGroups: [
+      workRoutes(router),
+      pagesRoutes(router),
+      chatRoutes(router, () => company),
+      estateAdminGroup({
+        health: () => health(),
+        skip: (domain, position, reason, actor) => skipRecord({ copy, stateLog, clock: o.clock, nodeId: o.nodeId }, domain, position, reason, actor),
+      }),
+    ],
+    health,
     async setCompany(next) {
       company = next;
       if (copy) await seed();

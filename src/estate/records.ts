@@ -177,10 +177,27 @@ export const chatSeed = z.strictObject({
     .max(1000),
 });
 
+// ---- every domain --------------------------------------------------------------------
+
+/**
+ * An operator's skip marker (`crewlet estate skip`): the record at `position` of this
+ * domain's log is passed over by every copy that cannot apply it, identically — its op is
+ * recorded as skipped at that position, and no row changes. The way back for a log that
+ * nevertheless holds a record no copy can apply (a bug, a build skew); the record gate
+ * makes one impossible to write through Crewlet itself.
+ */
+export const logSkip = z.strictObject({
+  op: z.literal("log.skip"),
+  position: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+  reason: textField(MAX_REASON_BYTES, { min: 1 }),
+  actor,
+});
+export type LogSkip = z.output<typeof logSkip>;
+
 export const bodies = {
-  tracker: z.discriminatedUnion("op", [workCreate, workUpdate, workComment, trackerSeed]),
-  pages: z.discriminatedUnion("op", [pagePut, pagesSeed]),
-  chat: z.discriminatedUnion("op", [chatPost, chatEdit, chatDelete, chatSeed]),
+  tracker: z.discriminatedUnion("op", [workCreate, workUpdate, workComment, trackerSeed, logSkip]),
+  pages: z.discriminatedUnion("op", [pagePut, pagesSeed, logSkip]),
+  chat: z.discriminatedUnion("op", [chatPost, chatEdit, chatDelete, chatSeed, logSkip]),
 } as const;
 
 export type TrackerBody = z.output<typeof bodies.tracker>;
@@ -210,16 +227,23 @@ export const recordSchemas = {
 
 export type StateRecord<D extends Domain = Domain> = D extends Domain ? z.output<(typeof recordSchemas)[D]> : never;
 
-/** The domain each op belongs to (the op name's first part). */
-export function domainOfOp(op: AnyBody["op"]): Domain {
-  if (op.startsWith("work.") || op.startsWith("tracker.")) return "tracker";
-  if (op.startsWith("page.") || op.startsWith("pages.")) return "pages";
-  return "chat";
-}
-
 /** The subject token of a record: `work_create` etc. (no dots inside a token). */
 export function opToken(op: AnyBody["op"]): string {
   return op.replace(".", "_");
+}
+
+/**
+ * The subject tokens a record is appended under (after `crewlet.{domain}.log.`): its op's
+ * token, and for a skip marker the position it names too, so a stuck copy finds the
+ * marker for its position with one last-by-subject lookup.
+ */
+export function recordSubjectTokens(body: AnyBody): string[] {
+  return body.op === "log.skip" ? [opToken(body.op), String(body.position)] : [opToken(body.op)];
+}
+
+/** The op id of a skip marker: one per (domain, position), so the operator's retries are one marker. */
+export function skipOpId(domain: Domain, position: number): string {
+  return `skip-${domain}-${position}`;
 }
 
 export function encodeRecord(record: StateRecord): Uint8Array {

@@ -12,7 +12,7 @@ import {
 } from "nats";
 import type { Logger } from "../log.ts";
 import { stateLogStream, stateLogSubject, stateLogSubjects } from "../queue/topics.ts";
-import { checkRecord, MAX_RECORD_BYTES, opToken, type StateRecord } from "./records.ts";
+import { checkRecord, decodeRecord, MAX_RECORD_BYTES, opToken, recordSubjectTokens, type LogSkip, type StateRecord } from "./records.ts";
 import { DOMAINS, type Domain } from "./schema.ts";
 
 const MINUTE_MS = 60_000;
@@ -103,6 +103,8 @@ const STREAM_NAME_IN_USE = 10058;
 const ENSURE_ATTEMPTS = 3;
 /** JetStream API error: stream not found. */
 const STREAM_NOT_FOUND = 10059;
+/** JetStream API error: no message found (a last-by-subject lookup that matched nothing). */
+const NO_MESSAGE_FOUND = 10037;
 
 function apiErrorCode(err: unknown): number | undefined {
   const api = (err as { api_error?: { err_code?: number } } | null)?.api_error;
@@ -189,7 +191,25 @@ export class StateLog {
   async append(record: StateRecord): Promise<AppendResult> {
     const checked = checkRecord(record, recordLimitBytes(this.nc));
     if (!checked.ok) return { ok: false, error: checked.message, refused: { code: checked.code, ...(checked.field ? { field: checked.field } : {}) } };
-    return this.appendRaw(record.domain, stateLogSubject(record.domain, opToken(record.body.op)), checked.data, record.op_id);
+    return this.appendRaw(record.domain, stateLogSubject(record.domain, ...recordSubjectTokens(record.body)), checked.data, record.op_id);
+  }
+
+  /**
+   * The operator's skip marker for `position`, if the log holds one (the last appended for
+   * it), with its op id and its own position. Throws when the log does not answer.
+   */
+  async skipMarker(domain: Domain, position: number): Promise<{ marker: LogSkip; op_id: string; seq: number } | null> {
+    const jsm = await this.jsm();
+    let m;
+    try {
+      m = await jsm.streams.getMessage(stateLogStream(domain), { last_by_subj: stateLogSubject(domain, opToken("log.skip"), String(position)) });
+    } catch (err) {
+      if (apiErrorCode(err) === NO_MESSAGE_FOUND) return null;
+      throw err;
+    }
+    const decoded = decodeRecord(domain, m.data);
+    if (!decoded.ok || decoded.record.body.op !== "log.skip" || decoded.record.body.position !== position) return null;
+    return { marker: decoded.record.body, op_id: decoded.record.op_id, seq: m.seq };
   }
 
   /** Appends bytes as they are (the repair and test path for records this build cannot write). */

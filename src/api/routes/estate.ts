@@ -1,0 +1,57 @@
+// The estate as an operator sees it on this node: GET /estate (state:read) — each domain's
+// copy: applied position, lag, state, in service or why not; POST /estate/{domain}/skip
+// (fleet:operate) — append a skip marker for the record this node's copy is stuck on.
+import { Hono } from "hono";
+import { z } from "zod";
+import type { EstateHealth } from "../../estate/estate.ts";
+import { logSkip } from "../../estate/records.ts";
+import { DOMAINS, type Domain } from "../../estate/schema.ts";
+import type { SkipResult } from "../../estate/skip.ts";
+import type { RouteGroup } from "../app.ts";
+import type { AuthEnv } from "../auth.ts";
+import { ApiError, parseJsonBody } from "../errors.ts";
+import { callerActor } from "../../estate/http.ts";
+
+export interface EstateAdminSource {
+  health(): EstateHealth;
+  skip(domain: Domain, position: number, reason: string, actor: string): Promise<SkipResult>;
+}
+
+const skipBody = z.strictObject({ position: logSkip.shape.position, reason: logSkip.shape.reason });
+
+export function estateAdminGroup(src: EstateAdminSource): RouteGroup {
+  return {
+    prefix: "/estate",
+    routes: (auth) => {
+      const app = new Hono<AuthEnv>();
+      app.get("/", auth.require("state:read"), (c) => c.json(src.health()));
+      app.post("/:domain/skip", auth.require("fleet:operate"), async (c) => {
+        const domain = c.req.param("domain");
+        if (!(DOMAINS as readonly string[]).includes(domain)) throw new ApiError(400, "invalid_input", `params.domain: one of ${DOMAINS.join(", ")}`, "domain");
+        const b = await parseJsonBody(c, skipBody);
+        const out = await src.skip(domain as Domain, b.position, b.reason, callerActor(c));
+        switch (out.kind) {
+          case "not_data":
+            throw new ApiError(409, "not_a_data_node", "this node holds no copy of the estate; ask a data node");
+          case "not_stuck":
+            throw new ApiError(409, "not_stuck", out.message, "position");
+          case "invalid":
+            throw new ApiError(400, "invalid_input", out.message, out.field);
+          case "unknown":
+            c.header("Retry-After", "5");
+            return c.json({ status: "unknown", error: out.error }, 504);
+          case "skipped":
+            return c.json({ status: "skipped", ...withoutKind(out) }, 200);
+          case "pending":
+            return c.json({ status: "pending", ...withoutKind(out) }, 202);
+        }
+      });
+      return app;
+    },
+  };
+}
+
+function withoutKind<T extends { kind: string }>(o: T): Omit<T, "kind"> {
+  const { kind: _kind, ...rest } = o;
+  return rest;
+}
