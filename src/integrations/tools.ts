@@ -120,13 +120,16 @@ export class Outbound {
 
   private githubTools(): Tool[] {
     const openWorld = { readOnly: false, openWorld: true, estateWrite: false };
-    const target = (ctx: ToolContext, integ: IntegrationConfig, repository?: string, number?: number): { repository: string; number: number } | string => {
+    /** The integration and the issue or pull request a call acts on (named, else the wake's). */
+    const target = (ctx: ToolContext, a: { integration?: string; repository?: string; number?: number }): { integ: IntegrationConfig; repository: string; number: number } | string => {
+      const integ = this.pick(ctx.seat, "github", a.integration, ctx);
+      if (typeof integ === "string") return integ;
       const o = this.wakeOrigin(ctx, integ);
       const wake = o?.kind === "github" ? o : null;
-      const r = repository ?? wake?.repository;
-      const n = number ?? (repository === undefined || repository.toLowerCase() === wake?.repository.toLowerCase() ? wake?.number : undefined);
+      const r = a.repository ?? wake?.repository;
+      const n = a.number ?? (a.repository === undefined || a.repository.toLowerCase() === wake?.repository.toLowerCase() ? wake?.number : undefined);
       if (r === undefined || n === undefined) return "no issue or pull request to act on: give repository and number";
-      return { repository: r, number: n };
+      return { integ, repository: r, number: n };
     };
     return [
       defineTool({
@@ -140,12 +143,10 @@ export class Outbound {
         }),
         annotations: openWorld,
         run: async (a, ctx) => {
-          const integ = this.pick(ctx.seat, "github", a.integration, ctx);
-          if (typeof integ === "string") return fail(integ);
-          const t = target(ctx, integ, a.repository, a.number);
+          const t = target(ctx, a);
           if (typeof t === "string") return fail(t);
-          const res = await this.github(integ).comment(t.repository, t.number, marked(a.body));
-          if (res.ok) this.remember(ctx.turn_id, integ.id, { kind: "github", ...t });
+          const res = await this.github(t.integ).comment(t.repository, t.number, marked(a.body));
+          if (res.ok) this.remember(ctx.turn_id, t.integ.id, { kind: "github", repository: t.repository, number: t.number });
           return outcome(res, (v) => ({ comment_id: v.id, url: v.html_url }));
         },
       }),
@@ -184,11 +185,9 @@ export class Outbound {
           .refine((a) => a.add.length + a.remove.length > 0, "name labels to add or remove"),
         annotations: openWorld,
         run: async (a, ctx) => {
-          const integ = this.pick(ctx.seat, "github", a.integration, ctx);
-          if (typeof integ === "string") return fail(integ);
-          const t = target(ctx, integ, a.repository, a.number);
+          const t = target(ctx, a);
           if (typeof t === "string") return fail(t);
-          const gh = this.github(integ);
+          const gh = this.github(t.integ);
           let labels: string[] = [];
           let reached = false;
           if (a.add.length > 0) {

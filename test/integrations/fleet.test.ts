@@ -4,23 +4,13 @@
 import { afterAll, expect, test } from "bun:test";
 import { makeFleet, type Fleet } from "../support/fleet.ts";
 import { api, until } from "../e2e/support.ts";
-import { fixture, GH_SECRET, githubRequest, integrationsCompany } from "./support.ts";
+import { fixture, GH_SECRET, githubRequest, integrationsCompany, recordingProviderServer } from "./support.ts";
 
 let fleet: Fleet | null = null;
-const comments: { path: string; body: any }[] = [];
-const fake = Bun.serve({
-  hostname: "127.0.0.1",
-  port: 0,
-  async fetch(req) {
-    const body = (await req.json().catch(() => null)) as any;
-    comments.push({ path: new URL(req.url).pathname, body });
-    if (new URL(req.url).pathname.endsWith("/chat.postMessage")) return Response.json({ ok: true, channel: body?.channel, ts: "1700000000.000100" });
-    return Response.json({ id: comments.length, html_url: "https://github.com/octocat/Hello-World/issues/1347#issuecomment-1" }, { status: 201 });
-  },
-});
+const fake = recordingProviderServer();
 afterAll(async () => {
   await fleet?.stop();
-  fake.stop(true);
+  fake.stop();
 });
 
 test("the same delivery to two members at once wakes the seat once: one turn, one answer back", async () => {
@@ -50,7 +40,7 @@ test("the same delivery to two members at once wakes the seat once: one turn, on
   expect(fleet.nodes.flatMap((n) => n.events("integration_delivery_accepted")).length).toBe(1);
   expect(fleet.nodes.flatMap((n) => n.events("integration_delivery_duplicate")).length).toBe(2);
   // The root company's scripted reply went back to the issue, once.
-  expect(comments.filter((c) => c.path === "/repos/octocat/Hello-World/issues/1347/comments").length).toBe(1);
+  expect(fake.paths.filter((p) => p === "/repos/octocat/Hello-World/issues/1347/comments").length).toBe(1);
   // No node logged the secret.
   for (const n of fleet.nodes) expect(n.log()).not.toContain(GH_SECRET);
 }, 240_000);

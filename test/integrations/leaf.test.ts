@@ -4,23 +4,13 @@
 import { afterAll, expect, test } from "bun:test";
 import { makeFleet, type Fleet } from "../support/fleet.ts";
 import { api, until } from "../e2e/support.ts";
-import { fixture, GH_SECRET, githubRequest, integrationsCompany, slackRequest } from "./support.ts";
+import { fixture, GH_SECRET, githubRequest, integrationsCompany, recordingProviderServer, slackRequest } from "./support.ts";
 
 let fleet: Fleet | null = null;
-const posts: string[] = [];
-const fake = Bun.serve({
-  hostname: "127.0.0.1",
-  port: 0,
-  async fetch(req) {
-    const body = (await req.json().catch(() => null)) as any;
-    posts.push(new URL(req.url).pathname);
-    if (new URL(req.url).pathname.endsWith("/chat.postMessage")) return Response.json({ ok: true, channel: body?.channel, ts: "1700000000.000100" });
-    return Response.json({ id: posts.length, html_url: "https://github.com/x/y/issues/1#issuecomment-1" }, { status: 201 });
-  },
-});
+const fake = recordingProviderServer();
 afterAll(async () => {
   await fleet?.stop();
-  fake.stop(true);
+  fake.stop();
 });
 
 test("a leaf node handles the notifications and runs the woken seats' turns", async () => {

@@ -74,3 +74,21 @@ export function integrationsCompany(opts: { githubBase?: string; slackBase?: str
   };
   return companySchema.parse(raw);
 }
+
+/** A stand-in for GitHub's and Slack's REST APIs in fleet tests: answers every call as a
+ * success and records its path. */
+export function recordingProviderServer(): { port: number; paths: string[]; stop(): void } {
+  const paths: string[] = [];
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    async fetch(req) {
+      const body = (await req.json().catch(() => null)) as { channel?: string } | null;
+      const path = new URL(req.url).pathname;
+      paths.push(path);
+      if (path.endsWith("/chat.postMessage")) return Response.json({ ok: true, channel: body?.channel, ts: "1700000000.000100" });
+      return Response.json({ id: paths.length, html_url: "https://github.com/octocat/Hello-World/issues/1347#issuecomment-1" }, { status: 201 });
+    },
+  });
+  return { port: server.port!, paths, stop: () => server.stop(true) };
+}
