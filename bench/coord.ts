@@ -124,7 +124,7 @@ async function claimCost(members: 1 | 3, held: number): Promise<{ first: number;
   }
 }
 
-console.log(`coordination bench — nats-server 2.9, loopback, ${SAMPLES} samples per figure\n`);
+console.log(`coordination bench — nats-server from CREWLET_NATS_SERVER or the pinned build, loopback, ${SAMPLES} samples per figure\n`);
 await latencies(1);
 await latencies(3);
 console.log("");

@@ -22,8 +22,9 @@ export interface JetStreamPlan {
   max_file_bytes: number;
   /**
    * Every member names the same domain, always: a leaf's clients reach the members'
-   * JetStream only across a domain in nats-server 2.9, and a domain set from the first
-   * boot lets a leaf join a one-box company later without touching its members.
+   * JetStream across a domain (found on 2.9; test/broker/cluster.test.ts holds it on the
+   * pinned server), and a domain set from the first boot lets a leaf join a one-box
+   * company later without touching its members.
    */
   domain: string;
 }

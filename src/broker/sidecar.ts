@@ -233,9 +233,11 @@ export async function startSidecar(spec: SidecarSpec, deps: { log: Logger; clock
       if (stopping || exited) throw new BrokerError(`nats-server stopped before it was ready (${reason})`);
       // js-server-only: this server's JetStream and its contact with the meta leader, not
       // every replica it hosts. A restarted member's replicas catch up in their own time
-      // (quorum does not wait for them), and on 2.9 an idle consumer's replica reports
-      // "not current" indefinitely after a restart, so full /healthz would hold a
-      // restarted node out of service for good.
+      // (quorum does not wait for them), so a node need not wait for them to serve. On
+      // 2.9.10 it could not: an idle consumer's replica reported "not current" for good
+      // after a restart and full /healthz never passed. 2.15.2 fixed that (full /healthz in
+      // ~5 s with 12 idle consumers, bench/server-quirks.ts), but the wait would still grow
+      // with every stream and consumer the member hosts, for nothing the node needs.
       const health = await fetchJson(`${monitor}/healthz?js-server-only=true`);
       if (health?.status === 200) {
         reason = null;

@@ -3,13 +3,15 @@
 // fact). A JetStreamBucket implements the same Bucket the in-memory twin does; leases.ts
 // runs the lease algorithm on top.
 //
-// nats-server 2.9 facts this is built around: an age limit expires a key silently (no
-// watch event), so liveness comes from the record's own expiry on the store's clock; a
-// direct get may be answered stale by a follower, so every bucket here turns allow_direct
-// off and reads go to the stream leader; a compare-and-set conflict is API error 10071 (or,
-// from 2.10 on a cluster, 10164 when it meets another write still in flight), matched by
-// code; a stream leader's death fails writes for ~4 s, which callers see as
-// StoreUnavailable (unknown), never as a conflict.
+// nats-server facts this is built around (found on 2.9.10, re-measured on 2.15.2 with
+// bench/server-quirks.ts): an age limit expires a key silently (no watch event; 2.11+ can
+// mark it, but only on a stream configured for markers, which these are not), so liveness
+// comes from the record's own expiry on the store's clock; a direct get may be answered
+// stale by a follower, so every bucket here turns allow_direct off and reads go to the
+// stream leader; a compare-and-set conflict is API error 10071 (or, from 2.10 on a
+// cluster, 10164 when it meets another write still in flight), matched by code; a stream
+// leader's death fails writes for 4–6.5 s (2.9.10: 4.0–6.6 s, 2.15.2: 5.8–6.5 s), which
+// callers see as StoreUnavailable (unknown), never as a conflict.
 import {
   DiscardPolicy,
   KvWatchInclude,
@@ -48,13 +50,14 @@ const DUPLICATE_WINDOW_MAX_MS = 2 * 60 * 1000;
 /** The key the store-clock probe writes; outside every lease kind, so no lease view counts it. */
 const CLOCK_KEY = "_clock";
 /** Starts of one consumer (a watch or a listing): on a cluster that lost a member,
- *  nats-server 2.9 places about one ephemeral consumer in three on the dead member, where
- *  its start never answers, for as long as the member stays down (measured here over
- *  40 s); a fresh one lands elsewhere. Hedged starts run side by side, so more of them
- *  cost little: eight leave (1/3)^8 ≈ 0.02 % to chance, across the dozens of starts a
- *  node makes while a member is down, and a store that is really down answers within
- *  seven hedges plus one call budget. */
-const CONSUMER_ATTEMPTS = 8;
+ *  nats-server 2.9.10 placed about one ephemeral consumer in three on the dead member,
+ *  where its start never answered, for as long as the member stayed down (12 of 38 over
+ *  40 s). 2.15.2 (and 2.14.10) place them on live members once the loss is known: 1 to 3
+ *  starts in a hundred or more went unanswered, all within ~6 s of the kill
+ *  (bench/server-quirks.ts). Hedging stays for those seconds, cheap as it is (a second
+ *  start only after CONSUMER_HEDGE_MS without an answer), but four starts are plenty now,
+ *  and a store that is really down answers within three hedges plus one call budget. */
+const CONSUMER_ATTEMPTS = 4;
 /** A consumer start with no answer after this long gets a second one alongside: a live
  *  member answers in single-digit ms (tens to hundreds on a loaded 2-core box), so this
  *  rarely doubles a healthy start, and a dead placement costs 0.3 s instead of a whole
@@ -68,7 +71,8 @@ const LIST_LIMIT = 1_000_000;
 
 /** How long one store call may take before it is `unknown`: a third of a heartbeat (5 s at
  *  the shipped 45 s TTL), so a renew answers well before the next one is due, and long
- *  enough to ride out most of an R3 leader change (~4 s) instead of reporting unknown. */
+ *  enough to ride out most of an R3 leader change (4–6.5 s after a kill; a graceful
+ *  stepdown well under a second) instead of reporting unknown. */
 export function opTimeoutFor(lease_ttl_ms: number): number {
   return Math.min(5_000, Math.max(250, Math.floor(lease_ttl_ms / 9)));
 }

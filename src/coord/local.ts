@@ -2,7 +2,7 @@
 // history 1 — revisions from one sequence per bucket, store timestamps from the injected
 // Clock (so the store clock IS the Clock), compare-and-set on a key's last revision, delete
 // and purge markers, and an age limit that removes a value silently (no watch event, as
-// nats-server 2.9 does). The lease algorithm (leases.ts) runs on these unchanged, so
+// nats-server does for a stream without subject delete markers: 2.9.10 and 2.15.2 alike). The lease algorithm (leases.ts) runs on these unchanged, so
 // `coordination.type: local` and the simulations get the same semantics as the fleet.
 import type { Clock } from "../clock.ts";
 import { CasConflict, type KvEntry, type KvWatch } from "./contract.ts";

@@ -40,8 +40,9 @@ export type PullMode = "fill" | "drain";
 export interface MailboxSource {
   /**
    * Ask the broker for up to `batch` messages, delivered to sink as they come. A pull cannot
-   * be withdrawn (nats-server 2.9 has no pull cancel, and in a cluster the consumer leader
-   * may already have a message on its way to it): it ends only when it has delivered
+   * be withdrawn (nats-server has no pull cancel, 2.15.2 neither, and in a cluster the
+   * consumer leader may already have a message on its way to it; a pull whose asker has
+   * been gone a moment is skipped by 2.9.10 and 2.15.2 alike, bench/server-quirks.ts): it ends only when it has delivered
    * `batch`, when the broker says it expired (or, for a drain, that nothing more is
    * waiting), or when its expiry has provably passed, and then sink.end is called exactly
    * once and nothing more arrives for it.
@@ -68,7 +69,7 @@ export type Settlement = "ack" | "nak" | "dead-letter";
 /**
  * What happens to a delivery, from its outcome and how many times it has been delivered.
  * Anything short of an ack on the last permitted delivery is dead-lettered, because the
- * broker will not deliver it again and (interest retention, nats-server 2.9) would keep it.
+ * broker will not deliver it again and (interest retention) would keep it.
  */
 export function settlementFor(outcome: Outcome["kind"] | "threw" | "handback", deliveryCount: number): Settlement {
   if (outcome === "ack") return "ack";
@@ -336,7 +337,7 @@ export class AttachmentCore implements Attachment {
       }
     } catch (err) {
       // Unsettled, the broker redelivers after the ack wait; a failed dead-letter leaves
-      // the message where 2.9 would have left it, and says so.
+      // the message where the broker would have left it, and says so.
       this.log.error("queue_settle_failed", { subject: m.delivery.subject, seq: m.delivery.streamSeq, settlement, error: err });
     }
   }

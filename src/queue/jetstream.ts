@@ -27,7 +27,7 @@ import {
 import { AttachmentCore, PULL_EXPIRES_MS, type CoreOptions, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter, replayOf } from "./deadletter.ts";
 import { apiErrorCode, ensureStreams } from "./streams.ts";
-import { durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_AGENT, STREAM_DLQ, streamForSubject } from "./topics.ts";
+import { durableName, groupOfDurable, parseMailbox, STREAM_AGENT, STREAM_DLQ, streamForSubject } from "./topics.ts";
 
 /**
  * A pull the broker has not ended this long after its expiry (PULL_EXPIRES_MS, attachment.ts)
@@ -53,7 +53,8 @@ const LIST_INFO_CONCURRENCY = 16;
 /**
  * How long handOffLeaderships waits for a peer to lead a consumer this member stepped down
  * from. An R3 election takes a few hundred ms on a loaded 2-core box (measured ~250 ms per
- * stepdown on 2.9.10); 10 s covers a stalled route many times over and keeps a drain short.
+ * stepdown on 2.9.10, ~1 s on 2.15.2 counting its unanswered first INFO poll); 10 s covers a
+ * stalled route many times over and keeps a drain short.
  * A mailbox still led here after that is logged and the drain goes on (its hand-backs are
  * then at the mercy of the ack wait, as before).
  */
@@ -219,32 +220,25 @@ export class JetStreamQueue implements Queue {
   }
 
   /**
-   * nats-server 2.9 treats a create naming an existing durable as an update, so a create
-   * could re-point another subject's mailbox at this one. Within the grammar that can only
-   * happen to an ambiguous group (`bob`'s control group and `bob-control`'s inbox group share
-   * a name), so those look before they create and refuse a clash. Every other group creates
-   * straight away: a fresh mailbox costs exactly the raw client's create, and one a peer
-   * made first is answered from the existing consumer without a raft write (measured in
-   * bench/queue.ts: R1 ~0.7 ms, R3 ~3 ms, against ~0.4 s for a real R3 create).
+   * Creates with the API's `create` action (nats.js sends it; servers 2.10+ honour it): a
+   * mailbox a peer made first with the same settings is answered from the existing
+   * consumer without a raft write, and a durable of the same name on another subject is
+   * refused. nats-server 2.9 ignored the action and treated such a create as an update, so
+   * `bob`'s control group (which shares its name with `bob-control`'s inbox group) could
+   * re-point the other's mailbox; this looked before creating those, and no longer needs
+   * to (re-measured on 2.15.2 by the conformance case "a group already used on another
+   * subject is refused").
    */
   async ensureMailbox(subject: string, group: string): Promise<void> {
     const stream = mustStream(subject);
     const config = this.consumerConfig(subject, group);
     const durable = config.durable_name!;
     const jsm = await this.jsm();
-    if (groupCandidates(group).length > 1) {
-      const existing = await jsm.consumers.info(stream, durable).catch((err) => {
-        if (apiErrorCode(err) === CONSUMER_NOT_FOUND) return null;
-        throw new Error(`queue: reading mailbox ${group} on ${subject} failed: ${String(err)}`);
-      });
-      if (existing && existing.config.filter_subject !== subject) throw new Error(`queue: mailbox ${group} already exists on ${existing.config.filter_subject}, not ${subject}`);
-      if (existing) return;
-    }
     try {
       await jsm.consumers.add(stream, config);
     } catch (err) {
-      // Made by a peer with settings this broker will not update in place (an older node):
-      // the mailbox exists and holds the mail, which is what this call promises.
+      // Made by a peer with other settings (an older node): the mailbox exists and holds the
+      // mail, which is what this call promises. On another subject it is a clash: refused.
       const info = await jsm.consumers.info(stream, durable).catch(() => null);
       if (!info || info.config.filter_subject !== subject) throw new Error(`queue: creating mailbox ${group} on ${subject} failed: ${String(err)}`);
       this.log.warn("queue_mailbox_settings_differ", { subject, group, error: String(err) });
@@ -429,10 +423,10 @@ export class JetStreamQueue implements Queue {
    * Before a cluster member leaves gracefully: every attached mailbox whose consumer leader
    * is this member (`serverName`, its sidecar's server_name) is stepped down, and each waits
    * (bounded, LEADER_HANDOFF_WITHIN_MS) until a peer leads it. Call it BEFORE the attachments
-   * hand mail back. nats-server 2.9 keeps a NAK's redelivery in the leader's memory only: a
+   * hand mail back. nats-server keeps a NAK's redelivery in the leader's memory only: a
    * NAK processed here and then this member's shutdown leaves the message delivered-and-
    * pending on the next leader, redelivered only after the 30-minute ack wait (reproduced on
-   * 2.9.10 with a 3-member cluster). After the handoff the NAKs land on a leader that
+   * 2.9.10 and again on 2.15.2 with a 3-member cluster: test/queue/leader-handoff.test.ts). After the handoff the NAKs land on a leader that
    * survives. Pulls waiting at the old leader are dropped by the change; they end at their
    * expiry here as any lost pull does. Returns how many consumers were handed off.
    */
@@ -481,8 +475,10 @@ export class JetStreamQueue implements Queue {
   /**
    * Detaches everything, then waits for every pull still out to end (bounded by a pull's
    * expiry plus PULL_LOST_AFTER_MS) before the caller closes the connection. A pull cannot
-   * be withdrawn in nats-server 2.9: one still waiting when the connection goes would take
-   * the next message to a subscriber that no longer exists, and that message would sit
+   * be withdrawn (no nats-server has a pull cancel, 2.15.2 included): one still waiting
+   * when the connection goes may take the next message to a subscriber that no longer
+   * exists (the server skips an asker it already knows is gone, not one whose going is
+   * still in flight), and that message would sit
    * ack-pending for the 30-minute ack wait instead of going to the seat's next owner. While
    * we wait, whatever such a pull brings is handed back at once.
    */
@@ -542,8 +538,8 @@ class JetStreamSource implements MailboxSource {
   /**
    * One pull on its own inbox, kept subscribed until the pull is provably over: the broker
    * ended it (408 expired, a refusal), it delivered its batch, or its expiry plus
-   * PULL_LOST_AFTER_MS passed. Never earlier: nats-server 2.9 cannot withdraw a waiting
-   * pull, and in a cluster the consumer leader may already have a message on its way here
+   * PULL_LOST_AFTER_MS passed. Never earlier: nats-server cannot withdraw a waiting
+   * pull (2.15.2 neither), and in a cluster the consumer leader may already have a message on its way here
    * when an UNSUB leaves; our member would drop it and the message would sit ack-pending for
    * the ack wait (30 minutes). What arrives while the attachment may not run it is the
    * attachment's to hand back.
@@ -587,7 +583,8 @@ class JetStreamSource implements MailboxSource {
       timer = this.clock.setTimeout(() => finish(new Error("pull went unanswered past its expiry")), PULL_EXPIRES_MS + PULL_LOST_AFTER_MS);
       // A drain is no_wait WITH an expiry: nats-server then waits for the first message up
       // to the expiry, delivers what else is waiting up to the batch, and ends the pull at
-      // once with a 408 (measured on 2.9.10, on one member and in a 3-member cluster; with
+      // once with a 408 (measured on 2.9.10, on one member and in a 3-member cluster, and
+      // held by the drain conformance cases on 2.15.2; with
       // nothing waiting it ends at the expiry, 408). Without no_wait the pull would hold out
       // for the whole batch; no_wait without an expiry would answer 404 at once when idle.
       const request = { batch, expires: PULL_EXPIRES_MS * NS_PER_MS, no_wait: mode === "drain" };

@@ -8,9 +8,10 @@ import type { Queue } from "./contract.ts";
 import { seatMailboxes, type MailboxName } from "./topics.ts";
 
 /**
- * Mailbox creations in flight at once. On an R3 stream one consumer create costs ~0.4 s of
- * raft campaign in nats-server 2.9, so a 100-seat company one by one would take two
- * minutes; 32 at a time brings it to seconds without flooding the meta leader's queue.
+ * Mailbox creations in flight at once. On an R3 stream one consumer create is a raft
+ * campaign (~0.4 s on nats-server 2.9.10; bench/queue.ts measures the pinned server), so a
+ * 100-seat company one by one would take minutes; 32 at a time brings it to seconds
+ * without flooding the meta leader's queue.
  */
 export const MAILBOX_CREATE_CONCURRENCY = 32;
 

@@ -277,7 +277,7 @@ export class MemoryQueue implements Queue {
       if (!m) break;
       const w = c.waiting.shift()!;
       w.remaining -= 1;
-      // As nats-server 2.9's wait queue: a pull with room left goes to the back, so the
+      // As nats-server's wait queue: a pull with room left goes to the back, so the
       // next message (a hand-back, say) reaches the next waiting pull first.
       if (w.remaining > 0) c.waiting.push(w);
       const count = (c.deliveries.get(m.seq) ?? 0) + 1;
@@ -312,7 +312,7 @@ export class MemoryQueue implements Queue {
   /** The ack wait passed with the delivery unsettled: it goes back, unless its budget is spent. */
   private lapse(stream: MemStream, c: MemConsumer, seq: number): void {
     if (!c.pending.delete(seq)) return;
-    // As nats-server 2.9: past max_deliver a message is simply not delivered again.
+    // As nats-server: past max_deliver a message is simply not delivered again.
     if ((c.deliveries.get(seq) ?? 0) >= MAX_DELIVERIES) return;
     c.redeliver.push(seq);
     this.scheduleDispatch(stream, c);

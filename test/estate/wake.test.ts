@@ -33,7 +33,7 @@ async function inbox(handle: string): Promise<Trigger[]> {
   // Read without consuming: the mailboxes stay as the seats would find them.
   let seq = 0;
   for (let i = 0; i < count; i++) {
-    // next_by_subj is in the 2.9 server API; this client's types predate it.
+    // next_by_subj is in the server API (2.9 and later); this client's types predate it.
     const m = await jsm.streams.getMessage(STREAM_AGENT, { next_by_subj: mailbox(handle, "inbox").subject, seq: seq + 1 } as never);
     seq = m.seq;
     const t = decodeTrigger(m.data);

@@ -243,7 +243,7 @@ describe("three members, R3, TTL 3 s, twelve seats", () => {
     // Mail sent after the drain began goes to the seats' next owners and runs at once.
     // Mail c already had in hand and handed back is NAKed; the leaving member first hands
     // its mailboxes' consumer leaderships to peers so those NAKs land on a leader that
-    // survives. nats-server 2.9.10 keeps a NAK's redelivery in the handling leader's memory
+    // survives. nats-server (2.9.10, 2.15.2) keeps a NAK's redelivery in the handling leader's memory
     // only, so a NAK that meets any other leadership change in flight (c's lease store
     // timing out while its own member leaves) is honoured only after the ack wait: such a
     // message is still the broker's, ack-pending on its mailbox, never lost and never run
