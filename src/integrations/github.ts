@@ -134,8 +134,10 @@ export function parseGithub(event: string, payload: unknown, self?: string): Par
   }
   const p = parsed.data as any;
   const sender = p.sender as { login: string; type?: string };
-  if (sender.type === "Bot" || (self !== undefined && sender.login === self)) {
-    return { status: "ignored", event: action, reason: `sent by ${sender.type === "Bot" ? "a bot" : "this integration's own account"} (${sender.login})` };
+  // Other bots (Dependabot's pull requests, a CI app's check runs) are news like anyone's;
+  // only this integration's own account, and words an agent wrote, are not.
+  if (self !== undefined && sender.login === self) {
+    return { status: "ignored", event: action, reason: `sent by this integration's own account (${sender.login})` };
   }
   const parts = describe(type, p);
   if (parts.authored && parts.body.includes(CREWLET_MARKER)) return { status: "ignored", event: action, reason: "written by a Crewlet agent (its own words wake nobody)" };

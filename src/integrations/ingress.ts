@@ -13,7 +13,10 @@
 // A claim is written `pending` before the publish and `published` after it. A delivery that
 // finds a pending claim publishes again: the message id makes that a no-op when the first
 // publish landed, and it is what recovers a node that died between claim and publish (the
-// provider's retry reaches a peer). One that finds `published` is a duplicate: 200.
+// provider's retry reaches a peer). One that finds `published` is a duplicate: 200. A
+// claim lives as long as crewlet_claims keeps anything — a day, for the reason given at
+// SLOT_BUCKETS.claims (src/coord/buckets.ts): providers retry for hours, a person may
+// press "redeliver" later that day, and a delivery older than that is a new event.
 import { createHash } from "node:crypto";
 import { Hono } from "hono";
 import { z } from "zod";

@@ -1,7 +1,9 @@
 // Slack Events API deliveries → normalized events. Pure. The url_verification handshake is
 // answered with its challenge; an event_callback carrying a `message` or `app_mention` is
-// read for the fields we use. Edits, deletions and every bot's messages (this app's own
-// replies among them) wake nobody: an agent answering its own post would never stop.
+// read for the fields we use. Edits, deletions and joins wake nobody, and neither do this
+// app's own posts (an agent answering its own reply would never stop): the event names the
+// app's bot user in `authorizations`, and `self` may name it too. Other bots' posts (an
+// alerting integration in #ops) are news like anyone's.
 import { z } from "zod";
 import { cutBytes, cutChars, MAX_EVENT_BODY_BYTES, mentionsIn, type NormalizedEvent } from "./event.ts";
 import { zodField, type Parsed } from "./parsed.ts";
@@ -14,6 +16,8 @@ const callback = z.object({
   type: z.literal("event_callback"),
   event_id: z.string().min(1),
   event: z.object({ type: z.string().min(1) }).passthrough(),
+  /** The installation's own users (its bot user among them): their posts are ours. */
+  authorizations: z.array(z.object({ user_id: z.string().optional(), is_bot: z.boolean().optional() })).default([]),
 });
 const message = z.object({
   type: z.string(),
@@ -24,7 +28,12 @@ const message = z.object({
   thread_ts: z.string().regex(/^\d+\.\d+$/).optional(),
   subtype: z.string().optional(),
   bot_id: z.string().optional(),
+  /** A bot post's display name (legacy `bot_message`s carry no user). */
+  username: z.string().optional(),
 });
+
+/** Message subtypes that are somebody saying something; every other subtype is housekeeping. */
+const SPOKEN_SUBTYPES = new Set(["bot_message", "thread_broadcast", "file_share", "me_message"]);
 
 /** Slack writes a user mention as `<@U024BE7LH>`; those name Slack users, not seats. */
 function plainText(text: string): string {
@@ -56,16 +65,19 @@ export function parseSlack(payload: unknown, self?: string): Parsed {
     return { status: "unusable", event: type, field: `event.${field}`, message: why };
   }
   const e = m.data;
-  if (e.subtype !== undefined) return { status: "ignored", event: type, reason: `message subtype ${e.subtype} (edits, deletions, joins and bot posts wake nobody)` };
-  if (e.bot_id !== undefined) return { status: "ignored", event: type, reason: "posted by a bot" };
-  if (e.user === undefined) return { status: "unusable", event: type, field: "event.user", message: "Required" };
-  if (self !== undefined && e.user === self) return { status: "ignored", event: type, reason: "posted by this integration's own account" };
+  if (e.subtype !== undefined && !SPOKEN_SUBTYPES.has(e.subtype)) return { status: "ignored", event: type, reason: `message subtype ${e.subtype} (edits, deletions and joins wake nobody)` };
+  const own = new Set(cb.data.authorizations.filter((a) => a.is_bot !== false).flatMap((a) => (a.user_id ? [a.user_id] : [])));
+  if (self !== undefined) own.add(self);
+  if (e.user !== undefined && own.has(e.user)) return { status: "ignored", event: type, reason: "posted by this app's own bot user" };
+  if (e.bot_id !== undefined && own.has(e.bot_id)) return { status: "ignored", event: type, reason: "posted by this app's own bot" };
+  const actor = e.user ?? e.username ?? e.bot_id;
+  if (actor === undefined) return { status: "unusable", event: type, field: "event.user", message: "Required" };
   const text = plainText(e.text);
   const thread_ts = e.thread_ts ?? e.ts;
   const ev: NormalizedEvent = {
     kind: "slack",
     event: type,
-    actor: cutChars(e.user),
+    actor: cutChars(actor),
     summary: type === "app_mention" ? "mentioned the app" : e.thread_ts !== undefined && e.thread_ts !== e.ts ? "replied in a thread" : "posted a message",
     where: cutChars(`#${e.channel}`),
     body: cutBytes(text, MAX_EVENT_BODY_BYTES),

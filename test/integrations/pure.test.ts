@@ -150,11 +150,12 @@ describe("payloads", () => {
     expect(p.event.origin).toEqual({ kind: "github", repository: "octocat/Hello-World", number: Number(thread.split("#")[1]) });
   });
 
-  test("a ping and a push are not routed; a bot's or our own account's act wakes nobody", () => {
+  test("a ping and a push are not routed; our own account's act wakes nobody, another bot's does", () => {
     expect(parseGithub("ping", fixture("github-ping").body).status).toBe("ignored");
     expect(parseGithub("push", fixture("github-push").body).status).toBe("ignored");
     const body = fixture("github-issue_comment-created").body;
-    expect(parseGithub("issue_comment", { ...body, sender: { ...body.sender, type: "Bot" } }).status).toBe("ignored");
+    const dependabot = { login: "dependabot[bot]", type: "Bot" };
+    expect(parseGithub("issue_comment", { ...body, sender: dependabot, comment: { ...body.comment, user: dependabot } }).status).toBe("event");
     expect(parseGithub("issue_comment", body, "hubot").status).toBe("ignored");
   });
 
@@ -182,7 +183,12 @@ describe("payloads", () => {
       expect(reply.event.body).not.toContain("<@");
     }
     expect(parseSlack(fixture("slack-app_mention").body)).toMatchObject({ status: "event", event: { event: "app_mention", channel: "C0LAN2Q65" } });
+    // This app's own reply (its bot user is in `authorizations`) wakes nobody; another bot's post does.
     expect(parseSlack(fixture("slack-bot-message").body).status).toBe("ignored");
+    const alert = { ...fixture("slack-message").body, event: { type: "message", subtype: "bot_message", bot_id: "B0ALERTS1", username: "Grafana", text: "Line 3 error rate above 5%", ts: "1355517800.000001", channel: "C024BE91L" } };
+    expect(parseSlack(alert)).toMatchObject({ status: "event", event: { actor: "Grafana", body: "Line 3 error rate above 5%" } });
+    const edited = { ...fixture("slack-message").body, event: { ...fixture("slack-message").body.event, subtype: "message_changed" } };
+    expect(parseSlack(edited).status).toBe("ignored");
     expect(parseSlack(fixture("slack-url_verification").body)).toEqual({ status: "challenge", challenge: "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" });
     const noTs = structuredClone(fixture("slack-message").body);
     delete noTs.event.ts;
