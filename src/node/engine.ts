@@ -70,7 +70,7 @@ export class NodeEngine {
 
   constructor(private readonly o: EngineOptions) {
     this.org = buildOrg(o.company);
-    this.providers = buildProviders(o.company.providers.llm, o.clock, { secrets: o.secrets });
+    this.providers = buildProviders(o.company.providers.llm, o.clock, { secrets: this.secretsOf(o.company) });
     void probeProviders(o.company.providers.llm, o.clock, o.log);
     this.db = new Database(join(o.storeDir, NODE_DB_FILE), { create: true, strict: true });
     // WAL: turns write episodes while the API reads them.
@@ -128,8 +128,15 @@ export class NodeEngine {
   /** A newer company: turns started from now on see its org and providers. */
   setCompany(company: Company): void {
     this.org = buildOrg(company);
-    this.providers = buildProviders(company.providers.llm, this.o.clock, { secrets: this.o.secrets });
+    this.providers = buildProviders(company.providers.llm, this.o.clock, { secrets: this.secretsOf(company) });
     void probeProviders(company.providers.llm, this.o.clock, this.o.log);
+  }
+
+  /** Every secret a provider's error must not carry: the node's, and the company's
+   * integration secrets and tokens (provider keys are added by buildProviders). */
+  private secretsOf(company: Company): string[] {
+    const integrations = company.integrations.flatMap((i) => [i.secret, i.token].filter((x): x is string => typeof x === "string"));
+    return [...(this.o.secrets ?? []), ...integrations];
   }
 
   get currentOrg(): Org {

@@ -279,11 +279,13 @@ export async function callWithRetries<T>(build: (attempt: number) => PostSpec, c
       if (answer.status >= 200 && answer.status < 300) return await consume(answer);
       retry_after = answer.retry_after;
       const body = redact(await answer.text().catch(() => ""));
-      last = new ProviderError(opts.provider, "http", `HTTP ${answer.status} from ${spec.url}: ${body.slice(0, ERROR_BODY_CHARS)}`, answer.status, attempt, body);
+      last = new ProviderError(opts.provider, "http", redact(`HTTP ${answer.status} from ${spec.url}: ${body.slice(0, ERROR_BODY_CHARS)}`), answer.status, attempt, body);
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
       if (err.failure === "cancelled") throw err;
-      last = err.attempts === attempt ? err : err.withAttempts(attempt);
+      // Its words may quote the URL (which can carry a key in its query) or a socket error.
+      const clean = new ProviderError(err.provider, err.kind, redact(err.message.replace(/^provider [^:]+: /, "")), err.status, attempt);
+      last = clean;
     }
     spend.used_ms += opts.clock.now() - started;
     if (last.status === 401 || last.status === 403) {
