@@ -14,13 +14,17 @@ if [ ! -x node_modules/.bin/bun ] || [ package-lock.json -nt node_modules/.packa
   npm ci --no-audit --no-fund --loglevel=error
 fi
 
+case "$(uname -m)" in
+  x86_64 | amd64) arch=x64 ;;
+  aarch64 | arm64) arch=arm64 ;;
+  *) echo "setup: unsupported machine $(uname -m): Crewlet runs on linux x64 and arm64" >&2; exit 1 ;;
+esac
 if [ -z "${CREWLET_NATS_SERVER:-}" ]; then
-  case "$(uname -m)" in
-    x86_64 | amd64) arch=x64 ;;
-    aarch64 | arm64) arch=arm64 ;;
-    *) echo "setup: unsupported machine $(uname -m): Crewlet runs on linux x64 and arm64" >&2; exit 1 ;;
-  esac
   bash appliance/fetch-sidecar.sh "$arch"
+fi
+# The rolling-upgrade test runs one member on the previous release beside the current one.
+if [ "${1:-}" = "--tests" ]; then
+  bash appliance/fetch-sidecar.sh --previous "$arch"
 fi
 
 # The tests drive the dashboard in headless Chromium, like a person would; starting the
