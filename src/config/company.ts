@@ -3,6 +3,7 @@
 // Cross-references (manages, lead, unit roles) are checked here so a bad file is refused
 // at load with the field named, never discovered by a seat at runtime.
 import { z } from "zod";
+import { patternProblem } from "./pattern.ts";
 import { checkIntegrations, integrationsSchema } from "../integrations/config.ts";
 import { scheduleSchema, validTimeZone } from "./schedules.ts";
 
@@ -63,7 +64,14 @@ const scriptedRule = z.strictObject({
   when: z
     .strictObject({
       trigger: z.string().optional().describe("Trigger type, e.g. external_notification, task_assigned"),
-      text: z.string().optional().describe("A regular expression the trigger's text must match"),
+      text: z
+        .string()
+        .superRefine((source, ctx) => {
+          const problem = patternProblem(source);
+          if (problem !== null) ctx.addIssue({ code: "custom", message: `not a valid regular expression: ${problem}` });
+        })
+        .optional()
+        .describe("A regular expression the trigger's text must match"),
       seat: handle.optional(),
     })
     .default({}),

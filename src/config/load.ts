@@ -1,12 +1,15 @@
-// Loading a Tier A file: YAML → ${VAR} expansion → zod → topology rules. Every problem is
-// reported as {path, message} with the YAML line when the path exists in the file, and
-// nothing is half-applied: a file is either all valid or refused.
+// Loading a Tier A file: YAML → ${VAR} expansion → zod → the config checks (checks.ts).
+// Every problem is reported as {path, message} with the YAML line when the path exists in
+// the file, and nothing is half-applied: a file is either all valid or refused. A file is
+// input from outside like any other: a syntax error names its line and column, and an
+// alias bomb or an alias to nothing is refused as a problem, never a stack trace.
 import { readFileSync } from "node:fs";
-import { isMap, isSeq, LineCounter, parseDocument, type Document } from "yaml";
+import { isAlias, isMap, isScalar, isSeq, LineCounter, parse as parseYaml, parseDocument, visit, Scalar, type Document } from "yaml";
 import type { z } from "zod";
 import { tierASchema, DEFAULT_NODE_ID, type TierA } from "./tier-a.ts";
 import { companySchema, type Company } from "./company.ts";
-import { topologyProblems, type ConfigProblem } from "./topology.ts";
+import { configProblems } from "./checks.ts";
+import type { ConfigProblem } from "./topology.ts";
 
 export type { ConfigProblem };
 
@@ -24,24 +27,59 @@ export interface LoadedConfig {
   source: string;
 }
 
-const VAR_RE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+/**
+ * Aliases one file may expand to. A config has no need of many; the yaml library's own
+ * default (100) is the bound that refuses a "billion laughs" file before it is expanded.
+ */
+export const MAX_ALIAS_COUNT = 100;
 
-/** Expands ${VAR} and ${VAR:-default} in every string value; a missing variable is a problem. */
-export function expandEnv(value: unknown, env: Record<string, string | undefined>, path: string[], problems: ConfigProblem[]): unknown {
+/** Syntax errors listed for one file: the first is the one to fix. */
+const MAX_YAML_ERRORS_SHOWN = 3;
+
+const VAR_RE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+/** A scalar that is one reference and nothing else. */
+const WHOLE_REF_RE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/;
+
+/**
+ * Expands ${VAR} and ${VAR:-default} in every string value; a missing variable is a
+ * problem. A plain (unquoted) scalar that is one reference (`port: ${PORT}`) takes the type
+ * its value would have had written there — a number, true or false — so numeric and
+ * boolean fields take references too; a quoted one stays a string.
+ */
+export function expandEnv(
+  value: unknown,
+  env: Record<string, string | undefined>,
+  path: string[],
+  problems: ConfigProblem[],
+  plainRefs: ReadonlySet<string> = new Set(),
+): unknown {
   if (typeof value === "string") {
-    return value.replace(VAR_RE, (_all, name: string, fallback: string | undefined) => {
+    const expanded = value.replace(VAR_RE, (_all, name: string, fallback: string | undefined) => {
       const v = env[name];
       if (v !== undefined && v !== "") return v;
       if (fallback !== undefined) return fallback;
       problems.push({ path: formatPath(path), message: `environment variable ${name} is not set` });
       return "";
     });
+    if (WHOLE_REF_RE.test(value) && plainRefs.has(formatPath(path))) return typedScalar(expanded);
+    return expanded;
   }
-  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, String(i)], problems));
+  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, String(i)], problems, plainRefs));
   if (value && typeof value === "object") {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, expandEnv(v, env, [...path, k], problems)]));
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, expandEnv(v, env, [...path, k], problems, plainRefs)]));
   }
   return value;
+}
+
+/** What YAML would make of `text` written as a plain scalar, kept only when it is a number or boolean. */
+function typedScalar(text: string): unknown {
+  if (text.trim() === "") return text;
+  try {
+    const v: unknown = parseYaml(text, { schema: "core" });
+    return typeof v === "number" || typeof v === "boolean" ? v : text;
+  } catch {
+    return text;
+  }
 }
 
 export function formatPath(path: readonly PropertyKey[]): string {
@@ -68,6 +106,26 @@ function lineOf(doc: Document, counter: LineCounter, path: readonly PropertyKey[
   return range ? counter.linePos(range[0]).line : undefined;
 }
 
+/** The paths of plain scalars that are one ${VAR} reference (see expandEnv). */
+function plainReferencePaths(doc: Document): Set<string> {
+  const out = new Set<string>();
+  // Bounded by the document itself: the walk visits each node once (aliases are not followed).
+  const walk = (node: unknown, path: (string | number)[]) => {
+    if (isMap(node)) {
+      for (const pair of node.items) {
+        const key = isScalar(pair.key) ? String(pair.key.value) : String(pair.key);
+        walk(pair.value, [...path, key]);
+      }
+    } else if (isSeq(node)) {
+      node.items.forEach((item, i) => walk(item, [...path, i]));
+    } else if (isScalar(node) && node.type === Scalar.PLAIN && typeof node.value === "string" && WHOLE_REF_RE.test(node.value)) {
+      out.add(formatPath(path));
+    }
+  };
+  walk(doc.contents, []);
+  return out;
+}
+
 function zodProblems(err: z.ZodError): ConfigProblem[] {
   return err.issues.map((i) => {
     let message = i.message;
@@ -76,30 +134,65 @@ function zodProblems(err: z.ZodError): ConfigProblem[] {
   });
 }
 
-/** Parses Tier A text. Throws ConfigError listing every problem. */
-export function parseConfig(text: string, source = "crewlet.yaml", env: Record<string, string | undefined> = process.env): LoadedConfig {
+interface ReadYaml {
+  doc: Document;
+  counter: LineCounter;
+  raw: Record<string, unknown>;
+}
+
+/** Parses YAML text into a mapping, or throws ConfigError naming each syntax problem's line and column. */
+function readYaml(text: string, source: string): ReadYaml {
   const counter = new LineCounter();
   const doc = parseDocument(text, { lineCounter: counter, prettyErrors: false, uniqueKeys: true });
+  const at = (offset: number | undefined) => {
+    if (offset === undefined) return "";
+    const { line, col } = counter.linePos(offset);
+    return ` (line ${line}, column ${col})`;
+  };
   if (doc.errors.length > 0) {
-    throw new ConfigError(
-      source,
-      doc.errors.map((e) => ({ path: "", message: `YAML: ${e.message.split("\n")[0]}${e.linePos ? ` (line ${e.linePos[0].line})` : ""}` })),
-    );
+    // The first few: after one syntax error the parser's later complaints are mostly echoes.
+    const shown = doc.errors.slice(0, MAX_YAML_ERRORS_SHOWN).map((e) => ({ path: "", message: `YAML: ${e.message.split("\n")[0]}${at(e.pos?.[0])}` }));
+    if (doc.errors.length > shown.length) shown.push({ path: "", message: `YAML: … and ${doc.errors.length - shown.length} more after these` });
+    throw new ConfigError(source, shown);
   }
-  const raw = doc.toJS() ?? {};
-  if (typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError(source, [{ path: "", message: "expected a mapping at the top level" }]);
+  // An alias to an anchor that is not (yet) defined: named where it is, before toJS.
+  const unresolved: ConfigProblem[] = [];
+  visit(doc, {
+    Alias(_key, node) {
+      if (node.resolve(doc) === undefined) unresolved.push({ path: "", message: `YAML: alias *${node.source} names no anchor defined before it${at(node.range?.[0])}` });
+    },
+  });
+  if (unresolved.length > 0) throw new ConfigError(source, unresolved);
+  let raw: unknown;
+  try {
+    raw = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) ?? {};
+  } catch (err) {
+    // The yaml library refuses an alias bomb (and anything else it cannot build) by throwing.
+    const message = /alias count/i.test((err as Error).message)
+      ? `YAML: aliases expand past ${MAX_ALIAS_COUNT} nodes (a resource-exhaustion pattern); write the values out`
+      : `YAML: ${(err as Error).message}`;
+    throw new ConfigError(source, [{ path: "", message }]);
+  }
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new ConfigError(source, [{ path: "", message: "expected a mapping at the top level" }]);
+  return { doc, counter, raw: raw as Record<string, unknown> };
+}
+
+function withLines(doc: Document, counter: LineCounter, problems: ConfigProblem[]): ConfigProblem[] {
+  return problems.map((p) => {
+    const line = p.path ? lineOf(doc, counter, p.path.split(/\.|\[|\]/).filter(Boolean)) : undefined;
+    return line ? { ...p, message: `${p.message} (line ${line})` } : p;
+  });
+}
+
+/** Parses Tier A text. Throws ConfigError listing every problem. */
+export function parseConfig(text: string, source = "crewlet.yaml", env: Record<string, string | undefined> = process.env): LoadedConfig {
+  const { doc, counter, raw } = readYaml(text, source);
   const problems: ConfigProblem[] = [];
-  const expanded = expandEnv(raw, env, [], problems);
+  const expanded = expandEnv(raw, env, [], problems, plainReferencePaths(doc));
   const parsed = tierASchema.safeParse(expanded);
   if (!parsed.success) problems.push(...zodProblems(parsed.error));
-  else problems.push(...topologyProblems(parsed.data));
-  if (problems.length > 0 || !parsed.success) {
-    const withLines = problems.map((p) => {
-      const line = p.path ? lineOf(doc, counter, p.path.split(/\.|\[|\]/).filter(Boolean)) : undefined;
-      return line ? { ...p, message: `${p.message} (line ${line})` } : p;
-    });
-    throw new ConfigError(source, withLines);
-  }
+  else problems.push(...configProblems(parsed.data));
+  if (problems.length > 0 || !parsed.success) throw new ConfigError(source, withLines(doc, counter, problems));
   return { config: parsed.data, nodeId: parsed.data.node.id ?? DEFAULT_NODE_ID, source };
 }
 
@@ -109,33 +202,16 @@ export function parseConfig(text: string, source = "crewlet.yaml", env: Record<s
  * named with its path and line, as for a node's own file.
  */
 export function parseCompanyText(text: string, source: string, env: Record<string, string | undefined> = process.env): Company {
-  const counter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: counter, prettyErrors: false, uniqueKeys: true });
-  if (doc.errors.length > 0) {
-    throw new ConfigError(
-      source,
-      doc.errors.map((e) => ({ path: "", message: `YAML: ${e.message.split("\n")[0]}${e.linePos ? ` (line ${e.linePos[0].line})` : ""}` })),
-    );
-  }
-  const raw = doc.toJS() ?? {};
-  if (typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError(source, [{ path: "", message: "expected a mapping at the top level" }]);
+  const { doc, counter, raw } = readYaml(text, source);
   const wrapped = "company" in raw;
   const prefix = wrapped ? ["company"] : [];
   const problems: ConfigProblem[] = [];
-  const expanded = expandEnv(wrapped ? (raw as { company: unknown }).company : raw, env, prefix, problems);
+  const expanded = expandEnv(wrapped ? raw.company : raw, env, prefix, problems, plainReferencePaths(doc));
   const parsed = companySchema.safeParse(expanded);
   if (!parsed.success) {
     for (const p of zodProblems(parsed.error)) problems.push({ path: formatPath([...prefix, ...(p.path ? p.path.split(/\.|\[|\]/).filter(Boolean) : [])]), message: p.message });
   }
-  if (problems.length > 0 || !parsed.success) {
-    throw new ConfigError(
-      source,
-      problems.map((p) => {
-        const line = p.path ? lineOf(doc, counter, p.path.split(/\.|\[|\]/).filter(Boolean)) : undefined;
-        return line ? { ...p, message: `${p.message} (line ${line})` } : p;
-      }),
-    );
-  }
+  if (problems.length > 0 || !parsed.success) throw new ConfigError(source, withLines(doc, counter, problems));
   return parsed.data;
 }
 

@@ -36,12 +36,12 @@ const hostPort = z
   .string()
   .regex(/^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$/, "expected host:port");
 const port = z.number().int().min(1).max(65535);
-const labelMap = z.record(z.string().regex(/^[a-z0-9_.\-]+$/i, "label keys are letters, digits, _ . -"), z.string());
+const labelMap = z.record(z.string().regex(/^[A-Za-z0-9_.\-]+$/, "label keys are letters, digits, _ . -"), z.string());
 
 export const nodeSchema = z.strictObject({
   id: z
     .string()
-    .regex(/^[a-z0-9][a-z0-9_\-]{0,62}$/i, "node ids are letters, digits, _ and -, at most 63 chars")
+    .regex(/^[A-Za-z0-9][A-Za-z0-9_\-]{0,62}$/, "node ids are letters, digits, _ and -, at most 63 chars")
     .optional()
     .describe("Distinct and stable per process; also the NATS server name on a clustered stream"),
   roles: z

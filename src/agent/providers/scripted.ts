@@ -4,6 +4,7 @@
 // then — once their results are in — its reply text. The default company runs on it, so a
 // new user sees agents working with no API key, and tests get a model that never varies.
 import type { ProviderConfig } from "../../config/company.ts";
+import { compilePattern } from "../../config/pattern.ts";
 import { ProviderError, type Completion, type CompletionRequest, type Provider, type ToolCall, type TurnFacts } from "./contract.ts";
 
 export type ScriptedConfig = Extract<ProviderConfig, { type: "scripted" }>;
@@ -17,16 +18,8 @@ interface CompiledRule {
   text: RegExp | null;
 }
 
-/**
- * Compiles a rule's text pattern. Go/PCRE-style leading inline flags (`(?i)plan`, as a
- * YAML author would write them) become JavaScript flags, since JS has no inline syntax.
- */
-export function compilePattern(source: string): RegExp {
-  const m = /^\(\?([imsu]+)\)/.exec(source);
-  if (!m) return new RegExp(source, "u");
-  const flags = new Set([...m[1]!, "u"]);
-  return new RegExp(source.slice(m[0].length), [...flags].join(""));
-}
+// One compiler for the config check and the provider (src/config/pattern.ts).
+export { compilePattern };
 
 export function compileRules(name: string, rules: readonly ScriptedRule[]): CompiledRule[] {
   return rules.map((rule, i) => {
