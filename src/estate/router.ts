@@ -173,6 +173,10 @@ export class EstateRouter {
    * copy's ledger apply once.
    */
   async writeRecord(record: StateRecord): Promise<WriteOutcome> {
+    // Every write needs the broker (the log, or a data node over it). A connection that is
+    // down now sends nothing: say so at once (503), rather than time out into "unknown".
+    const down = connectionDown(this.o.nc);
+    if (down !== null) throw new EstateUnavailable(`write ${record.op_id}`, { [this.o.nodeId]: down });
     // The record gate, here too: a node holding no data refuses what no copy could apply
     // before asking anyone (each executor's log append checks again).
     const checked = checkRecord(record, recordLimitBytes(this.o.nc));
@@ -272,6 +276,19 @@ export class EstateRouter {
     if (!parsed.success) return { failed: `answered out of protocol: ${parsed.error.issues[0]?.message}`, mayHaveRun: req.kind === "write" };
     return parsed.data;
   }
+}
+
+/**
+ * Why this node's NATS connection cannot carry a request right now, or null when it can:
+ * closed, draining, or between a disconnect and the reconnect (the client's protocol
+ * layer says whether it is connected; a connection object without one is taken as up).
+ */
+export function connectionDown(nc: NatsConnection): string | null {
+  if (nc.isClosed()) return "this node's broker connection is closed";
+  if (nc.isDraining()) return "this node's broker connection is draining (the node is stopping)";
+  const connected = (nc as unknown as { protocol?: { connected?: unknown } }).protocol?.connected;
+  if (connected === false) return "this node's broker connection is down (reconnecting)";
+  return null;
 }
 
 function describe(a: Answer): string {

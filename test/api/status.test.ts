@@ -135,3 +135,25 @@ test("an estate closed under a stop, or a closed broker connection, is 503 with 
     expect(res.headers.get("retry-after")).toBe(String(RETRY_AFTER_SECONDS));
   }
 }, TEST_TIMEOUT_MS);
+
+test("while this node's broker is gone, a write is 503 with Retry-After at once, and reads of its own copy still answer", async () => {
+  const own = await startNats(1);
+  try {
+    const nc = await own.connect({ reconnect: true, maxReconnectAttempts: -1, reconnectTimeWait: 200 });
+    conns.push(nc);
+    const solo = await startTestEstate({ nc, nodeId: "s", dataNodes: () => ["s"] });
+    const app = createApp({ auth, log: silentLogger, health, groups: solo.estate.routeGroups });
+    expect((await app.request("/chat/channels/general/messages", { method: "POST", headers: H, body: JSON.stringify({ body: "up" }) })).status).toBe(200);
+    await own.members[0]!.kill();
+    for (let i = 0; i < 200 && (nc as unknown as { protocol: { connected: boolean } }).protocol.connected; i++) await Bun.sleep(25);
+    const started = Date.now();
+    const res = await app.request("/chat/channels/general/messages", { method: "POST", headers: H, body: JSON.stringify({ body: "down" }) });
+    expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toBe(String(RETRY_AFTER_SECONDS));
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect((await app.request("/chat/channels/general/messages", { headers: H })).status).toBe(200);
+    await solo.estate.stop();
+  } finally {
+    await own.stop();
+  }
+}, TEST_TIMEOUT_MS);
