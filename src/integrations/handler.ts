@@ -81,7 +81,9 @@ export class NotificationHandler {
     }
     const n = decoded.notification;
     const org = this.o.org();
-    const limit = this.o.integrations().find((i) => i.id === n.integration)?.rate_per_minute ?? DEFAULT_RATE_PER_MINUTE;
+    const integ = this.o.integrations().find((i) => i.id === n.integration);
+    const limit = integ?.rate_per_minute ?? DEFAULT_RATE_PER_MINUTE;
+    const answersBack = integ?.token !== undefined && integ.kind !== "generic";
     try {
       for (const seat of n.seats) {
         if (!org.agentSeat(seat)) {
@@ -90,7 +92,7 @@ export class NotificationHandler {
         }
         const { decision, window } = await this.valve.admit(seat, n.delivery, renderLine(n.integration, n.event), limit, this.o.clock.now());
         if (decision.kind === "wake") {
-          await this.publish(triggerFor(n, seat));
+          await this.publish(triggerFor(n, seat, answersBack));
           this.o.log.debug("integration_wake_published", { integration: n.integration, seat, delivery: n.delivery, event_type: n.event.event });
         } else {
           this.o.log.info("integration_wake_held", { integration: n.integration, seat, delivery: n.delivery, window, limit });

@@ -70,15 +70,22 @@ export function wakeEventId(n: Pick<Notification, "integration" | "delivery" | "
   return `hook.${n.delivery.slice(2)}.${seat}`;
 }
 
-/** The trigger one seat's inbox gets for one notification. */
-export function triggerFor(n: Notification, seat: string): Trigger {
+/** Told to the model when its final words will go back where the wake came from. */
+export const ANSWERS_BACK_NOTE = "(Your final answer is posted back there as your reply; say nothing to post nothing.)";
+
+/**
+ * The trigger one seat's inbox gets for one notification. `answersBack`: the integration
+ * has a token and the event a place to answer (the model is told so).
+ */
+export function triggerFor(n: Notification, seat: string, answersBack = false): Trigger {
+  const text = renderEvent(n.integration, n.event);
   return {
     type: "external_notification",
     event_id: wakeEventId(n, seat),
     seat,
     conversation: conversationOf(n.kind, n.integration, n.event),
     from: cutChars(`${n.kind}:${n.event.actor}`, 128),
-    text: renderEvent(n.integration, n.event),
+    text: answersBack && n.event.origin !== null ? `${text}\n${ANSWERS_BACK_NOTE}` : text,
     refs: {},
     created_at: n.received_at,
   };

@@ -140,6 +140,8 @@ describe("inbound", () => {
       expect(t.conversation.startsWith(`${kind}:${id}:`)).toBe(true);
       expect(t.text.startsWith(`[${kind}:${id}] `)).toBe(true);
       expect(t.text).not.toContain('{"');
+      // Both integrations have a token: the model is told its answer goes back.
+      expect(t.text.endsWith("(Your final answer is posted back there as your reply; say nothing to post nothing.)")).toBe(true);
     }
     // Nobody else was woken.
     for (const s of SEATS.filter((x) => !seats.includes(x))) expect(r.inbox.get(s)!.length).toBe(0);
