@@ -31,6 +31,10 @@ export const FLOOR_WAIT_MS = 2_000;
  */
 export const CHECK_INTERVAL_MS = 5_000;
 
+function stuckAt(status: DomainApplier["status"]): { stuck_at?: number } {
+  return status.kind === "held" || status.kind === "stopped" ? { stuck_at: status.seq } : {};
+}
+
 const CLOSED_REASON = "this copy is closed (its node is stopping)";
 
 export interface DomainHealth {
@@ -40,6 +44,8 @@ export interface DomainHealth {
   state: Judgement["state"];
   in_service: boolean;
   reason?: string;
+  /** The log position the applier is held or stopped at (what `crewlet estate skip` names). */
+  stuck_at?: number;
 }
 
 export interface CopyOptions {
@@ -177,6 +183,7 @@ export class EstateCopy {
         state: j.state,
         in_service: this.inService(d),
         ...(this.outOfService[d] !== null ? { reason: this.outOfService[d]! } : {}),
+        ...stuckAt(this.appliers[d].status),
       };
     }
     return out;

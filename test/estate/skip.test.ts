@@ -75,6 +75,9 @@ test("a planted record stops chat on both nodes; a skip marker brings both back,
   if (!planted.ok) throw new Error(planted.error);
   const position = planted.seq;
   for (const n of nodes) await eventually(() => !n.estate.copy!.inService("chat"), `${n.nodeId} chat out of service`);
+  // What an operator reads first: where the copy is stuck.
+  const status = await fetch(`http://127.0.0.1:${server.port}/estate`, { headers: { authorization: `Bearer ${READER}` } });
+  expect(((await status.json()) as { domains: { chat: { in_service: boolean; stuck_at: number } } }).domains.chat).toMatchObject({ in_service: false, stuck_at: position });
   // Tracker and pages are untouched.
   expect(a.estate.copy!.inService("tracker") && b.estate.copy!.inService("pages")).toBe(true);
 
