@@ -75,6 +75,9 @@ function memberLines(plan: MemberPlan): string[] {
       "cluster {",
       `  name: ${quote(c.name)}`,
       `  listen: ${hostPort(c.host, c.port)}`,
+      // Peers learn each other's route address by gossip; behind NAT or a proxy it must be
+      // the address they can dial, not our listener.
+      ...(c.advertise ? [`  advertise: ${quote(bareHostPort(c.advertise))}`] : []),
       "  authorization {",
       `    user: ${quote(ROUTE_USER)}`,
       `    password: ${quote(password)}`,
@@ -88,6 +91,7 @@ function memberLines(plan: MemberPlan): string[] {
     lines.push(
       "leafnodes {",
       `  listen: ${hostPort(l.host, l.port)}`,
+      ...(l.advertise ? [`  advertise: ${quote(bareHostPort(l.advertise))}`] : []),
       "  authorization {",
       `    user: ${quote(LEAF_USER)}`,
       `    password: ${quote(derivePassword("leaf", l.secret))}`,

@@ -37,12 +37,16 @@ export interface ClusterPlan {
   routes: string[];
   /** Shared by every member; any characters. */
   secret: string;
+  /** host:port gossiped to peers for our routes, when they must dial something else (NAT, a proxy). */
+  advertise?: string;
 }
 
 export interface LeafListenerPlan {
   host: string;
   port: number;
   secret: string;
+  /** host:port gossiped to leaves for this listener, when they must dial something else. */
+  advertise?: string;
 }
 
 export interface LeafRemotesPlan {

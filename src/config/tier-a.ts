@@ -64,6 +64,7 @@ export const clusterSchema = z.strictObject({
   port: port.default(DEFAULT_CLUSTER_PORT),
   peers: z.array(hostPort).default([]).describe("The other members' cluster host:port"),
   secret: z.string().min(MIN_TOKEN_CHARS).optional(),
+  advertise: hostPort.optional().describe("The host:port peers should dial for this member's routes when it differs from host:port (NAT, a proxy)"),
 });
 
 export const leafSchema = z.strictObject({
@@ -71,6 +72,7 @@ export const leafSchema = z.strictObject({
   host: z.string().min(1).default("127.0.0.1"),
   urls: z.array(z.string().min(1)).min(1).optional().describe("On a leaf: the members' leafnode URLs"),
   secret: z.string().min(MIN_TOKEN_CHARS).optional(),
+  advertise: hostPort.optional().describe("On a member: the host:port leaves should dial for it when it differs from host:port (NAT, a proxy)"),
 });
 
 export const streamSchema = z.strictObject({

@@ -40,8 +40,8 @@ export function brokerPlanFor(c: TierA, nodeId: string): BrokerPlan {
     kind: "member",
     ...common,
     jetstream: { max_mem_bytes: JETSTREAM_MAX_MEM_BYTES, max_file_bytes: JETSTREAM_MAX_FILE_BYTES, domain: c.stream.domain },
-    cluster: cl ? { name: cl.name, host: cl.host, port: cl.port, routes: cl.peers, secret: cl.secret ?? "" } : undefined,
-    leafListener: leaf?.port !== undefined ? { host: leaf.host, port: leaf.port, secret: leaf.secret ?? "" } : undefined,
+    cluster: cl ? { name: cl.name, host: cl.host, port: cl.port, routes: cl.peers, secret: cl.secret ?? "", ...(cl.advertise ? { advertise: cl.advertise } : {}) } : undefined,
+    leafListener: leaf?.port !== undefined ? { host: leaf.host, port: leaf.port, secret: leaf.secret ?? "", ...(leaf.advertise ? { advertise: leaf.advertise } : {}) } : undefined,
     replicas: c.stream.replicas,
   };
 }

@@ -77,6 +77,17 @@ describe("renderNatsConfig", () => {
     expect(conf).not.toContain("leafy");
   });
 
+  test("a member behind NAT or a proxy advertises the address peers and leaves dial; none advertised by default", () => {
+    expect(renderNatsConfig(clustered)).not.toContain("advertise");
+    const conf = renderNatsConfig({
+      ...clustered,
+      cluster: { ...clustered.cluster!, advertise: "203.0.113.7:16222" },
+      leafListener: { ...clustered.leafListener!, advertise: "nats-leaf://203.0.113.7:17422" },
+    });
+    expect(conf).toContain('advertise: "203.0.113.7:16222"');
+    expect(conf).toContain('advertise: "203.0.113.7:17422"');
+  });
+
   test("a leaf: JetStream off, remotes to every member, plain JetStream API mapped onto the members' domain", () => {
     const conf = renderNatsConfig(leaf);
     const pw = derivePassword("leaf", "leafy");

@@ -18,6 +18,7 @@ import { LEASES_BUCKET } from "../../src/coord/buckets.ts";
 import { heartbeatMs, nodeMatches, placementKey, type SeatSpec } from "../../src/seat/placement.ts";
 import { seatKey } from "../../src/seat/presence.ts";
 import { Fleet, type FleetNode, type TurnRecord } from "../seat/fleet.ts";
+import { rng } from "../support/rng.ts";
 
 const SEEDS = Number(process.env.CREWLET_SIM_SEEDS ?? 20);
 const STEPS = Number(process.env.CREWLET_SIM_STEPS ?? 2500);
@@ -36,18 +37,6 @@ function seatsForSim(): SeatSpec[] {
   for (let i = 1; i <= 3; i++) out.push({ handle: `g${i}`, placement: { labels: { gpu: "yes" } } });
   out.push({ handle: "pin", placement: { node: "n3" } });
   return out;
-}
-
-/** mulberry32: small, seedable, good enough to drive a simulation. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 let fleet: Fleet | null = null;

@@ -46,6 +46,8 @@ export interface FleetNode {
   eventsEver(name: string): Record<string, unknown>[];
   /** How many times start() has run. */
   incarnations(): number;
+  /** The log of incarnation `inc` (1-based; the last is the current node.log). */
+  logOf(inc: number): string;
   /** The client credential of the sidecar's current boot, read from the config it was
    * given (a 0600 file in the node's store, readable by the user running the node). */
   natsAuth(): { user: string; pass: string };
@@ -57,6 +59,12 @@ export interface FleetOptions {
   company?: unknown;
   replicas?: number;
   env?: Record<string, string>;
+  /**
+   * The port peers dial for a member's cluster or leaf listener, in place of the listener
+   * itself (a proxy the test owns, to cut connections). The member advertises it too, so
+   * route and leaf gossip never hands out the listener behind it.
+   */
+  via?: (kind: "cluster" | "leaf", memberId: string, listenerPort: number) => Promise<number>;
 }
 
 export interface Fleet {
@@ -85,6 +93,11 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
   for (const n of opts.nodes) {
     ports.set(n.id, { api: await distinctPort(), client: await distinctPort(), monitor: await distinctPort(), cluster: await distinctPort(), leaf: await distinctPort() });
   }
+  const dial = new Map<string, { cluster: number; leaf: number }>();
+  for (const m of members) {
+    const p = ports.get(m.id)!;
+    dial.set(m.id, opts.via ? { cluster: await opts.via("cluster", m.id, p.cluster), leaf: await opts.via("leaf", m.id, p.leaf) } : { cluster: p.cluster, leaf: p.leaf });
+  }
   const fleetShape = opts.nodes.length > 1;
   const nodes = opts.nodes.map((spec): FleetNode => {
     const p = ports.get(spec.id)!;
@@ -95,13 +108,14 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
       if (members.length > 1) {
         stream.cluster = {
           port: p.cluster,
-          peers: members.filter((m) => m.id !== spec.id).map((m) => `127.0.0.1:${ports.get(m.id)!.cluster}`),
+          peers: members.filter((m) => m.id !== spec.id).map((m) => `127.0.0.1:${dial.get(m.id)!.cluster}`),
+          ...(opts.via ? { advertise: `127.0.0.1:${dial.get(spec.id)!.cluster}` } : {}),
         };
         stream.replicas = opts.replicas ?? Math.min(3, members.length);
       }
-      if (opts.nodes.some((n) => n.kind === "leaf")) stream.leaf = { port: p.leaf };
+      if (opts.nodes.some((n) => n.kind === "leaf")) stream.leaf = { port: p.leaf, ...(opts.via ? { advertise: `127.0.0.1:${dial.get(spec.id)!.leaf}` } : {}) };
     } else {
-      stream.leaf = { urls: members.map((m) => `nats://127.0.0.1:${ports.get(m.id)!.leaf}`) };
+      stream.leaf = { urls: members.map((m) => `nats://127.0.0.1:${dial.get(m.id)!.leaf}`) };
     }
     const config: Record<string, unknown> = {
       node: { id: spec.id, roles: spec.roles ?? (spec.kind === "leaf" ? ["seats"] : undefined), labels: spec.labels },
@@ -202,6 +216,14 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
         return [...out, ...node.events(name)];
       },
       incarnations: () => started,
+      logOf(inc) {
+        if (inc === started) return node.log();
+        try {
+          return readFileSync(pastLog(inc), "utf8");
+        } catch {
+          return "";
+        }
+      },
       natsAuth() {
         const conf = readFileSync(join(dir, "store", "broker", "nats-server.conf"), "utf8");
         const m = /users: \[ \{ user: "([^"]+)", password: "([^"]+)" \} \]/.exec(conf);

@@ -1,0 +1,42 @@
+// The long chaos run (issue 11): three members R3 and one leaf under a seeded schedule of
+// kill -9, broker-only kill -9, SIGSTOP past the TTL, SIGTERM, full restarts and network
+// partitions of a member or the leaf, with a driver posting one chat message every 0.5 s
+// to 16 seats; then a quiet period, a probe of every seat, and the independent checker
+// (test/chaos/checker.ts). Prints the figures (failover p50/p99 per fault kind, time seats
+// spent unowned, the load average of the shared box) and exits 1 on any violation — the
+// run's verdict, not a timing judgement.
+//
+// Run: bun bench/chaos.ts --minutes 30 --seed 7
+//      CREWLET_KEEP_FLEET=1 keeps the stores and logs to read afterwards.
+import { z } from "zod";
+import { report, runChaos } from "../test/chaos/run.ts";
+
+const args = z
+  .object({
+    minutes: z.coerce.number().positive().max(24 * 60).default(30),
+    seed: z.coerce.number().int().nonnegative().default(() => Date.now() % 1_000_000),
+  })
+  .strict();
+
+function parseArgs(argv: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const m = /^--([a-z]+)(?:=(.*))?$/.exec(argv[i]!);
+    if (!m) throw new Error(`bench/chaos: unexpected argument ${JSON.stringify(argv[i])} (want --minutes N --seed S)`);
+    out[m[1]!] = m[2] ?? argv[++i] ?? "";
+  }
+  return out;
+}
+
+const parsed = args.safeParse(parseArgs(process.argv.slice(2)));
+if (!parsed.success) {
+  const issue = parsed.error.issues[0]!;
+  console.error(`bench/chaos: --${issue.path.join(".") || "?"}: ${issue.message}`);
+  process.exit(2);
+}
+const { minutes, seed } = parsed.data;
+const stamp = () => new Date().toISOString().slice(11, 19);
+console.log(`${stamp()} chaos: ${minutes} min of faults, seed ${seed}`);
+const result = await runChaos({ seed, faults: { for_ms: minutes * 60_000 }, quiet_ms: 60_000, probe_within_ms: 90_000, say: (l) => console.log(`${stamp()} ${l}`) });
+for (const line of report(result)) console.log(line);
+process.exit(result.verdict.violations.length === 0 ? 0 : 1);

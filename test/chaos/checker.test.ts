@@ -1,0 +1,194 @@
+// The chaos checker's rules, by table: each row a small story the logs, chat and broker
+// could tell, and what the checker must say about it. The schedule's determinism too.
+import { describe, expect, test } from "bun:test";
+import { check, percentile, tenuresOf, type ChaosFacts, type FaultRecord, type Reply, type Sent } from "./checker.ts";
+import { FAULT_KINDS, planFaults } from "./schedule.ts";
+
+const T0 = 1_000_000;
+
+function facts(over: Partial<ChaosFacts>): ChaosFacts {
+  return {
+    seats: ["s1"],
+    incarnations: [
+      { node: "a", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
+      { node: "b", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
+    ],
+    claims: [],
+    detaches: [],
+    turns: [],
+    faults: [],
+    sent: [],
+    replies: [],
+    heldByBroker: new Set(),
+    probeAnswered: new Set(["s1"]),
+    run_started_ms: T0,
+    run_ended_ms: T0 + 100_000,
+    ...over,
+  };
+}
+
+const claim = (node: string, epoch: number, ts: number, inc = 1, seat = "s1") => ({ node, inc, seat, epoch, ts: T0 + ts });
+const detach = (node: string, epoch: number, ts: number, inc = 1, seat = "s1") => ({ node, inc, seat, epoch, ts: T0 + ts, mode: "voluntary" });
+const turn = (node: string, epoch: number, ts: number, inc = 1, seat = "s1") => ({ node, inc, seat, epoch, ts: T0 + ts });
+const fault = (kind: FaultRecord["kind"], target: string, at: number, healed: number | null = null, extra: Partial<FaultRecord> = {}): FaultRecord => ({
+  kind,
+  targets: [target],
+  at_ms: T0 + at,
+  healed_ms: healed === null ? null : T0 + healed,
+  ...extra,
+});
+const sent = (id: string, acked: number, status = 200, seat = "s1"): Sent => ({ key: `k-${id}`, seat, status, message_id: id, acked_ms: T0 + acked });
+const reply = (id: string, at: number, author = "s1"): Reply => ({ thread_parent: id, author, created_ms: T0 + at });
+
+describe("ownership", () => {
+  const cases: [string, Partial<ChaosFacts>, string[]][] = [
+    ["a voluntary handover: detach, then the next claim", { claims: [claim("a", 1, 0), claim("b", 2, 5_000)], detaches: [detach("a", 1, 4_000)] }, []],
+    ["two holders at once", { claims: [claim("a", 1, 0), claim("b", 2, 5_000)], detaches: [detach("a", 1, 6_000)] }, ["overlap"]],
+    ["an epoch that does not increase", { claims: [claim("a", 2, 0), claim("b", 2, 5_000)], detaches: [detach("a", 2, 4_000)] }, ["epochs"]],
+    [
+      "kill -9 ends a tenure at the kill",
+      {
+        incarnations: [
+          { node: "a", inc: 1, started_ms: T0, ended_ms: T0 + 3_000, exit_code: 137 },
+          { node: "b", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
+        ],
+        claims: [claim("a", 1, 0), claim("b", 2, 9_000)],
+      },
+      [],
+    ],
+    [
+      "a frozen holder: the tenure ends at the freeze; its fenced detach after SIGCONT is bookkeeping",
+      {
+        claims: [claim("a", 1, 0), claim("b", 2, 9_000)],
+        detaches: [{ ...detach("a", 1, 20_000), mode: "fenced" }],
+        faults: [fault("sigstop", "a", 2_000, 15_000, { frozen: { node: "a", inc: 1 } })],
+        incarnations: [
+          { node: "a", inc: 1, started_ms: T0, ended_ms: T0 + 21_000, exit_code: 75 },
+          { node: "b", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
+        ],
+      },
+      [],
+    ],
+    [
+      "a frozen holder that runs a turn after SIGCONT under its old epoch overlaps its successor",
+      {
+        claims: [claim("a", 1, 0), claim("b", 2, 9_000)],
+        turns: [turn("a", 1, 16_000)],
+        faults: [fault("sigstop", "a", 2_000, 15_000, { frozen: { node: "a", inc: 1 } })],
+        incarnations: [
+          { node: "a", inc: 1, started_ms: T0, ended_ms: T0 + 21_000, exit_code: 75 },
+          { node: "b", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
+        ],
+      },
+      ["overlap"],
+    ],
+    [
+      "a frozen node that does not exit 75",
+      {
+        claims: [claim("a", 1, 0)],
+        faults: [fault("sigstop", "a", 2_000, 15_000, { frozen: { node: "a", inc: 1 } })],
+        incarnations: [
+          { node: "a", inc: 1, started_ms: T0, ended_ms: T0 + 21_000, exit_code: 1 },
+          { node: "b", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
+        ],
+      },
+      ["frozen"],
+    ],
+    [
+      "a cut-off holder: the tenure ends at the cut, extended to a turn it still admitted before its successor",
+      { claims: [claim("a", 1, 0), claim("b", 2, 9_000)], turns: [turn("a", 1, 3_000)], detaches: [{ ...detach("a", 1, 16_000), mode: "fenced" }], faults: [fault("cut_member", "a", 2_000, 15_000)] },
+      [],
+    ],
+    [
+      "a cut-off holder admitting a turn after its successor's claim",
+      { claims: [claim("a", 1, 0), claim("b", 2, 9_000)], turns: [turn("a", 1, 10_000)], detaches: [{ ...detach("a", 1, 16_000), mode: "fenced" }], faults: [fault("cut_member", "a", 2_000, 15_000)] },
+      ["overlap"],
+    ],
+    [
+      "a cut the holder outlived keeps its tenure (nobody else claimed)",
+      { claims: [claim("a", 1, 0), claim("b", 2, 30_000)], turns: [turn("a", 1, 10_000)], detaches: [detach("a", 1, 29_000)], faults: [fault("cut_member", "a", 2_000, 5_000)] },
+      [],
+    ],
+  ];
+  for (const [name, over, want] of cases) {
+    test(name, () => {
+      const v = check(facts(over));
+      expect(v.violations.map((x) => x.split(":")[0])).toEqual(want);
+    });
+  }
+
+  test("unowned time is the gap between one tenure's end and the next one's start", () => {
+    const v = check(facts({ claims: [claim("a", 1, 0), claim("b", 2, 5_000)], detaches: [detach("a", 1, 4_000)] }));
+    expect(v.figures.unowned_ms_total).toBe(1_000);
+    expect(tenuresOf(facts({ claims: [claim("a", 1, 0)] }))[0]!.ended_by).toBe("running");
+  });
+
+  test("failover: from the fault to the last of the target's seats claimed again", () => {
+    const v = check(
+      facts({
+        seats: ["s1", "s2"],
+        probeAnswered: new Set(["s1", "s2"]),
+        claims: [claim("a", 1, 0), claim("a", 1, 0, 1, "s2"), claim("b", 2, 9_000), claim("b", 2, 11_000, 1, "s2")],
+        incarnations: [
+          { node: "a", inc: 1, started_ms: T0, ended_ms: T0 + 2_000, exit_code: 137 },
+          { node: "b", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
+        ],
+        faults: [fault("kill9", "a", 2_000)],
+      }),
+    );
+    expect(v.violations).toEqual([]);
+    expect(v.figures.failover_ms.kill9).toEqual({ n: 1, p50: 9_000, p99: 9_000, max: 9_000 });
+  });
+});
+
+describe("mail", () => {
+  const cases: [string, Partial<ChaosFacts>, string[]][] = [
+    ["answered once", { sent: [sent("m1", 10)], replies: [reply("m1", 500)] }, []],
+    ["never answered: lost", { sent: [sent("m1", 10)] }, ["lost"]],
+    ["answered by another seat only: lost", { sent: [sent("m1", 10)], replies: [reply("m1", 500, "s2")] }, ["lost"]],
+    ["not acknowledged: no promise", { sent: [{ ...sent("m1", 10, 504) }] }, []],
+    ["202 pending is an acknowledgement", { sent: [sent("m1", 10, 202)] }, ["lost"]],
+    ["held ack-pending by the broker after a kill: answered after the ack wait", { sent: [sent("m1", 10)], heldByBroker: new Set(["m1"]), faults: [fault("kill9", "b", 20)] }, []],
+    ["held ack-pending, acknowledged while its holder was frozen", { sent: [sent("m1", 5_000)], heldByBroker: new Set(["m1"]), faults: [fault("sigstop", "b", 4_000, 15_000)] }, []],
+    ["held ack-pending with no kill since: lost", { sent: [sent("m1", 10)], heldByBroker: new Set(["m1"]), faults: [fault("sigterm", "b", 20)] }, ["lost"]],
+    ["twice around a kill -9", { sent: [sent("m1", 10)], replies: [reply("m1", 500), reply("m1", 9_000)], faults: [fault("kill9", "a", 600)] }, []],
+    ["twice around a broker kill", { sent: [sent("m1", 10)], replies: [reply("m1", 500), reply("m1", 9_000)], faults: [fault("broker_kill9", "a", 600)] }, []],
+    ["twice with no kill in between", { sent: [sent("m1", 10)], replies: [reply("m1", 500), reply("m1", 9_000)], faults: [fault("kill9", "a", 20_000)] }, ["duplicate"]],
+    ["twice around a graceful drain", { sent: [sent("m1", 10)], replies: [reply("m1", 500), reply("m1", 9_000)], faults: [fault("sigterm", "a", 600)] }, ["duplicate"]],
+    ["three times, whatever the kills", { sent: [sent("m1", 10)], replies: [reply("m1", 500), reply("m1", 9_000), reply("m1", 9_500)], faults: [fault("kill9", "a", 600)] }, ["duplicate"]],
+    ["a seat deaf at the probe", { probeAnswered: new Set() }, ["probe"]],
+  ];
+  for (const [name, over, want] of cases) {
+    test(name, () => {
+      expect(check(facts(over)).violations.map((x) => x.split(":")[0])).toEqual(want);
+    });
+  }
+
+  test("counts", () => {
+    const v = check(facts({ sent: [sent("m1", 10), sent("m2", 10), sent("m3", 10, 0)], replies: [reply("m1", 500)], heldByBroker: new Set(["m2"]), faults: [fault("kill9", "a", 20)] }));
+    expect(v.figures).toMatchObject({ acked: 2, unacked: 1, answered_once: 1, held_by_broker: 1, lost: 0 });
+  });
+});
+
+describe("schedule", () => {
+  const shape = { members: ["a", "b", "c"], leaf: "l", ttl_ms: 6_000 };
+  test("the same seed plans the same faults; another seed plans others", () => {
+    expect(planFaults({ ...shape, seed: 5, count: 20 })).toEqual(planFaults({ ...shape, seed: 5, count: 20 }));
+    expect(planFaults({ ...shape, seed: 5, count: 20 })).not.toEqual(planFaults({ ...shape, seed: 6, count: 20 }));
+  });
+  test("every kind first; freezes and cuts outlast the TTL; cuts of members hit members", () => {
+    const plan = planFaults({ ...shape, seed: 9, count: 60, everyKindFirst: true });
+    expect(plan.slice(0, FAULT_KINDS.length).map((f) => f.kind).sort()).toEqual([...FAULT_KINDS].sort());
+    for (const f of plan) {
+      if (f.kind === "sigstop" || f.kind.startsWith("cut_")) expect(f.hold_ms).toBeGreaterThan(shape.ttl_ms);
+      if (f.kind === "cut_member") expect(shape.members).toContain(f.target);
+      if (f.kind === "cut_leaf") expect(f.target).toBe("l");
+      if (f.kind === "full_restart") expect(f.restart!.map((r) => r.node).sort()).toEqual(["a", "b", "c", "l"]);
+    }
+  });
+  test("percentile", () => {
+    expect(percentile([], 50)).toBe(0);
+    expect(percentile([1, 2, 3, 4], 50)).toBe(2);
+    expect(percentile([1, 2, 3, 4], 99)).toBe(4);
+  });
+});

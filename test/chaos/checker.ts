@@ -1,0 +1,296 @@
+// The chaos run's independent checker: pure, over facts the harness gathered from the
+// nodes' JSON logs, the chat (read back through the API) and the broker. It knows nothing
+// of how the fleet works inside; it judges what the logs and the chat show.
+//
+// How a tenure is read. A tenure is one incarnation's hold of one seat at one epoch. It
+// begins at its `seat_claimed` line. It ends at its `seat_detached` line, or at the
+// incarnation's death (kill -9, exit) if that comes first. A node that cannot renew —
+// frozen by SIGSTOP, or cut off from the store — has lost the right to act from that
+// moment (it is admitted no turn on a renew older than one heartbeat), so its tenure ends
+// at the freeze or the cut, extended to the start of any turn it still admitted under that
+// epoch afterwards: the fenced `seat_detached` such a node logs after SIGCONT or the heal is
+// its bookkeeping, not ownership, but a turn it started is ownership exercised. Two tenures
+// of one seat that overlap are a violation; so are epochs that do not strictly increase in
+// claim order.
+//
+// How a message is judged. An acknowledged message (the API answered 200 applied or 202
+// pending, with its id) must be answered in its thread by the seat it mentioned:
+//   - exactly once; or
+//   - not yet, if the broker still holds it ack-pending on the seat's mailbox after a kill
+//     (or during a freeze) took the delivery down with its holder (it comes back after the
+//     broker's ack wait);
+//   - twice only when a kill (kill -9 of a node or its broker, a freeze, a full restart)
+//     fell between the first answer's turn and the second answer: the killed holder wrote
+//     the answer, died before its ack, and the next owner answered again.
+// Anything else is a violation: lost (no answer, not held), or answered twice outside a
+// kill window, or more than twice.
+import { KILL_KINDS, type FaultKind } from "./schedule.ts";
+
+export interface Incarnation {
+  node: string;
+  /** 1-based start count of this node. */
+  inc: number;
+  started_ms: number;
+  /** When it died or exited; null while running at the end of the run. */
+  ended_ms: number | null;
+  exit_code: number | null;
+}
+
+/** A log line about one seat at one epoch, by one incarnation. */
+export interface SeatLine {
+  node: string;
+  inc: number;
+  seat: string;
+  epoch: number;
+  ts: number;
+}
+
+export interface DetachLine extends SeatLine {
+  mode: string;
+}
+
+export interface FaultRecord {
+  kind: FaultKind;
+  /** Nodes the fault hit (one, or all for a full restart). */
+  targets: string[];
+  at_ms: number;
+  /** When the freeze or cut ended (SIGCONT, heal); null for the others. */
+  healed_ms: number | null;
+  /** The incarnation frozen, for sigstop: it must exit 75. */
+  frozen?: { node: string; inc: number };
+}
+
+export interface Sent {
+  key: string;
+  seat: string;
+  /** Status the API answered at last (after retries); 0 when no answer ever came. */
+  status: number;
+  message_id: string | null;
+  acked_ms: number | null;
+}
+
+export interface Reply {
+  thread_parent: string;
+  author: string;
+  created_ms: number;
+}
+
+export interface ChaosFacts {
+  seats: string[];
+  incarnations: Incarnation[];
+  claims: SeatLine[];
+  detaches: DetachLine[];
+  /** turn_started lines (the epoch the turn was admitted under). */
+  turns: SeatLine[];
+  faults: FaultRecord[];
+  sent: Sent[];
+  replies: Reply[];
+  /** Acknowledged message ids the broker still holds ack-pending on their seat's mailbox. */
+  heldByBroker: ReadonlySet<string>;
+  /** The final probe: seats that answered a fresh message within the bound. */
+  probeAnswered: ReadonlySet<string>;
+  run_started_ms: number;
+  run_ended_ms: number;
+}
+
+export interface Tenure {
+  seat: string;
+  node: string;
+  inc: number;
+  epoch: number;
+  start_ms: number;
+  end_ms: number;
+  ended_by: "detached" | "death" | "frozen" | "cut" | "running";
+}
+
+export interface Figures {
+  tenures: number;
+  acked: number;
+  unacked: number;
+  answered_once: number;
+  answered_twice_in_kill_window: number;
+  held_by_broker: number;
+  lost: number;
+  frozen_exits_75: string;
+  probe: string;
+  /** Per fault kind: time from the fault until every seat its target held was claimed again. */
+  failover_ms: Record<string, { n: number; p50: number; p99: number; max: number }>;
+  unowned_ms_total: number;
+  unowned_ms_max_seat: number;
+}
+
+export interface Verdict {
+  violations: string[];
+  figures: Figures;
+  tenures: Tenure[];
+}
+
+const key = (l: { node: string; inc: number; seat: string; epoch: number }) => `${l.node}#${l.inc}|${l.seat}@${l.epoch}`;
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return 0;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i]!;
+}
+
+/** Windows in which a node could not renew: its freezes and its cuts, [from, to]. */
+function blackouts(f: ChaosFacts, node: string): { from: number; to: number; by: "frozen" | "cut" }[] {
+  return f.faults
+    .filter((x) => (x.kind === "sigstop" || x.kind === "cut_member" || x.kind === "cut_leaf") && x.targets.includes(node))
+    .map((x) => ({ from: x.at_ms, to: x.healed_ms ?? f.run_ended_ms, by: x.kind === "sigstop" ? ("frozen" as const) : ("cut" as const) }));
+}
+
+export function tenuresOf(f: ChaosFacts): Tenure[] {
+  const detachBy = new Map<string, number>();
+  for (const d of f.detaches) {
+    const k = key(d);
+    if (!detachBy.has(k) || d.ts < detachBy.get(k)!) detachBy.set(k, d.ts);
+  }
+  const turnsBy = new Map<string, number[]>();
+  for (const t of f.turns) turnsBy.set(key(t), [...(turnsBy.get(key(t)) ?? []), t.ts]);
+  const incOf = new Map(f.incarnations.map((i) => [`${i.node}#${i.inc}`, i]));
+  const out: Tenure[] = [];
+  for (const c of f.claims) {
+    const k = key(c);
+    let end = Number.POSITIVE_INFINITY;
+    let ended_by: Tenure["ended_by"] = "running";
+    const detached = detachBy.get(k);
+    if (detached !== undefined && detached >= c.ts) [end, ended_by] = [detached, "detached"];
+    const life = incOf.get(`${c.node}#${c.inc}`);
+    if (life?.ended_ms != null && life.ended_ms < end) [end, ended_by] = [life.ended_ms, "death"];
+    // A blackout that began inside the tenure, before it otherwise ended, ends it — at the
+    // last turn admitted under it if any came later.
+    for (const b of blackouts(f, c.node)) {
+      if (b.from < c.ts || b.from >= end) continue;
+      const acts = (turnsBy.get(k) ?? []).filter((t) => t >= b.from && t <= end);
+      const last = acts.length ? Math.max(...acts) : b.from;
+      // A cut the holder outlived with its lease (nobody else claimed the seat before the
+      // tenure otherwise ended) ended nothing: it renews again after the heal.
+      if (b.by === "cut" && !f.claims.some((o) => o.seat === c.seat && o.epoch > c.epoch && o.ts >= b.from && o.ts < end)) continue;
+      [end, ended_by] = [last, b.by];
+    }
+    if (end === Number.POSITIVE_INFINITY) end = f.run_ended_ms;
+    out.push({ seat: c.seat, node: c.node, inc: c.inc, epoch: c.epoch, start_ms: c.ts, end_ms: end, ended_by });
+  }
+  return out.sort((a, b) => a.start_ms - b.start_ms || a.epoch - b.epoch);
+}
+
+export function check(f: ChaosFacts): Verdict {
+  const violations: string[] = [];
+  const tenures = tenuresOf(f);
+
+  // --- ownership -------------------------------------------------------------------------
+  const bySeat = new Map<string, Tenure[]>();
+  for (const t of tenures) bySeat.set(t.seat, [...(bySeat.get(t.seat) ?? []), t]);
+  let unowned_total = 0;
+  let unowned_max = 0;
+  for (const [seat, ts] of bySeat) {
+    let unowned = 0;
+    for (let i = 1; i < ts.length; i++) {
+      const prev = ts[i - 1]!;
+      const next = ts[i]!;
+      if (next.epoch <= prev.epoch) violations.push(`epochs: ${seat} claimed at epoch ${next.epoch} by ${next.node}#${next.inc} after epoch ${prev.epoch} by ${prev.node}#${prev.inc}`);
+      // Overlap against every earlier tenure still running, not only the one before.
+      for (let j = 0; j < i; j++) {
+        const earlier = ts[j]!;
+        if (earlier.end_ms > next.start_ms) {
+          violations.push(
+            `overlap: ${seat} held by ${earlier.node}#${earlier.inc}@${earlier.epoch} until ${earlier.end_ms} (${earlier.ended_by}) and by ${next.node}#${next.inc}@${next.epoch} from ${next.start_ms}`,
+          );
+        }
+      }
+      const latestEnd = Math.max(...ts.slice(0, i).map((t) => t.end_ms));
+      if (next.start_ms > latestEnd) unowned += next.start_ms - latestEnd;
+    }
+    unowned_total += unowned;
+    unowned_max = Math.max(unowned_max, unowned);
+  }
+
+  // --- frozen nodes exit 75 --------------------------------------------------------------
+  const frozen = f.faults.filter((x) => x.frozen);
+  let frozen75 = 0;
+  for (const x of frozen) {
+    const life = f.incarnations.find((i) => i.node === x.frozen!.node && i.inc === x.frozen!.inc);
+    if (life?.exit_code === 75) frozen75++;
+    else violations.push(`frozen: ${x.frozen!.node}#${x.frozen!.inc} frozen at ${x.at_ms} exited ${life?.exit_code ?? "never"}, want 75`);
+  }
+
+  // --- mail ------------------------------------------------------------------------------
+  const repliesTo = new Map<string, Reply[]>();
+  for (const r of f.replies) repliesTo.set(r.thread_parent, [...(repliesTo.get(r.thread_parent) ?? []), r]);
+  const killFaults = f.faults.filter((x) => KILL_KINDS.has(x.kind));
+  const kills = killFaults.map((x) => x.at_ms);
+  let acked = 0;
+  let once = 0;
+  let twice = 0;
+  let held = 0;
+  let lost = 0;
+  for (const s of f.sent) {
+    if (s.message_id === null || (s.status !== 200 && s.status !== 202)) continue;
+    acked++;
+    const answers = (repliesTo.get(s.message_id) ?? []).filter((r) => r.author === s.seat).sort((a, b) => a.created_ms - b.created_ms);
+    if (answers.length === 1) once++;
+    else if (answers.length === 0) {
+      // A kill after the acknowledgement, or a freeze still on at it (a frozen holder's
+      // waiting pull takes the mail to a process that will never settle it).
+      const killedSince = killFaults.some((x) => (x.healed_ms ?? x.at_ms) >= (s.acked_ms ?? 0));
+      if (f.heldByBroker.has(s.message_id) && killedSince) held++;
+      else {
+        lost++;
+        violations.push(`lost: ${s.key} (${s.message_id}) to ${s.seat}, acknowledged at ${s.acked_ms}, never answered${f.heldByBroker.has(s.message_id) ? " (ack-pending with no kill since)" : ""}`);
+      }
+    } else if (answers.length === 2 && kills.some((k) => k >= answers[0]!.created_ms - KILL_WINDOW_BEFORE_MS && k <= answers[1]!.created_ms)) twice++;
+    else violations.push(`duplicate: ${s.key} (${s.message_id}) to ${s.seat} answered ${answers.length} times at ${answers.map((a) => a.created_ms).join(", ")}`);
+  }
+
+  // --- the final probe -------------------------------------------------------------------
+  const deaf = f.seats.filter((s) => !f.probeAnswered.has(s));
+  for (const s of deaf) violations.push(`probe: ${s} did not answer a fresh message after the quiet period`);
+
+  // --- failover figures ------------------------------------------------------------------
+  const failover: Record<string, number[]> = {};
+  for (const x of f.faults) {
+    const held = tenures.filter((t) => x.targets.includes(t.node) && t.start_ms <= x.at_ms && t.end_ms >= x.at_ms);
+    if (held.length === 0) continue;
+    let worst = 0;
+    let complete = true;
+    for (const t of held) {
+      const next = tenures.find((n) => n.seat === t.seat && n.start_ms > x.at_ms && n.epoch > t.epoch);
+      if (!next) {
+        complete = false;
+        break;
+      }
+      worst = Math.max(worst, next.start_ms - x.at_ms);
+    }
+    if (complete) (failover[x.kind] ??= []).push(worst);
+  }
+  const failover_ms: Figures["failover_ms"] = {};
+  for (const [kind, xs] of Object.entries(failover)) {
+    const s = [...xs].sort((a, b) => a - b);
+    failover_ms[kind] = { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s[s.length - 1]! };
+  }
+
+  return {
+    violations,
+    tenures,
+    figures: {
+      tenures: tenures.length,
+      acked,
+      unacked: f.sent.length - acked,
+      answered_once: once,
+      answered_twice_in_kill_window: twice,
+      held_by_broker: held,
+      lost,
+      frozen_exits_75: `${frozen75}/${frozen.length}`,
+      probe: `${f.seats.length - deaf.length}/${f.seats.length}`,
+      failover_ms,
+      unowned_ms_total: unowned_total,
+      unowned_ms_max_seat: unowned_max,
+    },
+  };
+}
+
+/** A kill this long before the first answer still counts as its window: the answer's turn
+ * began before the kill's victim wrote it (the answer is stamped when it is applied). A
+ * turn with the scripted model takes well under a second; 10 s is generous on a loaded box. */
+export const KILL_WINDOW_BEFORE_MS = 10_000;

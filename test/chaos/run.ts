@@ -1,0 +1,498 @@
+// The chaos run's I/O: a real fleet (three members R3 and one leaf, `crewlet run`
+// processes on 127.0.0.1), a TCP proxy in front of every member's cluster and leaf
+// listener, a driver posting uniquely identified chat messages through whichever member
+// answers, the seeded fault schedule performed one fault at a time, a quiet period, a probe
+// of every seat, and then the facts for the checker (checker.ts) gathered from the logs, the
+// chat and the broker. test/chaos/chaos.test.ts runs it bounded in CI; bench/chaos.ts runs it
+// for as long as it is told.
+import { readFileSync, readdirSync } from "node:fs";
+import { loadavg } from "node:os";
+import { connect } from "nats";
+import { decodeTrigger } from "../../src/org/trigger.ts";
+import { durableName, mailbox, STREAM_AGENT } from "../../src/queue/topics.ts";
+import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
+import { freePort } from "../support/ports.ts";
+import { check, type ChaosFacts, type DetachLine, type FaultRecord, type Incarnation, type Reply, type SeatLine, type Sent, type Verdict } from "./checker.ts";
+import { Partitions, TcpProxy } from "./proxy.ts";
+import { planFaults, type Fault } from "./schedule.ts";
+
+export interface ChaosOptions {
+  seed: number;
+  /** How many faults (CI), or keep faulting until this many ms have passed (the long run). */
+  faults: { count: number } | { for_ms: number };
+  /** Lease TTL: the issue's runs used 6 s. */
+  ttl_ms?: number;
+  seats?: number;
+  /** One chat message this often, round-robin over the seats. */
+  send_every_ms?: number;
+  /** After the last fault: traffic goes on this long, then stops, then the probe. */
+  quiet_ms?: number;
+  /** A probe message must be answered within this long. */
+  probe_within_ms?: number;
+  /** How long the fleet gets to recover from one fault before the next is performed anyway. */
+  recovery_ms_max?: number;
+  say?: (line: string) => void;
+}
+
+export interface ChaosResult {
+  verdict: Verdict;
+  facts: ChaosFacts;
+  seed: number;
+  elapsed_ms: number;
+  /** 1-minute load average sampled through the run: the box is shared. */
+  load: { min: number; max: number; mean: number };
+  notes: string[];
+}
+
+const MEMBERS = ["a", "b", "c"] as const;
+const LEAF = "l";
+/** How long the fleet gets to recover from a fault (all ready, every seat held) before the
+ * next one is performed anyway — the checker then judges what the mess left. Generous: a
+ * full restart of four nodes on a loaded 2-core box takes tens of seconds. */
+const RECOVERY_MS_MAX = 90_000;
+/** A post is retried through the other members for this long before it counts as unanswered. */
+const SEND_RETRY_MS_MAX = 30_000;
+/** One HTTP attempt's bound: the router's write budget is 60 s, but a stuck member is skipped sooner. */
+const ATTEMPT_TIMEOUT_MS = 10_000;
+/** A frozen node is given this many TTLs after SIGCONT to exit 75 (its watchdog fires at once). */
+const FROZEN_EXIT_TTLS = 4;
+const POLL_MS = 250;
+
+function company(seats: number) {
+  const roles = Array.from({ length: seats }, (_, i) => ({ name: `Agent ${i}`, handle: `agent-${String(i).padStart(2, "0")}` }));
+  // Every turn answers in its thread at once, naming the message it answers: one chat
+  // message, one turn, one reply.
+  return { name: "Chaos", providers: { llm: { script: { type: "scripted", rules: [{ reply: "ack {{message_id}}" }] } } }, default_llm: "script", roles };
+}
+
+function descendants(pid: number): { pid: number; comm: string }[] {
+  const parent = new Map<number, { ppid: number; comm: string }>();
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
+      const close = stat.lastIndexOf(")");
+      const comm = stat.slice(stat.indexOf("(") + 1, close);
+      const ppid = Number(stat.slice(close + 2).split(" ")[1]);
+      parent.set(Number(d), { ppid, comm });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const out: { pid: number; comm: string }[] = [];
+  const frontier = [pid];
+  while (frontier.length) {
+    const p = frontier.pop()!;
+    for (const [child, info] of parent) {
+      if (info.ppid === p) {
+        out.push({ pid: child, comm: info.comm });
+        frontier.push(child);
+      }
+    }
+  }
+  return out;
+}
+
+async function timed(url: string, init: RequestInit = {}): Promise<Response> {
+  return fetch(url, { ...init, signal: AbortSignal.timeout(ATTEMPT_TIMEOUT_MS) });
+}
+
+export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
+  const ttl_ms = o.ttl_ms ?? 6_000;
+  const seatCount = o.seats ?? 16;
+  const send_every_ms = o.send_every_ms ?? 500;
+  const quiet_ms = o.quiet_ms ?? 20_000;
+  const probe_within_ms = o.probe_within_ms ?? 60_000;
+  const say = o.say ?? (() => undefined);
+  const notes: string[] = [];
+  const note = (s: string) => {
+    notes.push(s);
+    say(s);
+  };
+  const seats = Array.from({ length: seatCount }, (_, i) => `agent-${String(i).padStart(2, "0")}`);
+  const loads: number[] = [];
+  const loadTimer = setInterval(() => loads.push(loadavg()[0]!), 5_000);
+  const started_ms = Date.now();
+
+  const partitions = new Partitions();
+  const proxies: TcpProxy[] = [];
+  const fleet: Fleet = await makeFleet({
+    nodes: [...MEMBERS.map((id) => ({ id, kind: "member" as const })), { id: LEAF, kind: "leaf" as const }],
+    leaseTtlSeconds: ttl_ms / 1000,
+    company: company(seatCount),
+    via: async (_kind, memberId, port) => {
+      const p = new TcpProxy(port, partitions, memberId);
+      proxies.push(p);
+      return p.listen(await freePort());
+    },
+  });
+  const members = MEMBERS.map((id) => fleet.node(id));
+  const all = fleet.nodes;
+
+  // --- lives ---------------------------------------------------------------------------
+  const incarnations: Incarnation[] = [];
+  const current = new Map<string, Incarnation>();
+  const start = async (n: FleetNode) => {
+    await n.start();
+    const life: Incarnation = { node: n.id, inc: n.incarnations(), started_ms: Date.now(), ended_ms: null, exit_code: null };
+    incarnations.push(life);
+    current.set(n.id, life);
+    void n.exited().then((code) => {
+      life.ended_ms ??= Date.now();
+      life.exit_code = code;
+    });
+  };
+  const running = (n: FleetNode) => n.proc !== null && n.proc.exitCode === null && n.proc.signalCode === null;
+  const kill9 = async (n: FleetNode) => {
+    const life = current.get(n.id);
+    if (life) life.ended_ms ??= Date.now();
+    n.kill("SIGKILL");
+    await n.exited();
+  };
+
+  // --- the driver ------------------------------------------------------------------------
+  const sent: Sent[] = [];
+  let seq = 0;
+  let driving = true;
+  const inflight = new Set<Promise<void>>();
+  const post = async (seat: string, key: string, body: string): Promise<Sent> => {
+    const rec: Sent = { key, seat, status: 0, message_id: null, acked_ms: null };
+    const deadline = Date.now() + SEND_RETRY_MS_MAX;
+    let turn = seq;
+    while (Date.now() < deadline) {
+      const m = members[turn++ % members.length]!;
+      if (!running(m)) {
+        await Bun.sleep(POLL_MS);
+        continue;
+      }
+      try {
+        const res = await timed(`${m.apiUrl}/chat/channels/general/messages`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${TEST_TOKEN}`, "content-type": "application/json", "idempotency-key": key },
+          body: JSON.stringify({ body, author: "driver" }),
+        });
+        rec.status = res.status;
+        const json = (await res.json().catch(() => null)) as { message_id?: string; op_id?: string } | null;
+        if (res.status === 200 || res.status === 202) {
+          rec.message_id = json?.message_id ?? json?.op_id ?? null;
+          rec.acked_ms = Date.now();
+          return rec;
+        }
+        if (res.status >= 400 && res.status < 500 && res.status !== 409 && res.status !== 429) return rec;
+      } catch {
+        // not listening, or stuck past the attempt bound: the next member
+      }
+      await Bun.sleep(POLL_MS);
+    }
+    return rec;
+  };
+  const driver = (async () => {
+    while (driving) {
+      const seat = seats[seq % seats.length]!;
+      const key = `chaos-${o.seed}-${seq}`;
+      seq++;
+      const p = post(seat, key, `@${seat} please ack ${key}`).then((r) => void sent.push(r));
+      inflight.add(p);
+      void p.finally(() => inflight.delete(p));
+      await Bun.sleep(send_every_ms);
+    }
+  })();
+
+  // --- recovery --------------------------------------------------------------------------
+  const fleetView = async (): Promise<{ leases: { handle: string; node: string }[] } | null> => {
+    for (const m of members) {
+      if (!running(m)) continue;
+      try {
+        const res = await timed(`${m.apiUrl}/fleet`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } });
+        if (res.ok) return (await res.json()) as { leases: { handle: string; node: string }[] };
+      } catch {
+        // next member
+      }
+    }
+    return null;
+  };
+  const recovered = async (): Promise<boolean> => {
+    for (const n of all) {
+      if (!running(n)) return false;
+      try {
+        if (!(await timed(`${n.apiUrl}/ready`)).ok) return false;
+      } catch {
+        return false;
+      }
+    }
+    const v = await fleetView();
+    return v !== null && new Set(v.leases.map((l) => l.handle)).size === seatCount;
+  };
+  const waitRecovered = async (what: string) => {
+    const t0 = Date.now();
+    const bound_ms = o.recovery_ms_max ?? RECOVERY_MS_MAX;
+    while (Date.now() - t0 < bound_ms) {
+      if (await recovered()) return Date.now() - t0;
+      await Bun.sleep(POLL_MS * 2);
+    }
+    note(`recovery after ${what}: not every node ready with every seat held within ${bound_ms} ms`);
+    return bound_ms;
+  };
+
+  // --- faults ------------------------------------------------------------------------------
+  const faults: FaultRecord[] = [];
+  const restartAfter = async (n: FleetNode, delay_ms: number) => {
+    await Bun.sleep(delay_ms);
+    await start(n);
+  };
+  const perform = async (f: Fault) => {
+    const n = fleet.node(f.target);
+    const at_ms = Date.now();
+    const rec: FaultRecord = { kind: f.kind, targets: [f.target], at_ms, healed_ms: null };
+    faults.push(rec);
+    say(`fault ${faults.length}: ${f.kind} ${f.target} hold ${f.hold_ms} ms (t+${Math.round((at_ms - started_ms) / 1000)} s, load ${loadavg()[0]!.toFixed(2)})`);
+    switch (f.kind) {
+      case "kill9":
+        await kill9(n);
+        await restartAfter(n, f.hold_ms);
+        break;
+      case "broker_kill9": {
+        const sidecar = descendants(n.proc!.pid).find((d) => d.comm.startsWith("nats-server"));
+        if (!sidecar) {
+          note(`broker_kill9 ${n.id}: no nats-server under pid ${n.proc!.pid}; killed the node instead`);
+          await kill9(n);
+        } else {
+          process.kill(sidecar.pid, "SIGKILL");
+          // The node notices its sidecar's death and stops (exit 1); bounded by its shutdown budget.
+          const code = await Promise.race([n.exited(), Bun.sleep(45_000).then(() => null)]);
+          if (code === null) {
+            note(`broker_kill9 ${n.id}: the node outlived its sidecar by 45 s; killed it`);
+            await kill9(n);
+          }
+        }
+        await restartAfter(n, f.hold_ms);
+        break;
+      }
+      case "sigstop": {
+        rec.frozen = { node: n.id, inc: n.incarnations() };
+        n.kill("SIGSTOP");
+        await Bun.sleep(f.hold_ms);
+        rec.healed_ms = Date.now();
+        n.kill("SIGCONT");
+        const code = await Promise.race([n.exited(), Bun.sleep(FROZEN_EXIT_TTLS * ttl_ms).then(() => null)]);
+        if (code === null) {
+          note(`sigstop ${n.id}: still running ${FROZEN_EXIT_TTLS} TTLs after SIGCONT; killed it`);
+          await kill9(n);
+        }
+        await restartAfter(n, 0);
+        break;
+      }
+      case "sigterm":
+        n.kill("SIGTERM");
+        await n.exited();
+        await restartAfter(n, f.hold_ms);
+        break;
+      case "cut_member":
+      case "cut_leaf":
+        partitions.cutOff(n.id);
+        await Bun.sleep(f.hold_ms);
+        partitions.heal(n.id);
+        rec.healed_ms = Date.now();
+        break;
+      case "full_restart":
+        rec.targets = all.map((x) => x.id);
+        await Promise.all(all.map((x) => kill9(x)));
+        await Bun.sleep(f.hold_ms);
+        // Any order, any delay: each start after its own delay from the one before.
+        for (const r of f.restart ?? []) {
+          await Bun.sleep(r.delay_ms);
+          await start(fleet.node(r.node));
+        }
+        break;
+    }
+    const took = await waitRecovered(`${f.kind} ${f.target}`);
+    say(`  recovered in ${took} ms`);
+  };
+
+  let verdict: Verdict | null = null;
+  let facts: ChaosFacts | null = null;
+  try {
+    await Promise.all(all.map((n) => start(n)));
+    await waitRecovered("the first boot");
+    const count = "count" in o.faults ? o.faults.count : 10_000;
+    const plan = planFaults({ seed: o.seed, members: MEMBERS, leaf: LEAF, ttl_ms, count, everyKindFirst: true });
+    const until = "for_ms" in o.faults ? started_ms + o.faults.for_ms : Number.POSITIVE_INFINITY;
+    for (const f of plan) {
+      if (Date.now() + f.gap_ms >= until) break;
+      await Bun.sleep(f.gap_ms);
+      await perform(f);
+    }
+    say(`quiet for ${quiet_ms} ms`);
+    await Bun.sleep(quiet_ms);
+    driving = false;
+    await driver;
+    await Promise.all([...inflight]);
+
+    // --- the probe ---------------------------------------------------------------------
+    const probes = new Map<string, string>();
+    for (const seat of seats) {
+      const r = await post(seat, `probe-${o.seed}-${seat}`, `@${seat} probe ${seat}`);
+      if (r.message_id) probes.set(r.message_id, seat);
+      else note(`probe to ${seat} was not accepted (status ${r.status})`);
+    }
+    const probeAnswered = new Set<string>();
+    const probe_t0 = Date.now();
+    let replies: Reply[] = [];
+    while (Date.now() - probe_t0 < probe_within_ms) {
+      replies = await readReplies(members.filter(running));
+      for (const r of replies) {
+        const seat = probes.get(r.thread_parent);
+        if (seat && r.author === seat) probeAnswered.add(seat);
+      }
+      if (probeAnswered.size === seats.length) break;
+      await Bun.sleep(1_000);
+    }
+    // Late answers to the driver's messages have had the probe's time to land as well.
+    replies = await readReplies(members.filter(running));
+    const run_ended_ms = Date.now();
+
+    // --- facts -------------------------------------------------------------------------
+    const claims: SeatLine[] = [];
+    const detaches: DetachLine[] = [];
+    const turns: SeatLine[] = [];
+    for (const n of all) {
+      for (let inc = 1; inc <= n.incarnations(); inc++) {
+        for (const line of n.logOf(inc).split("\n")) {
+          if (!line.startsWith("{")) continue;
+          let e: Record<string, unknown>;
+          try {
+            e = JSON.parse(line) as Record<string, unknown>;
+          } catch {
+            continue;
+          }
+          const base = { node: n.id, inc, seat: String(e.seat), epoch: Number(e.epoch), ts: Date.parse(String(e.ts)) };
+          if (e.event === "seat_claimed") claims.push(base);
+          else if (e.event === "seat_detached") detaches.push({ ...base, mode: String(e.mode) });
+          else if (e.event === "turn_started") turns.push(base);
+        }
+      }
+    }
+    const acked = new Set(sent.filter((s) => s.message_id && (s.status === 200 || s.status === 202)).map((s) => s.message_id!));
+    const answered = new Set(replies.map((r) => r.thread_parent));
+    const unanswered = [...acked].filter((id) => !answered.has(id));
+    const heldByBroker = await brokerHeld(members.filter(running), unanswered, seats, note);
+    facts = {
+      seats,
+      incarnations,
+      claims,
+      detaches,
+      turns,
+      faults,
+      sent,
+      replies,
+      heldByBroker,
+      probeAnswered,
+      run_started_ms: started_ms,
+      run_ended_ms,
+    };
+    verdict = check(facts);
+  } finally {
+    driving = false;
+    clearInterval(loadTimer);
+    partitions.healAll();
+    await fleet.stop();
+    for (const p of proxies) await p.close();
+  }
+  const mean = loads.length ? loads.reduce((a, b) => a + b, 0) / loads.length : loadavg()[0]!;
+  if (!verdict || !facts) throw new Error("chaos: the run ended without a verdict");
+  return {
+    verdict,
+    facts,
+    seed: o.seed,
+    elapsed_ms: Date.now() - started_ms,
+    load: { min: Math.min(...loads, mean), max: Math.max(...loads, mean), mean },
+    notes,
+  };
+}
+
+/** Every reply in #general: a message with a thread parent, by its author. */
+async function readReplies(from: FleetNode[]): Promise<Reply[]> {
+  for (const m of from) {
+    try {
+      const out: Reply[] = [];
+      let cursor: number | null = 0;
+      for (let page = 0; page < 10_000 && cursor !== null; page++) {
+        const res = await timed(`${m.apiUrl}/chat/channels/general/messages?limit=500&cursor=${cursor}`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } });
+        if (!res.ok) throw new Error(`${m.id} answered ${res.status}`);
+        const body = (await res.json()) as { messages: { thread_parent: string | null; author: string; created_at: number }[]; next: number | null };
+        for (const msg of body.messages) if (msg.thread_parent) out.push({ thread_parent: msg.thread_parent, author: msg.author, created_ms: msg.created_at });
+        cursor = body.messages.length === 0 ? null : body.next;
+      }
+      return out;
+    } catch {
+      // the next member
+    }
+  }
+  return [];
+}
+
+/**
+ * Which unanswered messages the broker still holds ack-pending on their seat's inbox: the
+ * trigger is stored, at or below the mailbox's delivered pointer, above its ack floor, and
+ * the mailbox counts deliveries pending. Stored above the delivered pointer is mail the
+ * seat never took (deaf); gone from the stream is mail acked without an answer (lost).
+ */
+async function brokerHeld(from: FleetNode[], unanswered: string[], seats: string[], note: (s: string) => void): Promise<Set<string>> {
+  const held = new Set<string>();
+  if (unanswered.length === 0) return held;
+  const want = new Set(unanswered);
+  let nc: Awaited<ReturnType<typeof connect>> | null = null;
+  for (const via of from) {
+    try {
+      nc = await connect({ servers: `nats://127.0.0.1:${via.clientPort}`, ...via.natsAuth(), reconnect: false, name: "chaos-checker" });
+      break;
+    } catch (err) {
+      note(`broker: could not read through ${via.id}: ${(err as Error).message}`);
+    }
+  }
+  // No broker to ask: nothing counts as held, so every unanswered message is judged lost.
+  if (!nc) return held;
+  try {
+    const jsm = await nc.jetstreamManager({ timeout: 10_000 });
+    for (const seat of seats) {
+      const box = mailbox(seat, "inbox");
+      const info = await jsm.consumers.info(STREAM_AGENT, durableName(box.group)).catch(() => null);
+      if (!info) continue;
+      const floor = info.ack_floor.stream_seq;
+      const delivered = info.delivered.stream_seq;
+      let seq = floor + 1;
+      for (let i = 0; i < 10_000; i++) {
+        const reply = await nc.request(`$JS.API.STREAM.MSG.GET.${STREAM_AGENT}`, JSON.stringify({ seq, next_by_subj: box.subject }), { timeout: 10_000 });
+        const body = JSON.parse(new TextDecoder().decode(reply.data)) as { message?: { seq: number; data?: string } };
+        if (!body.message) break;
+        const m = { seq: body.message.seq, data: Buffer.from(body.message.data ?? "", "base64") };
+        seq = m.seq + 1;
+        const decoded = decodeTrigger(m.data);
+        const id = decoded.ok ? decoded.trigger.refs.message_id : undefined;
+        if (!id || !want.has(id)) continue;
+        if (m.seq <= delivered && info.num_ack_pending > 0) held.add(id);
+        else note(`broker: ${seat}'s trigger for ${id} is stored at ${m.seq} beyond its mailbox's delivered pointer ${delivered} (ack floor ${floor}, ${info.num_ack_pending} pending)`);
+      }
+    }
+  } finally {
+    await nc.close();
+  }
+  return held;
+}
+
+/** The figures as lines a person reads. */
+export function report(r: ChaosResult): string[] {
+  const f = r.verdict.figures;
+  const lines = [
+    `chaos seed ${r.seed}: ${Math.round(r.elapsed_ms / 1000)} s, ${r.facts.faults.length} faults (${r.facts.faults.map((x) => x.kind).join(", ")})`,
+    `  load average (1 min) min ${r.load.min.toFixed(2)} mean ${r.load.mean.toFixed(2)} max ${r.load.max.toFixed(2)} on ${navigator.hardwareConcurrency} cores`,
+    `  tenures ${f.tenures}; unowned seat time total ${(f.unowned_ms_total / 1000).toFixed(1)} s, worst seat ${(f.unowned_ms_max_seat / 1000).toFixed(1)} s`,
+    `  messages: ${f.acked} acknowledged (${f.unacked} not), ${f.answered_once} answered once, ${f.answered_twice_in_kill_window} twice in a kill window, ${f.held_by_broker} held by the broker, ${f.lost} lost`,
+    `  frozen nodes exiting 75: ${f.frozen_exits_75}; final probe answered ${f.probe}`,
+  ];
+  for (const [kind, x] of Object.entries(f.failover_ms)) lines.push(`  failover ${kind}: n=${x.n} p50 ${x.p50} ms p99 ${x.p99} ms max ${x.max} ms`);
+  lines.push(`  violations: ${r.verdict.violations.length}`);
+  for (const v of r.verdict.violations.slice(0, 50)) lines.push(`    ${v}`);
+  for (const n of r.notes) lines.push(`  note: ${n}`);
+  return lines;
+}

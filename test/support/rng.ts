@@ -1,0 +1,14 @@
+// A seedable random source for simulations and chaos schedules: the same seed replays the
+// same run.
+
+/** mulberry32: small, seedable, good enough to drive a simulation. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
