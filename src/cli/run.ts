@@ -58,7 +58,10 @@ export async function runRun(args: string[]): Promise<number> {
     console.error(`crewlet: ${loaded.nodeId} failed to start: ${(err as Error).message}`);
     // A refusal is the operator's setup (a store or node id that is another process's):
     // restarting would only meet it again.
-    return err instanceof NodeRefusal ? EXIT_BAD_CONFIG : EXIT_FAILURE;
+    // The failed boot stopped what it started; a handle one component failed to close
+    // must not keep the process alive (seen: a node whose boot failed kept its appliers
+    // retrying for minutes, never exiting, so its supervisor never restarted it).
+    process.exit(err instanceof NodeRefusal ? EXIT_BAD_CONFIG : EXIT_FAILURE);
   }
   const code = await node.stopped;
   // Everything the node started has been stopped and every log line written (the sinks

@@ -51,6 +51,8 @@ export function topologyProblems(c: TierA): ConfigProblem[] {
   if (kind === "leaf") {
     if (clustered) add("stream.cluster", "a leaf node joins the members' cluster through leaf.urls and has no cluster block");
     if (roles.has("data")) add("node.roles", "a leaf node holds no data: remove data (and ingress/workers, which need it)");
+    // The members decide the fleet's streams; a leaf holds no replica and changes none.
+    if (c.stream.replicas !== 1) add("stream.replicas", "a leaf holds no replica and never changes the fleet's streams: the members' stream.replicas decides; remove it here");
   }
   if (c.stream.leaf?.port !== undefined && c.stream.leaf.urls) {
     add("stream.leaf", "set leaf.port (a member listening for leaves) or leaf.urls (a leaf), not both");

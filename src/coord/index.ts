@@ -31,6 +31,8 @@ export interface CoordinationOptions {
   nc: NatsConnection;
   /** Stream replicas for every bucket (1 on a single member, 3 on a cluster). */
   replicas: number;
+  /** False on a leaf: buckets are the members' to create; a leaf adopts them only. */
+  decidesStreams?: boolean;
   /** This node's configured lease TTL; a peer's bucket may overrule it (lease_ttl_ms). */
   lease_ttl_ms?: number;
   clock: Clock;
@@ -96,7 +98,7 @@ export async function createCoordination(opts: CoordinationOptions): Promise<Coo
   const configured_ttl_ms = opts.lease_ttl_ms ?? DEFAULT_LEASE_TTL_MS;
   const timeout_ms = opts.op_timeout_ms ?? opTimeoutFor(configured_ttl_ms);
   const open = (spec: { name: string; max_age_ms: number }) =>
-    openBucket({ nc: opts.nc, clock: opts.clock, spec, replicas: opts.replicas, timeout_ms, log: opts.log });
+    openBucket({ nc: opts.nc, clock: opts.clock, spec, replicas: opts.replicas, timeout_ms, log: opts.log, creates: opts.decidesStreams ?? true });
   const specs = leaseBuckets(configured_ttl_ms);
   // Concurrently: an R3 bucket costs a raft campaign (~0.4 s) to create.
   const slotList = await Promise.all(SLOT_NAMES.map((n) => open(SLOT_BUCKETS[n])));

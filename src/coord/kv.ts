@@ -311,6 +311,8 @@ export interface OpenBucketOptions {
   replicas: number;
   timeout_ms: number;
   log: Logger;
+  /** False on a leaf: a missing bucket is waited for (the members create it), never made here. */
+  creates?: boolean;
 }
 
 function streamConfig(spec: BucketSpec, replicas: number): Partial<StreamConfig> {
@@ -362,6 +364,7 @@ export async function openBucket(opts: OpenBucketOptions): Promise<JetStreamBuck
     adopt((await jsm.streams.info(stream)).config.max_age);
   } catch (err) {
     if (apiErrCode(err) !== STREAM_NOT_FOUND_ERR_CODE) throw err;
+    if (opts.creates === false) throw new Error(`coordination: bucket ${spec.name} is not there yet: waiting for the members to create it`);
     try {
       await jsm.streams.add(streamConfig(spec, replicas));
       log.info("bucket_created", { bucket: spec.name, max_age_ms: spec.max_age_ms, replicas });

@@ -72,7 +72,7 @@ export interface Estate {
 export function openEstate(o: EstateOptions): Estate {
   const log = o.log.child({ component: "estate" });
   const isData = o.roles.includes("data");
-  const stateLog = new StateLog(o.nc, log);
+  const stateLog = new StateLog(o.nc, log, o.clock);
   let company = o.company;
   const copy = isData
     ? new EstateCopy({
@@ -116,6 +116,7 @@ export function openEstate(o: EstateOptions): Estate {
     return { data: true, in_service: Object.values(domains).every((d) => d.in_service), domains };
   };
 
+  const phases = { streams: false, copy: false, seeded: false, wakes: false };
   const seed = async () => {
     for (const record of seedRecords(company, o.nodeId)) {
       const out = await router.writeRecord(record);
@@ -140,14 +141,24 @@ export function openEstate(o: EstateOptions): Estate {
       company = next;
       if (copy) await seed();
     },
+    // Safe to call again after a failure (the node's boot retries it while its cluster
+    // has no quorum): each phase runs once, the ones that failed run again.
     async start() {
       if (!copy) return;
-      await stateLog.ensureStreams(o.replicas);
-      copy.start();
-      server!.start();
-      await seed();
-      if (wakes) await wakes.start();
-      else log.warn("estate_wakes_off", { reason: "no claims slot given" });
+      if (!phases.streams) await stateLog.ensureStreams(o.replicas);
+      phases.streams = true;
+      if (!phases.copy) {
+        copy.start();
+        server!.start();
+        phases.copy = true;
+      }
+      if (!phases.seeded) await seed();
+      phases.seeded = true;
+      if (!phases.wakes) {
+        if (wakes) await wakes.start();
+        else log.warn("estate_wakes_off", { reason: "no claims slot given" });
+      }
+      phases.wakes = true;
     },
     async stop() {
       await wakes?.stop();

@@ -10,6 +10,7 @@ import {
   type NatsConnection,
   type StreamConfig,
 } from "nats";
+import { systemClock, type Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { stateLogStream, stateLogSubject, stateLogSubjects } from "../queue/topics.ts";
 import { checkRecord, decodeRecord, MAX_RECORD_BYTES, opToken, recordSubjectTokens, type LogSkip, type StateRecord } from "./records.ts";
@@ -52,6 +53,10 @@ export function recordLimitBytes(nc: Pick<NatsConnection, "info">): number {
  * router most of its 60 s write budget to try another node.
  */
 export const APPEND_TIMEOUT_MS = 10_000;
+/** Between appends that met a log with no leader: a fraction of an R3 election (~0.3–4 s). */
+const APPEND_RETRY_MS = 250;
+/** What a publish answers when the stream has no leader to take it: nothing was stored. */
+const NO_LEADER = /\b503\b|no responders/i;
 
 /**
  * A log's identity is a generation minted when it is created and kept in its config
@@ -132,6 +137,7 @@ export class StateLog {
   constructor(
     private readonly nc: NatsConnection,
     private readonly log: Logger,
+    private readonly clock: Clock = systemClock,
   ) {
     this.js = nc.jetstream({ timeout: APPEND_TIMEOUT_MS });
   }
@@ -214,18 +220,31 @@ export class StateLog {
 
   /** Appends bytes as they are (the repair and test path for records this build cannot write). */
   async appendRaw(domain: Domain, subject: string, data: Uint8Array, msg_id: string): Promise<AppendResult> {
-    try {
-      const ack = await this.js.publish(subject, data, {
-        msgID: msg_id,
-        expect: { streamName: stateLogStream(domain) },
-        timeout: APPEND_TIMEOUT_MS,
-      });
-      return { ok: true, seq: ack.seq, duplicate: ack.duplicate };
-    } catch (err) {
-      const code = (err as { code?: string }).code;
-      // The connection closing or closed: the publish never left this process.
-      if (code === "CONNECTION_CLOSED" || code === "CONNECTION_DRAINING") return { ok: false, error: (err as Error).message, notSent: true };
-      return { ok: false, error: (err as Error).message };
+    const started = this.clock.now();
+    for (let attempt = 1; ; attempt++) {
+      const left_ms = APPEND_TIMEOUT_MS - (this.clock.now() - started);
+      try {
+        const ack = await this.js.publish(subject, data, {
+          msgID: msg_id,
+          expect: { streamName: stateLogStream(domain) },
+          timeout: Math.max(1, left_ms),
+        });
+        if (attempt > 1) this.log.info("estate_append_through_election", { stream: stateLogStream(domain), attempts: attempt, waited_ms: this.clock.now() - started });
+        return { ok: true, seq: ack.seq, duplicate: ack.duplicate };
+      } catch (err) {
+        // No responders: the log has no leader this moment (its leader died; an election
+        // is under way) and nothing was stored. The same op id again is safe (the broker
+        // de-duplicates it, the appliers apply an op id once), so the append rides the
+        // election out within its budget instead of answering "unknown" in milliseconds —
+        // an unknown reply write was a turn acked with its answer lost.
+        const message = (err as Error).message ?? String(err);
+        const code = (err as { code?: string }).code;
+        // The connection closing or closed: the publish never left this process.
+        if (code === "CONNECTION_CLOSED" || code === "CONNECTION_DRAINING") return { ok: false, error: message, notSent: true };
+        const waited = this.clock.now() - started;
+        if (!NO_LEADER.test(`${(err as { code?: string }).code ?? ""} ${message}`) || waited + APPEND_RETRY_MS >= APPEND_TIMEOUT_MS) return { ok: false, error: message };
+        await this.clock.sleep(APPEND_RETRY_MS);
+      }
     }
   }
 

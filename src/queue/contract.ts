@@ -177,3 +177,17 @@ export interface Queue {
   serve(subject: string, responder: Responder, queueGroup?: string): Promise<{ stop(): void }>;
   close(): Promise<void>;
 }
+
+/** A mailbox's state as its broker reports it (JetStreamQueue.inspectMailbox), for the
+ * deaf-seat watch (seat/mailbox-watch.ts). */
+export interface MailboxSnapshot {
+  num_pending: number;
+  num_ack_pending: number;
+  /** Stream sequence of the last message delivered. */
+  delivered_seq: number;
+  /** Stream sequence below which everything is acknowledged. */
+  ack_floor_seq: number;
+  /** The first message stored for this mailbox's subject above its ack floor, or null when
+   * the stream holds none. */
+  first_unacked_seq: number | null;
+}

@@ -18,6 +18,7 @@ import {
   type Delivery,
   type Handler,
   type MailboxRef,
+  type MailboxSnapshot,
   type PublishOptions,
   type PublishResult,
   type Queue,
@@ -26,8 +27,8 @@ import {
 } from "./contract.ts";
 import { AttachmentCore, PULL_EXPIRES_MS, type CoreOptions, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter, replayOf } from "./deadletter.ts";
-import { apiErrorCode, ensureStreams } from "./streams.ts";
-import { durableName, groupOfDurable, parseMailbox, STREAM_AGENT, STREAM_DLQ, streamForSubject } from "./topics.ts";
+import { apiErrorCode, ensureStreams, WAITING_FOR_MEMBERS } from "./streams.ts";
+import { durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_AGENT, STREAM_DLQ, streamForSubject } from "./topics.ts";
 
 /**
  * A pull the broker has not ended this long after its expiry (PULL_EXPIRES_MS, attachment.ts)
@@ -59,6 +60,17 @@ const LIST_INFO_CONCURRENCY = 16;
  * then at the mercy of the ack wait, as before).
  */
 export const LEADER_HANDOFF_WITHIN_MS = 10_000;
+/**
+ * A settlement (ack, NAK, term) is sent as a request and counts only once the consumer's
+ * leader answers it (a "double ack"). A fire-and-forget ack that meets a dying leader is
+ * lost, and the message comes back after the 30-minute ack wait to run again (seen in the
+ * chaos runs). Each attempt waits ACK_CONFIRM_ATTEMPT_MS for the answer; attempts go on
+ * through an election (R3: ~0.3–4 s) for up to SETTLE_CONFIRM_WITHIN_MS, then the
+ * settlement is reported unconfirmed (the ledger absorbs the redelivery).
+ */
+export const SETTLE_CONFIRM_WITHIN_MS = 15_000;
+const ACK_CONFIRM_ATTEMPT_MS = 2_000;
+const ACK_CONFIRM_RETRY_MS = 250;
 /** Between consumer INFO polls while waiting for a new leader: an election's own pace. */
 const LEADER_POLL_MS = 100;
 /**
@@ -104,6 +116,11 @@ export interface JetStreamQueueOptions {
    * short one rather than wait 30 minutes. Production never passes it.
    */
   ackWait_ms?: number;
+  /**
+   * False on a leaf: the members decide the fleet's streams and their replication. The
+   * leaf looks streams and mailboxes up without creating or updating them.
+   */
+  decidesStreams?: boolean;
 }
 
 // ---- wire parsing -----------------------------------------------------------------------
@@ -153,6 +170,11 @@ function statusOf(msg: Msg): number {
   return msg.data.length === 0 && msg.headers && msg.headers.code > 0 ? msg.headers.code : 0;
 }
 
+const MsgGetReply = z.object({
+  message: z.object({ seq: z.number().int().positive() }).optional(),
+  error: z.object({ code: z.number(), err_code: z.number().optional(), description: z.string() }).optional(),
+});
+
 /** A consumer LIST page: only what listMailboxes reads is checked. */
 const ListPage = z.object({
   total: z.number().int().nonnegative(),
@@ -171,6 +193,7 @@ export class JetStreamQueue implements Queue {
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly ackWait_ms: number;
+  private readonly decidesStreams: boolean;
   private readonly js: JetStreamClient;
   private jsmPromise: Promise<JetStreamManager> | null = null;
   private readonly attachments = new Set<AttachmentCore>();
@@ -186,6 +209,7 @@ export class JetStreamQueue implements Queue {
     this.clock = opts.clock;
     this.log = opts.log;
     this.ackWait_ms = opts.ackWait_ms ?? ACK_WAIT_MS;
+    this.decidesStreams = opts.decidesStreams ?? true;
     this.js = this.nc.jetstream({ timeout: 10_000 });
   }
 
@@ -196,7 +220,7 @@ export class JetStreamQueue implements Queue {
   }
 
   async ensureStreams(): Promise<void> {
-    await ensureStreams(await this.jsm(), this.replicas, this.log);
+    await ensureStreams(await this.jsm(), this.replicas, this.log, this.decidesStreams);
   }
 
   consumerConfig(subject: string, group: string): ConsumerConfig {
@@ -234,12 +258,29 @@ export class JetStreamQueue implements Queue {
     const config = this.consumerConfig(subject, group);
     const durable = config.durable_name!;
     const jsm = await this.jsm();
+    if (!this.decidesStreams) {
+      // A leaf creates no fleet asset: the members make every seat's mailbox at boot and at
+      // each revision. Waiting for them beats a consumer of the leaf's own making, whose
+      // settings would differ from theirs.
+      const found = await jsm.consumers.info(stream, durable).catch((err) => {
+        if (apiErrorCode(err) === CONSUMER_NOT_FOUND) throw new Error(`queue: mailbox ${group} on ${subject} is not there yet: ${WAITING_FOR_MEMBERS}`);
+        throw new Error(`queue: reading mailbox ${group} on ${subject} failed: ${String(err)}`);
+      });
+      if (found.config.filter_subject !== subject) throw new Error(`queue: mailbox ${group} already exists on ${found.config.filter_subject}, not ${subject}`);
+      return;
+    }
     try {
       await jsm.consumers.add(stream, config);
     } catch (err) {
       // Made by a peer with other settings (an older node): the mailbox exists and holds the
       // mail, which is what this call promises. On another subject it is a clash: refused.
       const info = await jsm.consumers.info(stream, durable).catch(() => null);
+      // "Already exists" with the info unreadable (its leader not elected yet): a peer made
+      // it, and when this group's name is unambiguous it can only be this mailbox.
+      if (!info && /already exists/i.test(String(err)) && groupCandidates(group).length <= 1) {
+        this.log.warn("queue_mailbox_settings_differ", { subject, group, error: String(err) });
+        return;
+      }
       if (!info || info.config.filter_subject !== subject) throw new Error(`queue: creating mailbox ${group} on ${subject} failed: ${String(err)}`);
       this.log.warn("queue_mailbox_settings_differ", { subject, group, error: String(err) });
     }
@@ -417,6 +458,41 @@ export class JetStreamQueue implements Queue {
         sub.unsubscribe();
       },
     };
+  }
+
+  /**
+   * A mailbox's state as its broker reports it, for the deaf-seat watch (seat/mailbox-watch.ts):
+   * the consumer's counters and pointers, and the first message stored for its subject
+   * above its ack floor (a stream read by subject from that sequence; none → null).
+   */
+  async inspectMailbox(subject: string, group: string): Promise<MailboxSnapshot> {
+    const stream = mustStream(subject);
+    const jsm = await this.jsm();
+    const info = await jsm.consumers.info(stream, durableName(group));
+    const ack_floor_seq = info.ack_floor.stream_seq;
+    const reply = await this.nc.request(`$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ seq: ack_floor_seq + 1, next_by_subj: subject }), { timeout: 10_000 });
+    const body = MsgGetReply.parse(JSON.parse(new TextDecoder().decode(reply.data)));
+    if (body.error && body.error.err_code !== NO_MESSAGE_FOUND) throw new Error(`queue: reading ${subject} above ${ack_floor_seq}: ${body.error.description}`);
+    return {
+      num_pending: info.num_pending,
+      num_ack_pending: info.num_ack_pending,
+      delivered_seq: info.delivered.stream_seq,
+      ack_floor_seq,
+      first_unacked_seq: body.message?.seq ?? null,
+    };
+  }
+
+  /**
+   * Resets a mailbox's consumer to its ack floor (nats-server ≥ 2.14, $JS.API.CONSUMER.RESET):
+   * everything not acknowledged is delivered again, the deaf-seat heal. False when this
+   * broker does not know the call.
+   */
+  async resetMailbox(subject: string, group: string): Promise<boolean> {
+    const reply = await this.nc.request(`$JS.API.CONSUMER.RESET.${mustStream(subject)}.${durableName(group)}`, JSON.stringify({}), { timeout: 10_000 });
+    if (reply.data.length === 0) return false; // a 503 status: nobody serves the call
+    const body = z.object({ error: z.object({ code: z.number(), description: z.string() }).optional() }).parse(JSON.parse(new TextDecoder().decode(reply.data)));
+    if (body.error) throw new Error(`queue: resetting mailbox ${group}: ${body.error.description} (${body.error.code})`);
+    return true;
   }
 
   /**
@@ -607,9 +683,8 @@ class JetStreamSource implements MailboxSource {
       deliveryCount: info.deliveryCount,
       streamSeq: info.streamSeq,
     };
-    // Fire-and-forget acks, as the client's own ack() does: an ack lost with the connection
-    // comes back after the ack wait, which the completion ledger is there to absorb.
-    const send = (body: string) => async () => this.nc.publish(reply, body);
+    // Every settlement is confirmed by the consumer's leader (see confirmed()).
+    const send = (body: string) => () => this.confirmed(reply, body);
     // A delayed NAK is `-NAK {"delay": ns}`: the server rewrites the delivery's stored
     // timestamp, which is persisted and replicated, and redelivers once it is due. A NAK
     // for "at once" is sent as that with delay 0 AND a bare `-NAK`: the bare one puts the
@@ -617,13 +692,31 @@ class JetStreamSource implements MailboxSource {
     // leader's memory; the delay-0 one makes the hand-back survive a restart of the broker
     // or a leader change — without it, a drained single box whose sidecar stopped right
     // after left the message ack-pending for the 30-minute ack wait (measured, 2.15.2).
+    // The delayed one is the one confirmed; the bare one follows it unconfirmed.
     const delayed = (ms: number) => `-NAK ${JSON.stringify({ delay: Math.round(ms) * NS_PER_MS })}`;
     const nak = async (delay_ms?: number) => {
-      if (delay_ms !== undefined && delay_ms > 0) return this.nc.publish(reply, delayed(delay_ms));
-      this.nc.publish(reply, delayed(0));
+      if (delay_ms !== undefined && delay_ms > 0) return this.confirmed(reply, delayed(delay_ms));
+      await this.confirmed(reply, delayed(0));
       this.nc.publish(reply, "-NAK");
     };
     return { delivery, ack: send("+ACK"), nak, term: send("+TERM") };
+  }
+
+  /** Sends a settlement until the consumer's leader confirms it (SETTLE_CONFIRM_WITHIN_MS). */
+  private async confirmed(reply: string, body: string): Promise<void> {
+    const started = this.clock.now();
+    for (let attempt = 1; ; attempt++) {
+      const left_ms = SETTLE_CONFIRM_WITHIN_MS - (this.clock.now() - started);
+      try {
+        await this.nc.request(reply, body, { timeout: Math.max(1, Math.min(ACK_CONFIRM_ATTEMPT_MS, left_ms)) });
+        return;
+      } catch (err) {
+        if (this.nc.isClosed() || this.clock.now() - started + ACK_CONFIRM_RETRY_MS >= SETTLE_CONFIRM_WITHIN_MS) {
+          throw new Error(`${body} not confirmed by the consumer's leader after ${attempt} attempt(s): ${(err as Error).message}`);
+        }
+        await this.clock.sleep(ACK_CONFIRM_RETRY_MS);
+      }
+    }
   }
 
   async deadLetter(m: RawMessage, reason: string): Promise<void> {

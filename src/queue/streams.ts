@@ -103,14 +103,29 @@ export function streamConfig(spec: StreamSpec, replicas: number): StreamConfig {
 
 /** JetStream API error: stream name already in use with a different configuration. */
 const STREAM_NAME_IN_USE = 10058;
+const STREAM_NOT_FOUND = 10059;
+
+/** What a node that does not decide the fleet's streams (a leaf) says while the members
+ * have not created one yet; the boot waits it out like a forming cluster. */
+export const WAITING_FOR_MEMBERS = "waiting for the members to create it";
 
 /**
  * Creates each stream, or brings an existing one to our settings (a peer created it first
  * with the same ones: nothing happens; an older node's settings: updated). Retention cannot
  * change on a live stream, so a mismatch there is an error naming the stream.
  */
-export async function ensureStreams(jsm: JetStreamManager, replicas: number, log: Logger): Promise<void> {
+export async function ensureStreams(jsm: JetStreamManager, replicas: number, log: Logger, decides = true): Promise<void> {
   for (const spec of streamSpecs()) {
+    if (!decides) {
+      // A leaf holds no replica: the members decide every stream's settings (replication
+      // above all), so a leaf only looks. Updating would set the members' R3 streams to
+      // the leaf's own replica count (seen: R3 → R1, then flipped back by a member's boot).
+      await jsm.streams.info(spec.name).catch((err: unknown) => {
+        if (apiErrorCode(err) === STREAM_NOT_FOUND) throw new Error(`queue: stream ${spec.name} is not there yet: ${WAITING_FOR_MEMBERS}`);
+        throw err;
+      });
+      continue;
+    }
     const config = streamConfig(spec, replicas);
     try {
       await jsm.streams.add(config);

@@ -5,6 +5,7 @@ import { MemoryCoordination, StoreFaults } from "../../src/coord/index.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { EpisodeStore } from "../../src/agent/episodes.ts";
 import { MemoryEventSink } from "../../src/agent/events.ts";
+import { StoreUnavailable } from "../../src/coord/contract.ts";
 import { CompletionLedger } from "../../src/agent/ledger.ts";
 import { openAiProvider } from "../../src/agent/providers/openai.ts";
 import { buildProviders } from "../../src/agent/providers/index.ts";
@@ -48,7 +49,8 @@ function rig(): Rig {
   const coord = new MemoryCoordination({ clock: systemClock, log });
   const faults = new StoreFaults(systemClock);
   const slot = coord.node({ faults }).slot("ledger");
-  const ledger = new CompletionLedger(slot, systemClock, log);
+  // A store that stays down is given up on after a second here, not the shipped 15 s.
+  const ledger = new CompletionLedger(slot, systemClock, log, 1_000);
   const events = new MemoryEventSink();
   const episodes = new EpisodeStore(new Database(":memory:"));
   const queue = new MemoryQueue({ clock: systemClock, log });
@@ -143,6 +145,26 @@ describe("the default company (scripted provider)", () => {
     const report = await r.engine("node-a").run({ seat: "pm", epoch: 1, fence: owned, triggers: [mentionTrigger("pm", "general", msg, "@pm hello")] });
     expect(report.settle).toBe("ack");
     expect(report.outcome).toBe("completed");
+    expect((await r.estate.thread("general", msg)).map((m) => m.body)).toEqual(["@pm hello", "Noted, @founder. (pm)"]);
+  });
+
+  test("a ledger write that meets an election is retried before the ack, so a redelivery is skipped", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@pm hello");
+    const trigger = mentionTrigger("pm", "general", msg, "@pm hello");
+    // The store goes away at the turn's first ledger write and comes back 400 ms later
+    // (an election): the record must still land before the turn settles.
+    r.faults.onOp = (op) => {
+      if (op.kind !== "put") return;
+      r.faults.onOp = null;
+      r.faults.unreachable = true;
+      setTimeout(() => (r.faults.unreachable = false), 400);
+      throw new StoreUnavailable("put crewlet_ledger: 503 (injected election)");
+    };
+    const first = await r.engine("node-a").run({ seat: "pm", epoch: 1, fence: owned, triggers: [trigger] });
+    expect(first.settle).toBe("ack");
+    const again = await r.engine("node-b").run({ seat: "pm", epoch: 2, fence: owned, triggers: [trigger] });
+    expect(again.outcome).toBe("skipped");
     expect((await r.estate.thread("general", msg)).map((m) => m.body)).toEqual(["@pm hello", "Noted, @founder. (pm)"]);
   });
 });

@@ -56,6 +56,11 @@ const refusals: [string, string, string][] = [
     "node.id",
   ],
   ["external nats without a url", `node: {id: a}\ncoordination: {type: embedded-kv}\nstream: {type: nats}\n`, "stream.url"],
+  [
+    "a leaf that names a replica count (the members decide replication)",
+    `node: {id: a, roles: [seats]}\ncoordination: {type: embedded-kv}\nstream: {leaf: {urls: ["nats://127.0.0.1:7422"]}, replicas: 3}\n`,
+    "stream.replicas",
+  ],
 ];
 
 describe("topology refusals", () => {
