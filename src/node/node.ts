@@ -24,8 +24,10 @@ import { createCoordination, type CoordinationHandle } from "../coord/index.ts";
 import { openEstate, type Estate } from "../estate/estate.ts";
 import { JetStreamQueue } from "../queue/jetstream.ts";
 import { ensureSeatMailboxes } from "../queue/mailboxes.ts";
-import { SeatHost } from "../seat/host.ts";
+import { SeatHost, type SeatGrant, type SeatHooks } from "../seat/host.ts";
 import { Watchdog } from "../seat/watchdog.ts";
+import { MailboxWatch } from "../seat/mailbox-watch.ts";
+import { mailbox } from "../queue/topics.ts";
 import { brokerPlanFor } from "./broker-plan.ts";
 import { handOffStreamLeaders } from "../broker/handoff.ts";
 import { decideSeed, SeedMemory } from "./company-seed.ts";
@@ -75,18 +77,48 @@ export const EXIT_REFUSED = 2;
 /** What a JetStream cluster that is still forming answers (see whileClusterForms); 503 is
  * "no responders", which a restarted member answers for an asset whose leader it has not
  * learned yet. */
-const CLUSTER_FORMING = /TIMEOUT|\b503\b|no responders|no suitable peers for placement|temporarily unavailable/i;
-/** A forming cluster's boot steps are retried this many times (~30 s): enough for the
- * peers to register, and for a member restarted after a peer's fault to see its assets'
- * leaders elected again (measured: 5 s and more for an idle R3 consumer after two member
- * restarts), few enough that a member that cannot reach quorum fails its boot rather
- * than hanging. */
-const CLUSTER_FORMING_ATTEMPTS = 60;
+const CLUSTER_FORMING = /TIMEOUT|\b503\b|no responders|no suitable peers for placement|temporarily unavailable|waiting for the members/i;
+/**
+ * A boot step that needs quorum waits for it this long. A whole fleet restarted — in any
+ * order, with any delay between the starts — has each node booting before its peers are
+ * up, so quorum is something to wait for, not a reason to exit (an exit 1 there made every
+ * node's first boot of a full restart fail). Ten minutes covers an operator bringing
+ * boxes back one by one; a node still without quorum after that exits 1 for its
+ * supervisor, which is then the honest answer. /ready names the step meanwhile.
+ */
+export const QUORUM_WAIT_MS_MAX = 10 * 60_000;
 /** Between attempts: about one raft campaign, the thing being waited out. */
 const CLUSTER_FORMING_RETRY_MS = 500;
+/** A waiting boot step says so this often (node_boot_waiting_for_quorum), not every attempt. */
+const QUORUM_PROGRESS_EVERY_MS = 5_000;
 
 /** A graceful stop that takes longer than this is cut short: a hung drain is a kill away anyway. */
 const SHUTDOWN_BUDGET_MS = 30_000;
+
+/**
+ * The last acquire step before the inbox attaches: mail a previous holder had delivered and
+ * never settled (it was killed, frozen past its TTL, or cut off) is handed back to the seat
+ * now, by resetting the inbox consumer to its ack floor (nats-server ≥ 2.14), instead of
+ * waiting out the 30-minute ack wait. Safe because this node now holds the lease: the old
+ * holder is fenced (its turns stop at the next round or tool call), and a trigger it had
+ * completed is skipped by the completion ledger. A seat with nothing ack-pending (every
+ * voluntary handover) is not touched. A failure is logged, never fails the acquire: the ack
+ * wait remains the backstop.
+ */
+function withInboxReclaim(hooks: SeatHooks, queue: JetStreamQueue, log: Logger): SeatHooks {
+  const reclaim = async (grant: SeatGrant) => {
+    const box = mailbox(grant.handle, "inbox");
+    try {
+      const state = await queue.inspectMailbox(box.subject, box.group);
+      if (state.num_ack_pending === 0) return;
+      const reset = await queue.resetMailbox(box.subject, box.group);
+      log.info("seat_inbox_reclaimed", { seat: grant.handle, epoch: grant.epoch, ack_pending: state.num_ack_pending, reset });
+    } catch (err) {
+      log.warn("seat_inbox_reclaim_failed", { seat: grant.handle, epoch: grant.epoch, error: (err as Error).message });
+    }
+  };
+  return { ...hooks, prepare: [...(hooks.prepare ?? []), reclaim] };
+}
 
 export class CrewletNode {
   readonly nodeId: string;
@@ -106,6 +138,7 @@ export class CrewletNode {
   private engine: NodeEngine | null = null;
   private watchdog: Watchdog | null = null;
   private duties: NodeDuties | null = null;
+  private mailboxWatch: MailboxWatch | null = null;
   private company: Company | null = null;
   private bootStep = "starting";
   private readyFlag = false;
@@ -154,7 +187,11 @@ export class CrewletNode {
 
   notReadyReason(): string | null {
     if (this.stopping) return "stopping";
-    if (this.readyFlag) return null;
+    if (this.readyFlag) {
+      // A node holding seats its broker no longer delivers to is not serving them.
+      const deaf = this.mailboxWatch?.deaf() ?? [];
+      return deaf.length > 0 ? `seat_mailbox_deaf: ${deaf.join(", ")}` : null;
+    }
     const broker = this.broker?.notReadyReason();
     return broker ? `booting: ${this.bootStep}: ${broker}` : `booting: ${this.bootStep}`;
   }
@@ -236,7 +273,9 @@ export class CrewletNode {
     const replicas = c.stream.replicas;
 
     this.step("streams");
-    this.queue = new JetStreamQueue({ nc, replicas, clock: this.clock, log: this.log });
+    // The members decide the fleet's streams; a leaf only adopts them (its replicas are refused at validation).
+    const decidesStreams = brokerKind(c) !== "leaf";
+    this.queue = new JetStreamQueue({ nc, replicas, clock: this.clock, log: this.log, decidesStreams });
     const queue = this.queue;
     await this.whileClusterForms("streams", () => queue.ensureStreams());
     // Registered first, so it runs last of the components: after the seats are handed
@@ -254,7 +293,7 @@ export class CrewletNode {
 
     this.step("coordination");
     this.coord = await this.whileClusterForms("coordination", () =>
-      createCoordination({ type: c.coordination.type, nc, replicas, lease_ttl_ms: ttl_ms, clock: this.clock, log: this.log }),
+      createCoordination({ type: c.coordination.type, nc, replicas, decidesStreams, lease_ttl_ms: ttl_ms, clock: this.clock, log: this.log }),
     );
     const coord = this.coord;
     this.onStop(() => coord.close());
@@ -303,8 +342,9 @@ export class CrewletNode {
       claims: coord.slot("claims"),
     });
     const estate = this.estate;
-    await estate.start();
+    // Registered before the start, so a boot that fails part-way still stops what started.
     this.onStop(() => estate.stop());
+    await this.whileClusterForms("estate", () => estate.start());
 
     this.step("engine");
     this.engine = new NodeEngine({
@@ -350,8 +390,9 @@ export class CrewletNode {
       },
       // Drains: a seat that was busy or moving runs its backlog as one turn per conversation.
       batchHandler: engine.inbox.batchHandler,
-      hooks: engine.hooks(),
+      hooks: withInboxReclaim(engine.hooks(), queue, this.log),
       watchdog: this.watchdog,
+      deafSeats: () => this.mailboxWatch?.deaf() ?? [],
     });
     const seats = this.seats;
     // Every node answers memory reads for the seats it holds (leaf nodes too), from before
@@ -366,6 +407,21 @@ export class CrewletNode {
     await memoryReads.serve();
     this.onStop(() => memoryReads.stop());
     await seats.start(this.company ? agentSeats(this.company) : []);
+    // Each held seat's inbox is checked against the broker (deaf seats: alarm and heal).
+    const watch = new MailboxWatch({
+      port: {
+        inspect: (h) => queue.inspectMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group),
+        reset: (h) => queue.resetMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group),
+      },
+      held: () => seats.health().held,
+      idle: (h) => { const s = seats.seatState(h); return s?.phase === "established" && s.attached && !engine.status(h).busy; },
+      handBack: (h) => seats.release(h, "mailbox_deaf"),
+      clock: this.clock,
+      log: this.log,
+    });
+    this.mailboxWatch = watch;
+    watch.start();
+    this.onStop(() => watch.stop());
     this.watchdog.arm();
     // Inbound notifications: the one fleet-wide group a stateless (leaf) node takes a share of.
     if (roles.includes("seats")) {
@@ -441,7 +497,7 @@ export class CrewletNode {
     // seats); record it so the follower starts after it rather than doing it all again.
     if (active) {
       this.revisions.markApplied(active.epoch);
-      await revisions.recordApplied(active, agentSeats(active.company).length);
+      await this.whileClusterForms("revisions", () => revisions.recordApplied(active, agentSeats(active.company).length));
       this.log.info("config_revision_applied", { digest: active.digest, epoch: active.epoch, seats: agentSeats(active.company).length });
     }
     this.revisions.start();
@@ -485,13 +541,22 @@ export class CrewletNode {
    * persists, still fails the boot.
    */
   private async whileClusterForms<T>(step: string, fn: () => Promise<T>): Promise<T> {
+    const started = this.clock.now();
+    let said = started;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await fn();
+        const out = await fn();
+        if (attempt > 1) this.log.info("node_boot_quorum_reached", { step, attempts: attempt, waited_ms: this.clock.now() - started });
+        return out;
       } catch (err) {
         const text = `${(err as { code?: string }).code ?? ""} ${(err as Error).message ?? String(err)}`;
-        if (!CLUSTER_FORMING.test(text) || attempt >= CLUSTER_FORMING_ATTEMPTS) throw err;
-        this.log.warn("node_boot_step_retry", { step, attempt, error: err as Error });
+        const waited_ms = this.clock.now() - started;
+        if (!CLUSTER_FORMING.test(text) || waited_ms >= QUORUM_WAIT_MS_MAX || this.stopping) throw err;
+        if (attempt === 1 || this.clock.now() - said >= QUORUM_PROGRESS_EVERY_MS) {
+          said = this.clock.now();
+          this.bootStep = `${step} (waiting for quorum ${Math.round(waited_ms / 1000)} s)`;
+          this.log.warn("node_boot_waiting_for_quorum", { step, attempt, waited_ms, error: err as Error });
+        }
         await this.clock.sleep(CLUSTER_FORMING_RETRY_MS);
       }
     }

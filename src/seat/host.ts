@@ -149,6 +149,9 @@ export interface SeatHostOptions {
   owner?: string;
   /** The host attaches each seat's inbox as the last acquire step (default true). */
   attachInbox?: boolean;
+  /** Held seats whose mailbox the broker no longer delivers (MailboxWatch.deaf), shown on
+   * the presence row, /health and the Fleet view. */
+  deafSeats?: () => string[];
 }
 
 export type SeatPhase = "establishing" | "established" | "releasing" | "undead";
@@ -186,7 +189,10 @@ export interface HealthSeats {
   fleet_full: boolean;
   draining: boolean;
   withdrawn: boolean;
+  behind: boolean;
   unplaceable: string[];
+  /** Held seats whose inbox the broker no longer delivers (seat/mailbox-watch.ts). */
+  seat_mailbox_deaf: string[];
   /** handle → seconds its teardown has been failing; absent when nothing is stranded. */
   unproven_seconds?: Record<string, number>;
 }
@@ -201,6 +207,10 @@ export interface FleetNode {
   expires_in_ms: number;
   draining: boolean;
   withdrawn: boolean;
+  /** Catching up: claims nothing, left out of peers' shares until level. */
+  behind: boolean;
+  /** Seats it holds whose inbox is deaf (seat/mailbox-watch.ts). */
+  seat_mailbox_deaf: string[];
 }
 
 export interface FleetLease {
@@ -348,7 +358,9 @@ export class SeatHost {
 
   /** The estate copy is catching up: keep every seat, claim none until level. */
   setBehind(behind: boolean): void {
+    if (this.behind === behind) return;
     this.behind = behind;
+    this.log.info(behind ? "seats_behind" : "seats_behind_cleared", {});
   }
 
   /**
@@ -492,6 +504,8 @@ export class SeatHost {
       started_at: this.started_at,
       draining: this.draining,
       withdrawn: this.withdrawn,
+      behind: this.behind,
+      seat_mailbox_deaf: this.opts.deafSeats?.() ?? [],
       seats_held: this.seatsHeldCount(),
       seats_by_group: this.seatsByGroup(),
     };
@@ -1002,7 +1016,9 @@ export class SeatHost {
       fleet_full: this.lastPlan?.fleetFull ?? false,
       draining: this.draining,
       withdrawn: this.withdrawn,
+      behind: this.behind,
       unplaceable: this.lastPlan?.unplaceable ?? [],
+      seat_mailbox_deaf: this.opts.deafSeats?.() ?? [],
     };
     if (Object.keys(unproven).length > 0) out.unproven_seconds = unproven;
     return out;
@@ -1022,6 +1038,8 @@ export class SeatHost {
       expires_in_ms: Math.max(0, p.expires_at - now),
       draining: p.draining,
       withdrawn: p.withdrawn,
+      behind: p.behind ?? false,
+      seat_mailbox_deaf: p.seat_mailbox_deaf,
     }));
     const leases: FleetLease[] = seatViews
       // A claim in flight (epoch 0 until its second write mints one) is not a tenure yet:

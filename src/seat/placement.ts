@@ -55,6 +55,9 @@ export interface PresenceFact {
   seats_by_group?: Readonly<Record<string, number>>;
   draining: boolean;
   withdrawn: boolean;
+  /** Its estate copy is catching up: it claims nothing, so peers leave it out of shares
+   * until it is level (absent on an older node's row: not behind). */
+  behind?: boolean;
 }
 
 /** A seat lease as the store last showed it. */
@@ -207,7 +210,10 @@ export function plan(input: PlanInput): Plan {
   const selfPlaces = placesSeats(self);
   // Self facts win over its own (possibly stale or missing) presence row.
   const nodes: PresenceFact[] = input.presences.filter((p) => p.node_id !== self.node_id);
-  const placing = nodes.filter(placesSeats);
+  // A behind peer claims nothing until its copy is level: counting it would size every
+  // share for a node that will not take one, leaving its part of the seats unowned (seen:
+  // 44 s after a freeze). It keeps what it holds; only the shares leave it out.
+  const placing = nodes.filter((p) => placesSeats(p) && !p.behind);
 
   // Groups, most constrained (fewest matching nodes) first; ties by size then key so
   // every node orders them alike.

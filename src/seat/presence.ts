@@ -28,6 +28,10 @@ export interface PresenceMeta {
   draining: boolean;
   /** seats_withdrawn: unserviceable, so peers leave it out of every share. */
   withdrawn: boolean;
+  /** Its estate copy is catching up: it claims nothing, so peers leave it out of shares. */
+  behind: boolean;
+  /** Seats it holds whose inbox the broker no longer delivers (the Fleet view shows them). */
+  seat_mailbox_deaf: string[];
   seats_held: number;
   /** Seats held per placement group (placementKey → count), for balancing. */
   seats_by_group: Record<string, number>;
@@ -43,6 +47,9 @@ const strictMeta = z.object({
   started_at: z.number(),
   draining: z.boolean(),
   withdrawn: z.boolean(),
+  // Optional: a row from a node older than this field is still read strictly.
+  behind: z.boolean().optional(),
+  seat_mailbox_deaf: z.array(z.string()).optional(),
   seats_held: z.number().int().nonnegative(),
   seats_by_group: z.record(z.string(), z.number().int().nonnegative()),
 });
@@ -53,12 +60,15 @@ const lenientMeta = z.object({
   started_at: z.number().catch(0),
   draining: z.boolean().catch(false),
   withdrawn: z.boolean().catch(false),
+  behind: z.boolean().catch(false),
+  seat_mailbox_deaf: z.array(z.string()).catch([]),
   seats_held: z.number().int().nonnegative().catch(0),
   seats_by_group: z.record(z.string(), z.number().int().nonnegative()).optional().catch(undefined),
 });
 
 export interface PresenceRow extends PresenceFact {
   broker: string | null;
+  seat_mailbox_deaf: string[];
   started_at: number;
   /** Store clock, ms. */
   expires_at: number;
@@ -81,6 +91,8 @@ export function parsePresence(view: LeaseView, log?: Logger): PresenceRow {
     seats_by_group: meta.seats_by_group,
     draining: meta.draining,
     withdrawn: meta.withdrawn,
+    behind: meta.behind ?? false,
+    seat_mailbox_deaf: meta.seat_mailbox_deaf ?? [],
     broker: meta.broker,
     started_at: meta.started_at,
     expires_at: view.expires_at,

@@ -236,6 +236,16 @@ describe("withholding claims", () => {
     expect(p.groups[0]!.matching_nodes).toBe(2);
   });
 
+  test("peers leave a behind node out of shares (it claims nothing), so its part is claimed by them", () => {
+    // Three nodes, 12 seats; c is behind and holds nothing: a and b size their shares for two.
+    const v = run({ self: { node_id: "a" }, seats: seats("s", 12), peers: [node("b"), node("c", { behind: true })], leases: {} });
+    expect(v.groups[0]!.matching_nodes).toBe(2);
+    expect(v.groups[0]!.share).toBe(6);
+    // Level again: counted again.
+    const level = run({ self: { node_id: "a" }, seats: seats("s", 12), peers: [node("b"), node("c", { behind: false })], leases: {} });
+    expect(level.groups[0]!.share).toBe(4);
+  });
+
   test("a withdrawn node gives every seat back at once, and peers do not count it", () => {
     const held = ["s01", "s02", "s03", "s04"];
     const p = run({ seats: seats("s", 4), self: { withdrawn: true }, healthy: held, peers: [node("b")] });

@@ -215,7 +215,8 @@ function fleetView() {
           h("td", {}, n.broker ?? "—"),
           h("td", { class: "num" }, n.seats_held),
           h("td", { class: "num" }, `in ${seconds(n.expires_in_ms)}`),
-          h("td", {}, n.withdrawn ? "withdrawn" : n.draining ? "draining" : "in service"),
+          h("td", {}, n.withdrawn ? "withdrawn" : n.draining ? "draining" : n.behind ? "behind (catching up)" : "in service"),
+          h("td", {}, n.seat_mailbox_deaf?.length ? chips(n.seat_mailbox_deaf.map((s) => `@${s}`)) : h("span", { class: "muted" }, "none")),
         ),
       );
       const leaseRows = leases.map((l) =>
@@ -243,7 +244,7 @@ function fleetView() {
       const holders = new Set(leases.map((l) => l.node)).size;
       root.replaceChildren(
         h("p", {}, `${fleet.nodes.length} node${fleet.nodes.length === 1 ? "" : "s"} live; ${leases.length} seat${leases.length === 1 ? "" : "s"} held on ${holders} node${holders === 1 ? "" : "s"}.`),
-        table("Nodes", ["Node", "Roles", "Labels", "Protocol", "Broker", "Seats held", "Presence expires", "State"], nodeRows, "No live nodes."),
+        table("Nodes", ["Node", "Roles", "Labels", "Protocol", "Broker", "Seats held", "Presence expires", "State", "Deaf seats"], nodeRows, "No live nodes."),
         h("h3", {}, "Seat leases"),
         table("Who holds each agent seat", ["Seat", "Held by", "Epoch", "Lease expires"], leaseRows, "No seat is held."),
         h("h3", {}, "Duties"),
