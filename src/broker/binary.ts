@@ -44,6 +44,16 @@ export function embeddedSidecar(files: readonly Blob[] = Bun.embeddedFiles): Emb
 export interface SidecarBinary {
   path: string;
   source: "embedded" | "env" | "cache";
+  /** Its release, e.g. "2.15.2"; null when it would not say. */
+  version: string | null;
+}
+
+/** What `<bin> --version` reports ("nats-server: v2.15.2"), or null. */
+export function reportedVersion(path: string): { version: string | null; text: string } {
+  const out = Bun.spawnSync([path, "--version"], { stdout: "pipe", stderr: "pipe" });
+  const text = `${out.stdout.toString()}${out.stderr.toString()}`;
+  const m = /v?(\d+\.\d+\.\d+)/.exec(text);
+  return { version: m ? m[1]! : null, text: text.trim() };
 }
 
 function sha256Hex(bytes: Uint8Array): string {
@@ -87,20 +97,20 @@ export function binaryFromSource(env: Record<string, string | undefined> = proce
   const fromEnv = env.CREWLET_NATS_SERVER;
   if (fromEnv) {
     if (!existsSync(fromEnv)) throw new Error(`CREWLET_NATS_SERVER=${fromEnv}: no such file`);
-    return { path: fromEnv, source: "env" };
+    return { path: fromEnv, source: "env", version: reportedVersion(fromEnv).version };
   }
   const version = sidecarManifest().version;
   const cached = cachedSidecarPath(version, hostArch());
   if (!existsSync(cached)) {
     throw new Error(`nats-server ${version} not built: run scripts/setup.sh (it builds the pinned server with Go into ${cached}), or set CREWLET_NATS_SERVER to a nats-server`);
   }
-  return { path: cached, source: "cache" };
+  return { path: cached, source: "cache", version };
 }
 
 /** The nats-server this process will run: embedded (extracted into binDir) or from source. */
 export async function locateSidecarBinary(binDir: string, log: Logger): Promise<SidecarBinary> {
   const embedded = embeddedSidecar();
-  if (embedded) return { path: await extractEmbedded(embedded, binDir, log), source: "embedded" };
+  if (embedded) return { path: await extractEmbedded(embedded, binDir, log), source: "embedded", version: embedded.version };
   return binaryFromSource();
 }
 
@@ -122,14 +132,12 @@ export function natsServerVersion(): SidecarVersion {
   } catch (err) {
     return { version: null, arch: null, source: "missing", detail: (err as Error).message };
   }
-  const out = Bun.spawnSync([bin.path, "--version"], { stdout: "pipe", stderr: "pipe" });
-  const text = `${out.stdout.toString()}${out.stderr.toString()}`;
-  const m = /v?(\d+\.\d+\.\d+)/.exec(text);
+  const { version, text } = reportedVersion(bin.path);
   let arch: Arch | null = null;
   try {
     arch = elfMachineOfFile(bin.path).arch;
   } catch {
     arch = null;
   }
-  return { version: m ? m[1]! : null, arch, source: bin.source, ...(m ? {} : { detail: text.trim() }) };
+  return { version, arch, source: bin.source, ...(version ? {} : { detail: text }) };
 }

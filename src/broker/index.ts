@@ -72,10 +72,9 @@ export async function startBroker(plan: BrokerPlan, deps: { log: Logger; clock: 
   const paths = brokerPaths(plan.storeDir);
   mkdirSync(paths.brokerDir, { recursive: true, mode: 0o700 });
   if (plan.kind === "member") mkdirSync(paths.streamDir, { recursive: true, mode: 0o700 });
-  // 0600: the file holds this boot's client password and the digests of the shared secrets.
-  writeFileSync(paths.configFile, renderNatsConfig(plan), { mode: 0o600 });
-
   const binary = await locateSidecarBinary(paths.binDir, log);
+  // 0600: the file holds this boot's client password and the digests of the shared secrets.
+  writeFileSync(paths.configFile, renderNatsConfig(plan, binary.version), { mode: 0o600 });
   const sidecar = await startSidecar(
     {
       binary: binary.path,

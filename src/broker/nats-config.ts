@@ -54,13 +54,32 @@ function commonLines(plan: EmbeddedPlan): string[] {
   ];
 }
 
-function memberLines(plan: MemberPlan): string[] {
+/**
+ * nats-server 2.15 caps consumers per stream at 1,000 unless the stream or account sets a
+ * finite limit (-1, "unlimited", counts as unset there), and the agent stream holds three
+ * mailboxes per seat: 334 seats would already be refused ("maximum consumers limit
+ * reached", measured by bench/queue.ts with 1,000 seats). Only the server-wide default can
+ * lift it for streams that exist already (a stream's max_consumers cannot be edited), so
+ * the config sets it to -1. Releases before 2.15 have no such cap and refuse the unknown
+ * field, so it is written only for 2.15 and later (and when the version is unknown, which
+ * the pinned release is).
+ */
+export function liftsConsumerCap(serverVersion: string | null): boolean {
+  if (serverVersion === null) return true;
+  const m = /^(\d+)\.(\d+)\./.exec(serverVersion);
+  if (!m) return true;
+  const [major, minor] = [Number(m[1]), Number(m[2])];
+  return major > 2 || (major === 2 && minor >= 15);
+}
+
+function memberLines(plan: MemberPlan, serverVersion: string | null): string[] {
   const lines = [
     "jetstream {",
     `  store_dir: ${quote(brokerPaths(plan.storeDir).streamDir)}`,
     `  max_mem: ${Math.floor(plan.jetstream.max_mem_bytes)}`,
     `  max_file: ${Math.floor(plan.jetstream.max_file_bytes)}`,
     `  domain: ${quote(plan.jetstream.domain)}`,
+    ...(liftsConsumerCap(serverVersion) ? ["  limits { default_max_consumers: -1 }"] : []),
     "}",
   ];
   if (plan.cluster) {
@@ -122,11 +141,12 @@ function leafLines(plan: LeafPlan): string[] {
   ];
 }
 
-export function renderNatsConfig(plan: EmbeddedPlan): string {
+/** `serverVersion`: the nats-server release the config is for (e.g. "2.15.2"), null if unknown. */
+export function renderNatsConfig(plan: EmbeddedPlan, serverVersion: string | null = null): string {
   const lines = [
     "# Rendered by crewlet at every boot from crewlet.yaml; edits here are overwritten.",
     ...commonLines(plan),
-    ...(plan.kind === "member" ? memberLines(plan) : leafLines(plan)),
+    ...(plan.kind === "member" ? memberLines(plan, serverVersion) : leafLines(plan)),
   ];
   return lines.join("\n") + "\n";
 }

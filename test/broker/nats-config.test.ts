@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { quote, renderNatsConfig } from "../../src/broker/nats-config.ts";
+import { liftsConsumerCap, quote, renderNatsConfig } from "../../src/broker/nats-config.ts";
 import { derivePassword, type LeafPlan, type MemberPlan } from "../../src/broker/plan.ts";
 
 const base = {
@@ -43,6 +43,24 @@ describe("quote", () => {
   ];
   for (const [input, want] of cases) {
     test(JSON.stringify(input), () => expect(quote(input)).toBe(want));
+  }
+});
+
+describe("the per-stream consumer cap (2.15+) is lifted for the releases that have it", () => {
+  const cases: [string | null, boolean][] = [
+    ["2.15.2", true],
+    ["2.15.0", true],
+    ["2.16.1", true],
+    ["3.0.0", true],
+    ["2.14.10", false],
+    ["2.9.10", false],
+    [null, true],
+  ];
+  for (const [version, lifted] of cases) {
+    test(`${String(version)} → ${lifted ? "limits { default_max_consumers: -1 }" : "no limits block"}`, () => {
+      expect(liftsConsumerCap(version)).toBe(lifted);
+      expect(renderNatsConfig(single, version).includes("limits { default_max_consumers: -1 }")).toBe(lifted);
+    });
   }
 });
 

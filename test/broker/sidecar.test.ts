@@ -3,7 +3,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { connect, type NatsConnection } from "nats";
+import { AckPolicy, connect, type NatsConnection } from "nats";
 import { systemClock } from "../../src/clock.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { startBroker, type RunningBroker } from "../../src/broker/index.ts";
@@ -97,6 +97,32 @@ describe("single member", () => {
     expect(sink.events("nats_sidecar_stopped").length).toBe(1);
     expect(sink.events("nats_sidecar_died").length).toBe(0);
   });
+});
+
+describe("limits", () => {
+  /** One past nats-server 2.15's default cap on consumers per stream. */
+  const CONSUMERS = 1_001;
+  /** Creates in flight at once: quick on one member without a flood of requests. */
+  const CONCURRENCY = 50;
+  test(`a stream takes ${CONSUMERS} consumers: the agent stream holds three mailboxes per seat`, async () => {
+    const plan = await singleMemberPlan(store());
+    const broker = await startBroker(plan, { log: memoryLogger().log, clock: systemClock });
+    brokers.push(broker);
+    await broker.ready;
+    const nc = await connect({ servers: broker.clientUrls, ...broker.connectAuth, reconnect: false });
+    conns.push(nc);
+    const jsm = await nc.jetstreamManager({ timeout: 20_000 });
+    // max_consumers -1 as the queue's streams have it: on 2.15 that alone leaves the cap at 1,000.
+    await jsm.streams.add({ name: "MANY", subjects: ["many.>"], num_replicas: 1, max_consumers: -1 });
+    for (let i = 0; i < CONSUMERS; i += CONCURRENCY) {
+      await Promise.all(
+        Array.from({ length: Math.min(CONCURRENCY, CONSUMERS - i) }, (_, k) =>
+          jsm.consumers.add("MANY", { durable_name: `c${i + k}`, ack_policy: AckPolicy.Explicit, filter_subject: `many.${i + k}` }),
+        ),
+      );
+    }
+    expect((await jsm.streams.info("MANY")).state.consumer_count).toBe(CONSUMERS);
+  }, 120_000);
 });
 
 describe("failure", () => {

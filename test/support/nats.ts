@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type ConnectionOptions, type NatsConnection } from "nats";
 import { binaryFromSource } from "../../src/broker/binary.ts";
+import { liftsConsumerCap } from "../../src/broker/nats-config.ts";
 import { freePort } from "./ports.ts";
 
 /** The same server a node run from source uses: CREWLET_NATS_SERVER, else the pinned build. */
@@ -63,12 +64,14 @@ interface MemberPlan {
   dir: string;
 }
 
-function renderConf(m: MemberPlan, routes: number[]): string {
+function renderConf(m: MemberPlan, routes: number[], serverVersion: string | null): string {
+  // The same consumer cap lift as the node's own config (see liftsConsumerCap).
+  const limits = liftsConsumerCap(serverVersion) ? ", limits: { default_max_consumers: -1 }" : "";
   const lines = [
     `server_name: "${m.name}"`,
     `listen: "127.0.0.1:${m.port}"`,
     `http: "127.0.0.1:${m.monitor}"`,
-    `jetstream { store_dir: "${join(m.dir, "js")}", max_mem: 256MB, max_file: 1GB }`,
+    `jetstream { store_dir: "${join(m.dir, "js")}", max_mem: 256MB, max_file: 1GB${limits} }`,
   ];
   if (m.clusterPort !== null) {
     const r = routes.filter((p) => p !== m.clusterPort).map((p) => `"nats-route://127.0.0.1:${p}"`);
@@ -95,9 +98,10 @@ export async function startNats(size = 1): Promise<TestNats> {
     });
   }
   const routes = plans.map((p) => p.clusterPort ?? 0);
+  const serverVersion = binaryFromSource().version;
   const members: TestMember[] = plans.map((plan) => {
     Bun.spawnSync(["mkdir", "-p", plan.dir]);
-    writeFileSync(join(plan.dir, "nats.conf"), renderConf(plan, routes));
+    writeFileSync(join(plan.dir, "nats.conf"), renderConf(plan, routes, serverVersion));
     const member: TestMember = {
       name: plan.name,
       url: `nats://127.0.0.1:${plan.port}`,
