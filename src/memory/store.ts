@@ -85,6 +85,7 @@ export class MemoryStore {
   ) {
     sqlite.exec(t.MEMORY_DDL);
     this.db = drizzle({ client: sqlite });
+    this.sql = statements(sqlite);
   }
 
   /** The next change sequence (one counter per node, only ever increasing). */
@@ -98,27 +99,34 @@ export class MemoryStore {
   }
 
   // ---- writes (each decodes first) ---------------------------------------------------------
+  // The hot paths (a turn's rows, a flush, a hydration's imports) run on cached raw
+  // statements over the drizzle tables' columns: drizzle builds its SQL on every call, which
+  // measured 0.3 ms an insert against 0.05 ms for a cached statement.
+
+  private readonly sql: Statements;
+
+  private insertDiary(row: DiaryRow, seq: number): boolean {
+    return this.sql.diaryInsert.run(bind({ ...row, seq })).changes === 1;
+  }
+
+  private insertEpisode(row: EpisodeRow, seq: number): boolean {
+    return this.sql.episodeInsert.run(bind({ ...row, trigger_ids: JSON.stringify(row.trigger_ids), work_items: JSON.stringify(row.work_items), seq })).changes === 1;
+  }
+
+  private putConversation(row: ConversationRow, seq: number): void {
+    this.sql.conversationPut.run(bind({ ...row, last_trigger_ids: JSON.stringify(row.last_trigger_ids), seq }));
+  }
 
   /** A diary note. Byte-identical content for one seat is one row: false when it was there. */
   writeDiary(input: Omit<DiaryRow, "id" | "created_at"> & { created_at?: number }): { id: string; inserted: boolean } {
     const row = mustDecode({ table: "diary", row: { ...input, id: diaryId(input.handle, input.content), created_at: input.created_at ?? this.clock.now() } }).row as DiaryRow;
-    return this.sqlite.transaction(() => {
-      const res = this.db.insert(t.diary).values({ ...row, seq: this.nextSeq() }).onConflictDoNothing().run();
-      return { id: row.id, inserted: changed(res) === 1 };
-    })();
+    return this.sqlite.transaction(() => ({ id: row.id, inserted: this.insertDiary(row, this.nextSeq()) }))();
   }
 
   /** An episode, keyed on the work: false when (handle, work_key) or the id was there. */
   writeEpisode(input: EpisodeRow): boolean {
     const row = mustDecode({ table: "episodes", row: { ...input, work_key: input.work_key === "" ? null : input.work_key } }).row as EpisodeRow;
-    return this.sqlite.transaction(() => {
-      const res = this.db
-        .insert(t.episodes)
-        .values({ ...row, trigger_ids: JSON.stringify(row.trigger_ids), work_items: JSON.stringify(row.work_items), seq: this.nextSeq() })
-        .onConflictDoNothing()
-        .run();
-      return changed(res) === 1;
-    })();
+    return this.sqlite.transaction(() => this.insertEpisode(row, this.nextSeq()))();
   }
 
   /**
@@ -128,9 +136,9 @@ export class MemoryStore {
   touchCounterparty(handle: string, counterparty: string, work_key: string | null, at = this.clock.now()): CounterpartyRow {
     return this.sqlite.transaction(() => {
       const id = counterpartyId(handle, counterparty);
-      const cur = this.db.select().from(t.counterparties).where(and(eq(t.counterparties.handle, handle), eq(t.counterparties.id, id))).get();
-      const repeat = cur !== undefined && work_key !== null && cur.last_work_key === work_key;
-      const next: CounterpartyRow = {
+      const cur = this.sql.counterpartyGet.get({ $handle: handle, $id: id });
+      const repeat = cur !== null && work_key !== null && cur.last_work_key === work_key;
+      return this.putCounterparty({
         id,
         handle,
         counterparty,
@@ -139,8 +147,7 @@ export class MemoryStore {
         last_seen: at,
         note: cur?.note ?? "",
         updated_at: at,
-      };
-      return this.putCounterparty(next);
+      });
     })();
   }
 
@@ -148,19 +155,15 @@ export class MemoryStore {
   setCounterpartyNote(handle: string, counterparty: string, note: string, at = this.clock.now()): CounterpartyRow {
     return this.sqlite.transaction(() => {
       const id = counterpartyId(handle, counterparty);
-      const cur = this.db.select().from(t.counterparties).where(and(eq(t.counterparties.handle, handle), eq(t.counterparties.id, id))).get();
+      const cur = this.sql.counterpartyGet.get({ $handle: handle, $id: id });
       const next: CounterpartyRow = cur ? { ...counterpartyOf(cur), note, updated_at: at } : { id, handle, counterparty, interactions: 0, last_work_key: null, last_seen: at, note, updated_at: at };
       return this.putCounterparty(next);
     })();
   }
 
-  private putCounterparty(input: CounterpartyRow, seq = this.nextSeq()): CounterpartyRow {
+  private putCounterparty(input: CounterpartyRow): CounterpartyRow {
     const row = mustDecode({ table: "counterparties", row: input }).row as CounterpartyRow;
-    this.db
-      .insert(t.counterparties)
-      .values({ ...row, seq })
-      .onConflictDoUpdate({ target: [t.counterparties.handle, t.counterparties.id], set: { ...row, seq } })
-      .run();
+    this.sql.counterpartyPut.run(bind({ ...row, seq: this.nextSeq() }));
     return row;
   }
 
@@ -168,28 +171,25 @@ export class MemoryStore {
   markOnboarding(handle: string, step: string, detail: string, at = this.clock.now()): OnboardingRow {
     const row = mustDecode({ table: "onboarding", row: { id: step, handle, done_at: at, detail } }).row as OnboardingRow;
     return this.sqlite.transaction(() => {
-      const seq = this.nextSeq();
-      this.db.insert(t.onboarding).values({ ...row, seq }).onConflictDoUpdate({ target: [t.onboarding.handle, t.onboarding.id], set: { ...row, seq } }).run();
+      this.sql.onboardingPut.run(bind({ ...row, seq: this.nextSeq() }));
       return row;
     })();
   }
 
   hasOnboarding(handle: string, step: string): boolean {
-    return this.db.select({ id: t.onboarding.id }).from(t.onboarding).where(and(eq(t.onboarding.handle, handle), eq(t.onboarding.id, step))).get() !== undefined;
+    return this.sql.onboardingGet.get({ $handle: handle, $id: step }) !== null;
   }
 
   /** The conversation ledger: one more turn of the seat's in this conversation. */
   touchConversation(handle: string, conversation: string, turn_id: string, trigger_ids: string[], at = this.clock.now()): ConversationRow {
     return this.sqlite.transaction(() => {
       const id = conversationId(handle, conversation);
-      const cur = this.db.select().from(t.conversations).where(and(eq(t.conversations.handle, handle), eq(t.conversations.id, id))).get();
+      const cur = this.sql.conversationGet.get({ $handle: handle, $id: id });
       const row = mustDecode({
         table: "conversations",
         row: { id, handle, conversation, turns: (cur?.turns ?? 0) + 1, last_turn_id: turn_id, last_trigger_ids: trigger_ids, last_at: at },
       }).row as ConversationRow;
-      const seq = this.nextSeq();
-      const values = { ...row, last_trigger_ids: JSON.stringify(row.last_trigger_ids), seq };
-      this.db.insert(t.conversations).values(values).onConflictDoUpdate({ target: [t.conversations.handle, t.conversations.id], set: values }).run();
+      this.putConversation(row, this.nextSeq());
       return row;
     })();
   }
@@ -198,65 +198,50 @@ export class MemoryStore {
 
   /** The seat's rows written past the last flush, oldest first. */
   pending(handle: string): PendingRecord[] {
-    const after = this.publishedSeq(handle);
+    const q = { $handle: handle, $after: this.publishedSeq(handle) };
     const out: PendingRecord[] = [];
-    for (const r of this.db.select().from(t.diary).where(and(eq(t.diary.handle, handle), gt(t.diary.seq, after))).all()) out.push({ seq: r.seq, record: { table: "diary", row: diaryOf(r) } });
-    for (const r of this.db.select().from(t.episodes).where(and(eq(t.episodes.handle, handle), gt(t.episodes.seq, after))).all()) out.push({ seq: r.seq, record: { table: "episodes", row: episodeOf(r) } });
-    for (const r of this.db.select().from(t.counterparties).where(and(eq(t.counterparties.handle, handle), gt(t.counterparties.seq, after))).all())
-      out.push({ seq: r.seq, record: { table: "counterparties", row: counterpartyOf(r) } });
-    for (const r of this.db.select().from(t.onboarding).where(and(eq(t.onboarding.handle, handle), gt(t.onboarding.seq, after))).all()) out.push({ seq: r.seq, record: { table: "onboarding", row: onboardingOf(r) } });
-    for (const r of this.db.select().from(t.conversations).where(and(eq(t.conversations.handle, handle), gt(t.conversations.seq, after))).all())
-      out.push({ seq: r.seq, record: { table: "conversations", row: conversationOf(r) } });
+    for (const r of this.sql.pendingDiary.all(q)) out.push({ seq: r.seq, record: { table: "diary", row: diaryOf(r) } });
+    for (const r of this.sql.pendingEpisodes.all(q)) out.push({ seq: r.seq, record: { table: "episodes", row: episodeOf(r) } });
+    for (const r of this.sql.pendingCounterparties.all(q)) out.push({ seq: r.seq, record: { table: "counterparties", row: counterpartyOf(r) } });
+    for (const r of this.sql.pendingOnboarding.all(q)) out.push({ seq: r.seq, record: { table: "onboarding", row: onboardingOf(r) } });
+    for (const r of this.sql.pendingConversations.all(q)) out.push({ seq: r.seq, record: { table: "conversations", row: conversationOf(r) } });
     return out.sort((a, b) => a.seq - b.seq);
   }
 
   publishedSeq(handle: string): number {
-    return this.db.select().from(t.published).where(eq(t.published.handle, handle)).get()?.seq ?? 0;
+    return this.sql.publishedGet.get({ $handle: handle })?.seq ?? 0;
   }
 
   /** A flush carried the seat's rows up to `seq`; never moves backwards. */
   markPublished(handle: string, seq: number): void {
-    this.db
-      .insert(t.published)
-      .values({ handle, seq })
-      .onConflictDoUpdate({ target: t.published.handle, set: { seq: sql`max(${t.published.seq}, ${seq})` } })
-      .run();
+    this.sql.publishedPut.run({ $handle: handle, $seq: seq });
   }
 
   /** A row carried in from the changelog, under the conflict rules (see the header). */
   importRecord(value: unknown): ImportOutcome {
     const rec = mustDecode(value);
     return this.sqlite.transaction((): ImportOutcome => {
+      const key = { $handle: rec.row.handle, $id: rec.row.id };
       switch (rec.table) {
-        case "diary": {
-          const res = this.db.insert(t.diary).values({ ...rec.row, seq: 0 }).onConflictDoNothing().run();
-          return changed(res) === 1 ? "inserted" : "kept_local";
-        }
-        case "episodes": {
-          const r = rec.row;
-          const same = this.db.select({ id: t.episodes.id }).from(t.episodes).where(and(eq(t.episodes.handle, r.handle), eq(t.episodes.id, r.id))).get();
-          if (same) return "kept_local";
-          const res = this.db
-            .insert(t.episodes)
-            .values({ ...r, trigger_ids: JSON.stringify(r.trigger_ids), work_items: JSON.stringify(r.work_items), seq: 0 })
-            .onConflictDoNothing()
-            .run();
-          return changed(res) === 1 ? "inserted" : "skipped_collision";
-        }
+        case "diary":
+          return this.insertDiary(rec.row, 0) ? "inserted" : "kept_local";
+        case "episodes":
+          if (this.sql.episodeById.get(key)) return "kept_local";
+          // Not there under this id: a miss now is the (handle, work_key) index, a collision.
+          return this.insertEpisode(rec.row, 0) ? "inserted" : "skipped_collision";
         case "counterparties": {
-          const had = this.db.select({ id: t.counterparties.id }).from(t.counterparties).where(and(eq(t.counterparties.handle, rec.row.handle), eq(t.counterparties.id, rec.row.id))).get();
-          this.db.insert(t.counterparties).values({ ...rec.row, seq: 0 }).onConflictDoUpdate({ target: [t.counterparties.handle, t.counterparties.id], set: { ...rec.row, seq: 0 } }).run();
+          const had = this.sql.counterpartyGet.get(key) !== null;
+          this.sql.counterpartyPut.run(bind({ ...rec.row, seq: 0 }));
           return had ? "took_carried" : "inserted";
         }
         case "onboarding": {
-          const had = this.hasOnboarding(rec.row.handle, rec.row.id);
-          this.db.insert(t.onboarding).values({ ...rec.row, seq: 0 }).onConflictDoUpdate({ target: [t.onboarding.handle, t.onboarding.id], set: { ...rec.row, seq: 0 } }).run();
+          const had = this.sql.onboardingGet.get(key) !== null;
+          this.sql.onboardingPut.run(bind({ ...rec.row, seq: 0 }));
           return had ? "took_carried" : "inserted";
         }
         case "conversations": {
-          const had = this.db.select({ id: t.conversations.id }).from(t.conversations).where(and(eq(t.conversations.handle, rec.row.handle), eq(t.conversations.id, rec.row.id))).get();
-          const values = { ...rec.row, last_trigger_ids: JSON.stringify(rec.row.last_trigger_ids), seq: 0 };
-          this.db.insert(t.conversations).values(values).onConflictDoUpdate({ target: [t.conversations.handle, t.conversations.id], set: values }).run();
+          const had = this.sql.conversationGet.get(key) !== null;
+          this.putConversation(rec.row, 0);
           return had ? "took_carried" : "inserted";
         }
       }
@@ -367,6 +352,51 @@ export class MemoryStore {
       .all()
       .map((r) => r.handle);
   }
+}
+
+function statements(sqlite: Database) {
+  return {
+    diaryInsert: sqlite.query(
+      "INSERT INTO memory_diary (handle, id, content, source, turn_id, work_key, created_at, seq) VALUES ($handle, $id, $content, $source, $turn_id, $work_key, $created_at, $seq) ON CONFLICT DO NOTHING",
+    ),
+    episodeInsert: sqlite.query(
+      "INSERT INTO memory_episodes (handle, id, work_key, turn_id, trigger_ids, conversation, counterparty, outcome, summary, work_items, created_at, seq) VALUES ($handle, $id, $work_key, $turn_id, $trigger_ids, $conversation, $counterparty, $outcome, $summary, $work_items, $created_at, $seq) ON CONFLICT DO NOTHING",
+    ),
+    episodeById: sqlite.query<{ id: string }, { $handle: string; $id: string }>("SELECT id FROM memory_episodes WHERE handle = $handle AND id = $id"),
+    counterpartyGet: sqlite.query<CounterpartyDb, { $handle: string; $id: string }>("SELECT * FROM memory_counterparties WHERE handle = $handle AND id = $id"),
+    counterpartyPut: sqlite.query(
+      `INSERT INTO memory_counterparties (handle, id, counterparty, interactions, last_work_key, last_seen, note, updated_at, seq)
+       VALUES ($handle, $id, $counterparty, $interactions, $last_work_key, $last_seen, $note, $updated_at, $seq)
+       ON CONFLICT (handle, id) DO UPDATE SET counterparty = excluded.counterparty, interactions = excluded.interactions, last_work_key = excluded.last_work_key,
+         last_seen = excluded.last_seen, note = excluded.note, updated_at = excluded.updated_at, seq = excluded.seq`,
+    ),
+    onboardingGet: sqlite.query<{ id: string }, { $handle: string; $id: string }>("SELECT id FROM memory_onboarding WHERE handle = $handle AND id = $id"),
+    onboardingPut: sqlite.query(
+      "INSERT INTO memory_onboarding (handle, id, done_at, detail, seq) VALUES ($handle, $id, $done_at, $detail, $seq) ON CONFLICT (handle, id) DO UPDATE SET done_at = excluded.done_at, detail = excluded.detail, seq = excluded.seq",
+    ),
+    conversationGet: sqlite.query<ConversationDb, { $handle: string; $id: string }>("SELECT * FROM memory_conversations WHERE handle = $handle AND id = $id"),
+    conversationPut: sqlite.query(
+      `INSERT INTO memory_conversations (handle, id, conversation, turns, last_turn_id, last_trigger_ids, last_at, seq)
+       VALUES ($handle, $id, $conversation, $turns, $last_turn_id, $last_trigger_ids, $last_at, $seq)
+       ON CONFLICT (handle, id) DO UPDATE SET conversation = excluded.conversation, turns = excluded.turns, last_turn_id = excluded.last_turn_id,
+         last_trigger_ids = excluded.last_trigger_ids, last_at = excluded.last_at, seq = excluded.seq`,
+    ),
+    pendingDiary: sqlite.query<DiaryDb, { $handle: string; $after: number }>("SELECT * FROM memory_diary WHERE handle = $handle AND seq > $after"),
+    pendingEpisodes: sqlite.query<EpisodeDb, { $handle: string; $after: number }>("SELECT * FROM memory_episodes WHERE handle = $handle AND seq > $after"),
+    pendingCounterparties: sqlite.query<CounterpartyDb, { $handle: string; $after: number }>("SELECT * FROM memory_counterparties WHERE handle = $handle AND seq > $after"),
+    pendingOnboarding: sqlite.query<OnboardingDb, { $handle: string; $after: number }>("SELECT * FROM memory_onboarding WHERE handle = $handle AND seq > $after"),
+    pendingConversations: sqlite.query<ConversationDb, { $handle: string; $after: number }>("SELECT * FROM memory_conversations WHERE handle = $handle AND seq > $after"),
+    publishedGet: sqlite.query<{ seq: number }, { $handle: string }>("SELECT seq FROM memory_published WHERE handle = $handle"),
+    publishedPut: sqlite.query("INSERT INTO memory_published (handle, seq) VALUES ($handle, $seq) ON CONFLICT (handle) DO UPDATE SET seq = max(seq, excluded.seq)"),
+    };
+}
+type Statements = ReturnType<typeof statements>;
+
+/** Named parameters for a cached statement: `{a: 1}` → `{$a: 1}`. */
+function bind(o: Record<string, unknown>): Record<string, string | number | null> {
+  const out: Record<string, string | number | null> = {};
+  for (const [k, v] of Object.entries(o)) out[`$${k}`] = v as string | number | null;
+  return out;
 }
 
 /** Rows a drizzle run() changed (bun:sqlite returns them; drizzle's type says void). */

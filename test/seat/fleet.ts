@@ -6,7 +6,7 @@ import { FakeClock, type Clock, type Timer } from "../../src/clock.ts";
 import { MemoryCoordination, StoreFaults } from "../../src/coord/index.ts";
 import type { LeaseStore } from "../../src/coord/contract.ts";
 import { memoryLogger, type Logger, type MemorySink } from "../../src/log.ts";
-import { ack, defer, type AttachOptions, type Attachment, type BatchAttachOptions, type BatchHandler, type Delivery, type Handler, type Outcome, type Queue } from "../../src/queue/contract.ts";
+import { ack, defer, nak, type AttachOptions, type Attachment, type BatchAttachOptions, type BatchHandler, type Delivery, type Handler, type Outcome, type Queue } from "../../src/queue/contract.ts";
 import { MemoryQueue } from "../../src/queue/memory.ts";
 import { mailbox, seatMailboxes } from "../../src/queue/topics.ts";
 import { SeatHost, type BatchInboxHandler, type InboxHandler, type SeatHooks, type TurnContext } from "../../src/seat/host.ts";
@@ -202,6 +202,9 @@ export interface FleetOptions {
   turn_ms?: number;
   /** Called when a turn is admitted (before it runs): the simulation checks ownership here. */
   onTurn?: (t: TurnRecord, node: FleetNode) => void;
+  /** The rest of a default turn once its fence held (the memory simulation writes the
+   * turn's rows here); false NAKs the delivery, as a turn that could not finish does. */
+  afterTurn?: (t: TurnRecord, node: FleetNode, turn: TurnContext) => Promise<boolean>;
   /** Nodes without a handler of their own take drains: one default turn per delivery, run
    * one after another, each later one admitted again. */
   drain?: boolean;
@@ -300,6 +303,7 @@ export class Fleet {
       if (turn_ms > 0) await n.clock.sleep(turn_ms);
       // The round boundary: a seat that moved mid-turn goes back to its new owner.
       if (!turn.fence()) return defer(`seat "${turn.handle}" moved mid-turn`);
+      if (this.opts.afterTurn && !(await this.opts.afterTurn(rec, n, turn))) return nak();
       return ack();
     };
   }

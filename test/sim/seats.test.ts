@@ -8,7 +8,14 @@
 //      turn's node holds the seat at the turn's epoch for at least TTL − heartbeat more;
 // and once the faults stop and the fleet is quiet:
 //   3. every placeable seat is held, by exactly one node;
-//   4. shares are balanced: max − min ≤ 1 per placement group over the nodes it matches.
+//   4. shares are balanced: max − min ≤ 1 per placement group over the nodes it matches;
+//   5. seat memory followed the seats: every turn writes memory rows (an episode keyed on
+//      its work, a diary note, its counterparty and conversation rows) into its node's own
+//      store and publishes them to the changelog twin before it completes; hydration runs
+//      in the acquire hook (refusing the seat when the broker is unreachable) and the
+//      release hook flushes. The holder's store has every row of every turn that completed
+//      while its node held the seat, and no unit of work twice. (A zombie's rows published
+//      after it lost the lease are the spec's bounded loss, and are not counted.)
 // Even seeds attach the inboxes for drains (as the node does: a drain's later turns are
 // admitted again, each held to invariant 2); odd seeds run one delivery at a time.
 // CREWLET_SIM_SEEDS / CREWLET_SIM_STEPS scale it (defaults keep the file well under 60 s).
@@ -19,6 +26,12 @@ import { heartbeatMs, nodeMatches, placementKey, type SeatSpec } from "../../src
 import { seatKey } from "../../src/seat/presence.ts";
 import { Fleet, type FleetNode, type TurnRecord } from "../seat/fleet.ts";
 import { rng } from "../support/rng.ts";
+import { Database } from "bun:sqlite";
+import { MemoryChangelog, type Changelog } from "../../src/memory/changelog.ts";
+import { diaryId } from "../../src/memory/records.ts";
+import { MemoryStore } from "../../src/memory/store.ts";
+import { MemorySync } from "../../src/memory/sync.ts";
+import { silentLogger } from "../../src/log.ts";
 
 const SEEDS = Number(process.env.CREWLET_SIM_SEEDS ?? 20);
 const STEPS = Number(process.env.CREWLET_SIM_STEPS ?? 2500);
@@ -60,11 +73,71 @@ async function runSeed(seed: number, drain: boolean): Promise<{ turns: number; e
   const events: Record<string, number> = {};
   const count = (e: string) => (events[e] = (events[e] ?? 0) + 1);
 
+  // Seat memory: one node.db per node id (its disk outlives a crash), one MemorySync per
+  // incarnation, one changelog for the fleet — which a node whose broker is unreachable
+  // (its store blip: one connection) can neither read nor write.
+  const changelog = new MemoryChangelog();
+  const stores = new Map<string, MemoryStore>();
+  const syncs = new Map<FleetNode, MemorySync>();
+  const storeOf = (id: string) => {
+    let st = stores.get(id);
+    if (!st) stores.set(id, (st = new MemoryStore(new Database(":memory:", { strict: true }), f.clock)));
+    return st;
+  };
+  const syncOf = (n: FleetNode) => {
+    let sy = syncs.get(n);
+    if (!sy) {
+      const reach: Changelog = {
+        ensure: async () => {},
+        publish: async (rs) => {
+          if (n.faults.unreachable || !n.alive) throw new Error("changelog unreachable");
+          await changelog.publish(rs);
+        },
+        replay: async (h) => {
+          if (n.faults.unreachable) throw new Error("changelog unreachable");
+          return changelog.replay(h);
+        },
+      };
+      syncs.set(n, (sy = new MemorySync({ store: storeOf(n.id), changelog: reach, clock: n.clock, log: silentLogger })));
+      sy.start();
+    }
+    return sy;
+  };
+  /** What every completed turn wrote: seat → work keys and diary ids. */
+  const completed = new Map<string, { work: Set<string>; diary: Set<string> }>();
+  let memoryTurns = 0;
+
+  async function memoryTurn(t: TurnRecord, n: FleetNode): Promise<boolean> {
+    const st = storeOf(n.id);
+    const work_key = `wk-${t.seq}`;
+    const turn_id = `${n.host.owner.replace(/[^A-Za-z0-9_-]/g, "_")}-${t.seq}-${++memoryTurns}`;
+    const content = `learned from message ${t.seq}`;
+    st.writeEpisode({ id: turn_id, handle: t.handle, work_key, turn_id, trigger_ids: [String(t.seq)], conversation: `c-${t.seq % 3}`, counterparty: "boss", outcome: "completed", summary: content, work_items: [], created_at: f.clock.now() });
+    st.writeDiary({ handle: t.handle, content, source: "reflection", turn_id, work_key });
+    st.touchCounterparty(t.handle, "boss", work_key);
+    st.touchConversation(t.handle, `c-${t.seq % 3}`, turn_id, [String(t.seq)]);
+    try {
+      await syncOf(n).flush(t.handle);
+    } catch {
+      return false; // the broker is unreachable: so is the ack, and the delivery comes back
+    }
+    // Completed under a lease the store agrees this node holds: its rows must follow the seat.
+    const lease = await f.truth.get(seatKey(t.handle));
+    if (lease?.live && lease.owner === n.host.owner && lease.epoch === t.epoch) {
+      const c = completed.get(t.handle) ?? { work: new Set(), diary: new Set() };
+      c.work.add(work_key);
+      c.diary.add(diaryId(t.handle, content));
+      completed.set(t.handle, c);
+    }
+    return true;
+  }
+
   const f = new Fleet({
     ttl_ms: TTL_MS,
     seats: seatsForSim(),
     turn_ms: 200,
     onTurn: (t: TurnRecord, n: FleetNode) => void checkAdmission(t, n),
+    afterTurn: (t, n) => memoryTurn(t, n),
     drain,
   });
   fleet = f;
@@ -104,13 +177,16 @@ async function runSeed(seed: number, drain: boolean): Promise<{ turns: number; e
     for (const [h, ids] of admitting) if (ids.length > 1) violations.push(`seed ${seed} t=${now}: ${h} admitting on ${ids.join(", ")}`);
   }
 
-  const hooks = () => ({
+  const hooks = (id: string) => ({
     prepare: [
       async () => {
         if (chaos.on && rand() < 0.03) throw new Error("injected: MCP child failed to start");
       },
+      // Hydration before the inbox attaches; a replay that fails refuses the seat.
+      async (grant: { handle: string }) => void (await syncOf(f.nodes.get(id)!).hydrate(grant.handle)),
     ],
-    onRelease: async () => {
+    onRelease: async (grant: { handle: string }) => {
+      await syncOf(f.nodes.get(id)!).release(grant.handle);
       if (chaos.on && rand() < 0.08) {
         chaos.hookFailures++;
         throw new Error("injected: MCP child still dying");
@@ -121,7 +197,7 @@ async function runSeed(seed: number, drain: boolean): Promise<{ turns: number; e
   const drains: Promise<void>[] = [];
   const idsDead = () => NODE_IDS.filter((id) => !f.nodes.get(id)?.alive);
   const join = async (id: string, takeover: boolean) => {
-    await f.addNode({ id, labels: LABELS[id], takeover, hooks: hooks() });
+    await f.addNode({ id, labels: LABELS[id], takeover, hooks: hooks(id) });
     count(takeover ? "restart" : "join");
   };
 
@@ -197,6 +273,27 @@ async function runSeed(seed: number, drain: boolean): Promise<{ turns: number; e
     const counts = matching.map((n) => n.host.held().filter((h) => handles.has(h)).length);
     if (Math.max(...counts) - Math.min(...counts) > 1) violations.push(`seed ${seed}: group ${key} unbalanced: ${counts.join("/")}`);
   }
+  // Invariant 5: the holder's store has every row any completed turn wrote, none twice.
+  let memoryRows = 0;
+  for (const [handle, c] of completed) {
+    const owners = holders.get(handle) ?? [];
+    if (owners.length !== 1) continue; // reported by invariant 3
+    const st = storeOf(owners[0]!);
+    const recs = st.records(handle);
+    const ids = recs.map((r) => `${r.table}/${r.row.id}`);
+    if (new Set(ids).size !== ids.length) violations.push(`seed ${seed}: ${handle} on ${owners[0]} has a row twice`);
+    const works = recs.filter((r) => r.table === "episodes").map((r) => (r.row as { work_key: string | null }).work_key);
+    if (new Set(works).size !== works.length) violations.push(`seed ${seed}: ${handle} on ${owners[0]} has a unit of work twice`);
+    const haveWork = new Set(works);
+    const haveDiary = new Set(recs.filter((r) => r.table === "diary").map((r) => r.row.id));
+    const lostWork = [...c.work].filter((w) => !haveWork.has(w));
+    const lostDiary = [...c.diary].filter((d) => !haveDiary.has(d));
+    if (lostWork.length + lostDiary.length > 0) violations.push(`seed ${seed}: ${handle} on ${owners[0]} lacks completed turns' rows: ${lostWork.length} episodes, ${lostDiary.length} notes`);
+    if (!recs.some((r) => r.table === "counterparties")) violations.push(`seed ${seed}: ${handle} on ${owners[0]} lacks its counterparty row`);
+    memoryRows += recs.length;
+  }
+  events.memory_rows = memoryRows;
+  events.memory_completed_turns = [...completed.values()].reduce((k, c) => k + c.work.size, 0);
   for (const n of f.live()) {
     const stuck = n.host.health().unproven_seconds;
     if (stuck) violations.push(`seed ${seed}: ${n.id} still has undead seats ${JSON.stringify(stuck)}`);
@@ -215,12 +312,14 @@ describe("seat host simulation", () => {
       const { turns, events } = await runSeed(seed * 7919, seed % 2 === 0);
       expect(turns).toBeGreaterThan(0);
       for (const [k, v] of Object.entries(events)) totals[k] = (totals[k] ?? 0) + v;
-    }, 30_000);
+      // Generous: a seed is a few seconds on an idle box; seat memory's SQLite writes made
+      // the slowest ~25 s on a 2-core box at load 20, and a timeout here is not a finding.
+    }, 90_000);
   }
   test("the faults the invariants were held against actually happened", () => {
     // A simulation that never crashed, wedged or blipped would pass vacuously.
-    for (const e of ["crash", "drain", "wedge_long", "wedge_short", "blip_long", "blip_short", "lost_answers", "slow_store", "restart", "hook_failures", "watchdog_exits", "multi_delivery_drains"]) {
-      expect(totals[e] ?? 0).toBeGreaterThan(0);
+    for (const e of ["crash", "drain", "wedge_long", "wedge_short", "blip_long", "blip_short", "lost_answers", "slow_store", "restart", "hook_failures", "watchdog_exits", "multi_delivery_drains", "memory_rows", "memory_completed_turns"]) {
+      expect(`${e}: ${totals[e] ?? 0}`).not.toBe(`${e}: 0`);
     }
   });
 });
