@@ -166,9 +166,9 @@ export class JetStreamChangelog implements Changelog {
   }
 }
 
-/** The in-memory twin: one map from subject to its newest value, in publish order. */
+/** The in-memory twin: per seat, one map from subject to its newest value, in publish order. */
 export class MemoryChangelog implements Changelog {
-  private readonly subjects = new Map<string, { seq: number; data: Uint8Array }>();
+  private readonly seats = new Map<string, Map<string, { seq: number; data: Uint8Array }>>();
   private seq = 0;
   /** Simulations: make the next replays fail (a broker the node cannot reach). */
   failReplays = false;
@@ -176,18 +176,24 @@ export class MemoryChangelog implements Changelog {
   async ensure(): Promise<void> {}
 
   async publish(records: readonly MemoryRecord[]): Promise<void> {
-    for (const r of records) {
-      this.seq += 1;
-      this.subjects.set(recordSubject(r), { seq: this.seq, data: encodeRecord(r) });
-    }
+    for (const r of records) this.put(recordSubject(r), encodeRecord(r));
+  }
+
+  private put(subject: string, data: Uint8Array): void {
+    const handle = subject.split(".")[2]!;
+    let m = this.seats.get(handle);
+    if (!m) this.seats.set(handle, (m = new Map()));
+    this.seq += 1;
+    // Delete first: a replaced value moves to the end, as a newer message in the stream.
+    m.delete(subject);
+    m.set(subject, { seq: this.seq, data });
   }
 
   async replay(handle: string): Promise<Replay> {
     if (this.failReplays) throw new Error("memory: changelog unreachable (simulated)");
-    const prefix = seatFilter(handle).slice(0, -1);
+    seatFilter(handle);
     const out: Replay = { records: [], undecodable: [] };
-    const rows = [...this.subjects.entries()].filter(([s]) => s.startsWith(prefix)).sort((a, b) => a[1].seq - b[1].seq);
-    for (const [subject, { data }] of rows) {
+    for (const [subject, { data }] of this.seats.get(handle) ?? []) {
       const d = parseRecordBytes(data);
       if (d.ok && recordSubject(d.record) === subject) out.records.push(d.record);
       else out.undecodable.push({ subject, error: d.ok ? "row does not match its subject" : d.error });
@@ -197,11 +203,12 @@ export class MemoryChangelog implements Changelog {
 
   /** Tests: a raw value on a subject (a foreign or corrupt row). */
   putRaw(subject: string, data: Uint8Array): void {
-    this.seq += 1;
-    this.subjects.set(subject, { seq: this.seq, data });
+    this.put(subject, data);
   }
 
   get size(): number {
-    return this.subjects.size;
+    let n = 0;
+    for (const m of this.seats.values()) n += m.size;
+    return n;
   }
 }

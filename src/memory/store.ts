@@ -219,7 +219,11 @@ export class MemoryStore {
 
   /** A row carried in from the changelog, under the conflict rules (see the header). */
   importRecord(value: unknown): ImportOutcome {
-    const rec = mustDecode(value);
+    return this.importDecoded(mustDecode(value));
+  }
+
+  /** importRecord for a record a replay already decoded (Replay.records are): no second parse. */
+  importDecoded(rec: MemoryRecord): ImportOutcome {
     return this.sqlite.transaction((): ImportOutcome => {
       const key = { $handle: rec.row.handle, $id: rec.row.id };
       switch (rec.table) {

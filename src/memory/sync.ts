@@ -62,7 +62,7 @@ export class MemorySync {
       const outcomes: Record<ImportOutcome, number> = { inserted: 0, kept_local: 0, took_carried: 0, skipped_collision: 0 };
       // One transaction for the whole replay: 10,000 rows in one commit, not 10,000 fsyncs.
       this.o.store.sqlite.transaction(() => {
-        for (const r of replay.records) outcomes[this.o.store.importRecord(r)] += 1;
+        for (const r of replay.records) outcomes[this.o.store.importDecoded(r)] += 1;
       })();
       for (const u of replay.undecodable) this.o.log.warn("memory_row_undecodable", { seat: handle, subject: u.subject, error: u.error });
       const report = { rows: replay.records.length, outcomes, undecodable: replay.undecodable.length, ms: this.o.clock.now() - started };
@@ -125,6 +125,27 @@ export class MemorySync {
       if (await this.flushQuietly(handle, `release (attempt ${attempt})`)) break;
     }
     this.states.delete(handle);
+  }
+
+  /** Seats whose memory this node keeps current now (hydrated, not yet released). */
+  ready(): string[] {
+    return [...this.states].filter(([, s]) => s === "ready").map(([h]) => h);
+  }
+
+  /**
+   * The diary cap over every seat this node keeps current: the oldest notes beyond `cap`
+   * are dropped (store.dropOldestDiary). For the maintenance sweep (src/duty/) to call on
+   * each node; returns what went, per seat. Not replicated (deletes never are): a later
+   * hydration elsewhere may bring dropped notes back, and that node's sweep drops them again.
+   */
+  capDiaries(cap?: number): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const h of this.ready()) {
+      const n = this.o.store.dropOldestDiary(h, cap);
+      if (n > 0) out[h] = n;
+    }
+    if (Object.keys(out).length > 0) this.o.log.info("memory_diary_capped", { dropped: out });
+    return out;
   }
 
   /** Starts the flush cycle over the seats this node holds. */

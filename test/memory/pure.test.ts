@@ -7,6 +7,9 @@ import { estimateTokens, memoryBlock, MEMORY_PROMPT_TOKENS } from "../../src/mem
 import { decodeRecord, diaryId, MAX_NOTE_BYTES, MemoryNoteInput } from "../../src/memory/records.ts";
 import { parseReflection, MAX_REFLECTION_NOTES } from "../../src/memory/reflection.ts";
 import { MemoryStore } from "../../src/memory/store.ts";
+import { MemoryChangelog } from "../../src/memory/changelog.ts";
+import { MemorySync } from "../../src/memory/sync.ts";
+import { silentLogger } from "../../src/log.ts";
 import type { DiaryRow } from "../../src/memory/records.ts";
 
 const note = (i: number, content = `note number ${i}`): DiaryRow => ({ id: diaryId("s", content), handle: "s", content, source: "note", turn_id: null, work_key: null, created_at: i });
@@ -96,5 +99,16 @@ describe("the diary cap", () => {
     expect(store.search("s", "zebra", 100)).toHaveLength(10);
     expect(store.counts("other").diary).toBe(1);
     expect(store.dropOldestDiary("s", 10)).toBe(0);
+  });
+
+  test("capDiaries (the maintenance sweep's call) caps the seats this node keeps current, and only those", async () => {
+    const clock = new FakeClock(0);
+    const store = new MemoryStore(new Database(":memory:", { strict: true }), clock);
+    const sync = new MemorySync({ store, changelog: new MemoryChangelog(), clock, log: silentLogger });
+    for (const h of ["held", "copy"]) for (let i = 1; i <= 15; i++) store.writeDiary({ handle: h, content: `${h} ${i}`, source: "note", turn_id: null, work_key: null, created_at: i });
+    await sync.hydrate("held");
+    expect(sync.capDiaries(5)).toEqual({ held: 10 });
+    expect(store.counts("held").diary).toBe(5);
+    expect(store.counts("copy").diary).toBe(15);
   });
 });
