@@ -59,7 +59,7 @@ async function hydration(members: number): Promise<void> {
         const k = i % 10;
         if (k < 5) a.writeDiary({ handle, content: `fact ${i}: ${"the supplier ships on Thursdays ".repeat(3)}`, source: "reflection", turn_id: `t${i}`, work_key: null, created_at: i });
         else if (k < 9) a.writeEpisode({ id: `t${i}`, handle, work_key: `wk-${i}`, turn_id: `t${i}`, trigger_ids: [`ev-${i}`], conversation: `c-${i % 50}`, counterparty: `p-${i % 20}`, outcome: "completed", summary: `did item ${i}: ${"a short account of the turn ".repeat(4)}`, work_items: [`ENG-${i}`], created_at: i });
-        else if (i % 20 === 9) a.touchCounterparty(handle, `p-${i % 200}`, `wk-${i}`, i);
+        else if (i % 20 === 9) a.touchCounterparty(handle, `p-${i}`, `wk-${i}`, i);
         else a.touchConversation(handle, `c-${i}`, `t${i}`, [`ev-${i}`], i);
       }
     })();

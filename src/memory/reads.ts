@@ -140,8 +140,8 @@ export class MemoryReads {
   }
 
   private summary(handle: string): SeatSummary {
-    const view = this.o.store.view(handle, 1);
-    return { counts: view.counts, newest_note: view.diary[0]?.content ?? null, newest_episode_at: view.episodes[0]?.created_at ?? null };
+    const s = this.o.store;
+    return { counts: s.counts(handle), newest_note: s.newestNote(handle), newest_episode_at: s.newestEpisodeAt(handle) };
   }
 
   /** Asks a holder about some of its seats; null when it did not answer within the budget. */

@@ -298,6 +298,15 @@ export class MemoryStore {
       .map((r) => ({ kind: r.kind, id: r.id, text: r.body }));
   }
 
+  /** The overview's two facts, on cached statements (it asks them of every seat at once). */
+  newestNote(handle: string): string | null {
+    return this.sqlite.query<{ content: string }, [string]>("SELECT content FROM memory_diary WHERE handle = ? ORDER BY created_at DESC, seq DESC LIMIT 1").get(handle)?.content ?? null;
+  }
+
+  newestEpisodeAt(handle: string): number | null {
+    return this.sqlite.query<{ at: number | null }, [string]>("SELECT max(created_at) AS at FROM memory_episodes WHERE handle = ?").get(handle)?.at ?? null;
+  }
+
   counts(handle: string): Record<MemoryTable, number> {
     const n = (table: string) => this.sqlite.query<{ n: number }, [string]>(`SELECT count(*) AS n FROM ${table} WHERE handle = ?`).get(handle)!.n;
     return {
