@@ -446,6 +446,9 @@ export class MemoryQueue implements Queue {
 
   async close(): Promise<void> {
     for (const a of [...this.attachments]) await a.detach();
+    // A delayed NAK's timer would outlive the queue (and keep a process alive): what it
+    // held back stays in the stream, as on a broker that stopped.
+    for (const stream of this.streams.values()) for (const c of stream.consumers.values()) for (const t of c.delayed.values()) t.cancel();
     this.servers.splice(0);
   }
 }

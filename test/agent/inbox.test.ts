@@ -7,7 +7,7 @@ import { EpisodeStore } from "../../src/agent/episodes.ts";
 import { MemoryEventSink } from "../../src/agent/events.ts";
 import { SeatInbox, Semaphore } from "../../src/agent/inbox.ts";
 import { partitionByConversation } from "../../src/agent/partition.ts";
-import { buildProviders } from "../../src/agent/providers/index.ts";
+import { buildProviders, ProviderError, type Provider } from "../../src/agent/providers/index.ts";
 import { TurnEngine, type TurnReport, type TurnRequest } from "../../src/agent/turn.ts";
 import { buildOrg } from "../../src/org/org.ts";
 import { encodeTrigger, type Trigger } from "../../src/org/trigger.ts";
@@ -243,5 +243,43 @@ describe("the inbox handler", () => {
     cleanup.push(() => att.detach());
     await Bun.sleep(30);
     expect(left).toBe(0);
+  });
+
+  test("a drain cancels a turn stuck on its model call: its delivery is handed back at once and the successor runs it", async () => {
+    const w = world();
+    await w.queue.ensureStreams();
+    const coord = new MemoryCoordination({ clock: systemClock, log: w.log });
+    // A model that never answers but honours its cancellation, as an HTTP provider does.
+    const hung: Provider = {
+      name: "hung",
+      complete: (req) =>
+        new Promise((_, reject) => req.signal?.addEventListener("abort", () => reject(new ProviderError("hung", "aborted", "cancelled by the caller")), { once: true })),
+    };
+    const events = new MemoryEventSink();
+    const engine = new TurnEngine({ org: () => org, node_id: "node-a", clock: systemClock, log: w.log, estate: w.estate, queue: w.queue, providerFor: () => hung, ledger: null, episodes: null, events });
+    const inbox = new SeatInbox({ engine, log: w.log, max_concurrent: 1 });
+    // Lease TTL 1.5 s: heartbeat 0.5 s, so the drain waits two heartbeats (1 s) before cancelling.
+    const host = new SeatHost({ node_id: "node-a", roles: ["seats"], leases: coord.node().leases, queue: w.queue, clock: systemClock, log: w.log, lease_ttl_ms: 1_500, batchHandler: inbox.batchHandler });
+    cleanup.push(() => host.stop());
+    await host.start([{ handle: "ceo" }]);
+    for (let i = 0; i < 400 && !host.held().includes("ceo"); i++) await Bun.sleep(5);
+    const { subject, group } = mailbox("ceo", "inbox");
+    const msg = await w.estate.post("general", "founder", "@ceo status?");
+    const t = mentionTrigger("ceo", "general", msg, "status?");
+    await w.queue.publish(subject, encodeTrigger(t), { msgId: t.event_id });
+    for (let i = 0; i < 400 && events.named("turn_started").length === 0; i++) await Bun.sleep(5);
+    expect(events.named("turn_started")).toHaveLength(1);
+
+    await host.drain();
+    expect(w.sink.events("seat_turn_cancelled").map((l) => l.fields.seat)).toEqual(["ceo"]);
+    expect(events.named("turn_completed")[0]).toMatchObject({ outcome: "handed_back", settle: "nak", failure: "cancelled" });
+    // Nobody was told: the message is handed on, not given up.
+    expect((await w.estate.thread("general", msg)).map((m) => m.author)).toEqual(["founder"]);
+    // The successor gets it straight away (no ack wait), as its second delivery.
+    const seen: number[] = [];
+    const att = await w.queue.attach(subject, group, async (d) => (seen.push(d.deliveryCount), ack()));
+    cleanup.push(() => att.detach());
+    for (let i = 0; i < 400 && seen.length === 0; i++) await Bun.sleep(5);
+    expect(seen).toEqual([2]);
   });
 });

@@ -206,6 +206,19 @@ describe("openai over HTTP", () => {
     expect(Date.now() - t0).toBeLessThan(30_000);
   });
 
+  test("a black-holed address is abandoned at the connect timeout, not the first-byte one", async () => {
+    // 100::/64 is the IPv6 discard prefix: SYNs go nowhere. A host with no IPv6 route
+    // refuses at once instead (a network error); either way the call ends long before the
+    // first-byte timeout.
+    const p = openAiProvider({ name: "gpt", base_url: "http://[100::1]:80", model: "m", api_keys: [], timeout_ms: 60_000, timeouts: { connect_ms: 300, first_byte_ms: 60_000 }, retry_budget_ms: 0, clock: systemClock });
+    const t0 = Date.now();
+    const err = await failure(p.complete({ system: "", messages: [], tools: [] }));
+    expect(err.failure).toBe("transient");
+    if (err.kind === "timeout") expect(err.message).toContain("within 300 ms");
+    else expect(err.kind).toBe("network");
+    expect(Date.now() - t0).toBeLessThan(30_000);
+  });
+
   test("a refused connection is a network error (transient); the fallback answers", async () => {
     const dead = openAiProvider({ name: "dead", base_url: "http://127.0.0.1:9", model: "m", api_keys: [], timeout_ms: 5_000, retry_budget_ms: 200, random: () => 0, clock: systemClock });
     const err = await failure(dead.complete({ system: "", messages: [], tools: [] }));
