@@ -5,6 +5,13 @@
 // reason, or handed back.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { NOTICE_PREFIX } from "../../src/agent/notice.ts";
+import { createApp } from "../../src/api/app.ts";
+import { TokenAuth } from "../../src/api/auth.ts";
+import { agentsGroup } from "../../src/api/routes/agents.ts";
+import { GRANTS } from "../../src/config/tier-a.ts";
+import { silentLogger } from "../../src/log.ts";
+import { buildOrg } from "../../src/org/org.ts";
+import { rootCompany } from "./support.ts";
 import { MAX_ATTEMPTS } from "../../src/agent/providers/http.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
 import { FailureRig, TEST_REDELIVERY, type Wire } from "./failure-rig.ts";
@@ -33,6 +40,22 @@ async function rig(wire: Wire, extra: Partial<Parameters<typeof FailureRig.start
 const text = (wire: Wire, s: string): Reply => (wire === "openai" ? openAiTextReply(s) : anthropicTextReply(s));
 const errorBody = (wire: Wire, type: string, message: string) =>
   wire === "openai" ? { error: { message, type, code: type } } : { type: "error", error: { type, message } };
+
+/** What GET /agents/cto answers on the node running the rig's engine. */
+async function agentRow(r: FailureRig): Promise<{ turns: { last_error: string | null; last_error_at: number | null } }> {
+  const org = buildOrg(rootCompany());
+  const group = agentsGroup({
+    nodeId: "node-a",
+    org: () => org,
+    status: (h) => r.engine.status(h),
+    // The rig's engine holds cto here (the lease view /agents reads).
+    leases: async () => ({ nodes: [], leases: [{ handle: "cto", node: "node-a", owner: "node-a:x", epoch: 1, since: Date.now(), expires_in_ms: 45_000 }], unplaceable: [], unmanned_roles: [] }),
+  });
+  const app = createApp({ auth: new TokenAuth([{ id: "ops", token: TOKEN, grants: [...GRANTS] }]), log: silentLogger, health: { health: () => ({ ok: true }), notReadyReason: () => null }, groups: [group] });
+  const res = await app.request("/agents/cto", { headers: { authorization: `Bearer ${TOKEN}` } });
+  expect(res.status).toBe(200);
+  return (await res.json()) as { turns: { last_error: string | null; last_error_at: number | null } };
+}
 
 /** Nothing the person, the dead letter or /agents shows carries a secret or the raw body. */
 function expectClean(r: FailureRig, shown: string[]): void {
@@ -67,9 +90,9 @@ describe.each(wires)("%s wire: permanent failures are told at once, never retrie
       expect(notice).not.toContain(body.slice(0, 20));
       expect(end.dead_letter!.reason).toContain("permanent");
       expect(end.dead_letter!.deliveryCount).toBe(1);
-      const st = r.engine.status("cto");
-      expect(st.last_error).toContain(`HTTP ${status}`);
-      expect(st.last_error_at).not.toBeNull();
+      const row = await agentRow(r);
+      expect(row.turns.last_error).toContain(`HTTP ${status}`);
+      expect(row.turns.last_error_at).toBeGreaterThan(Date.now() - 60_000);
       expectClean(r, [notice, end.dead_letter!.reason, JSON.stringify(r.events.events), ...r.logs.lines.map((l) => JSON.stringify(l))]);
     } finally {
       await r.stop(true);
