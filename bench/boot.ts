@@ -2,7 +2,8 @@
 //
 // Prints, for the compiled binaries in dist/ (build them first: bun run build.ts):
 //   - size per arch, and the overhead over Bun's own runtime binary of the same version
-//     (target ≤ 8 MB: the compressed sidecar plus our bundle);
+//     (target ≤ 10 MB: the compressed sidecar plus our bundle; nats-server 2.15 compresses to
+//     ~5 MB where 2.9 took ~3.9 MB);
 //   - exec → GET /ready answering 200, for this machine's binary, on the repository's
 //     crewlet.yaml with a temp store and free ports (target ≤ 1.5 s). The first boot on a
 //     fresh store includes extracting the sidecar; later boots reuse it;
@@ -41,7 +42,7 @@ function bunRuntimePath(arch: (typeof ARCHES)[number]): string | null {
 }
 
 function sizes(): void {
-  console.log(`binary sizes (Bun ${Bun.version} runtime as the baseline; target overhead ≤ 8 MB)`);
+  console.log(`binary sizes (Bun ${Bun.version} runtime as the baseline; target overhead ≤ 10 MB)`);
   for (const arch of ARCHES) {
     const bin = join(ROOT, "dist", `crewlet-linux-${arch}`);
     if (!existsSync(bin)) {
