@@ -257,6 +257,7 @@ function checkReferences(c: Omit<ShapeOut, "roles"> & { roles: HandledRole[] }, 
 }
 
 /** The seats the fleet places: agent roles only (a person is never woken or placed). */
-export function agentSeats(c: Company): { handle: string; placement: Placement }[] {
-  return c.roles.filter((r) => r.kind === "agent").map((r) => ({ handle: r.handle, placement: r.placement }));
+/** `spawns`: the MCP servers its acquire starts, which the claim ramp charges (placement.ts). */
+export function agentSeats(c: Company): { handle: string; placement: Placement; spawns: number }[] {
+  return c.roles.filter((r) => r.kind === "agent").map((r) => ({ handle: r.handle, placement: r.placement, spawns: Object.keys(r.mcp_servers).length }));
 }

@@ -14,6 +14,7 @@ import { mailbox } from "../queue/topics.ts";
 import { BoundedLeaseStore } from "./bounded-store.ts";
 import { DutyLoop } from "./loop.ts";
 import {
+  CLAIMS_IN_FLIGHT,
   heartbeatMs,
   ownerNodeId,
   placementKey,
@@ -691,14 +692,20 @@ export class SeatHost {
     });
   }
 
-  /** One pass's claims, in the planner's order; the presence row says the new count after. */
+  /** One pass's claims, in the planner's order, CLAIMS_IN_FLIGHT at a time; the presence row
+   * says the new count after. */
   private async claimInOrder(handles: readonly string[]): Promise<void> {
     let claimed = 0;
-    for (const h of handles) {
-      const out = await this.claim(h);
-      if (out === "claimed") claimed++;
-      if (out === "protocol") break; // every other claim in the pass would be refused alike
-    }
+    let next = 0;
+    let refused = false;
+    const worker = async (): Promise<void> => {
+      while (next < handles.length && !refused) {
+        const out = await this.claim(handles[next++]!);
+        if (out === "claimed") claimed++;
+        if (out === "protocol") refused = true; // every other claim in the pass would be refused alike
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(CLAIMS_IN_FLIGHT, handles.length) }, worker));
     if (claimed > 0) await this.advertise();
     this.log.debug("seat_claims_done", { tried: handles.length, claimed });
   }

@@ -4,10 +4,24 @@
 // No I/O and no clock reads (lease liveness arrives judged by the store's clock), so every
 // rule below is a table test (test/seat/placement.test.ts) and the seat host is a thin caller.
 
-/** Seats a node may claim in one pass. Each takeover costs the seat's MCP spawn, so four
- * per five-second sweep absorbs twenty seats in ~25 s and never forks more than four
- * subprocess trees in one tick. */
+/** Seats whose acquire spawns subprocesses (MCP servers) a node may claim in one pass. Each
+ * such takeover forks the seat's MCP subprocess trees, so four per five-second sweep absorbs
+ * twenty of them in ~25 s and never forks more than four seats' trees in one tick (spec:
+ * seat.ClaimLimitPerSweep). A seat whose spawn count is unknown is charged here. */
 export const CLAIM_LIMIT_PER_SWEEP = 4;
+/** Seats whose acquire spawns nothing a node may claim in one pass. Such a claim costs a
+ * handful of broker round trips (the lease write, the memory hydration read, the reflection
+ * subscription, the inbox attach) and no fork, so the spawn limit above would only slow it:
+ * 2,000 such seats took ~40 minutes at four a pass. Still bounded: 250 claims at
+ * CLAIMS_IN_FLIGHT at a time are ~1,000 requests in one pass, which a loaded broker answers
+ * well inside the 5 s sweep, so a pass ends before the next begins (a pass whose claims are
+ * still running claims nothing), and 2,000 seats are held within eight passes (~40 s, the
+ * issue's 60 s target). It also caps how far a node that boots first overshoots its share
+ * before a peer's presence row shrinks it: one pass's worth. */
+export const QUIET_CLAIM_LIMIT_PER_SWEEP = 250;
+/** Claims a pass runs at once. Sixteen keeps a 250-claim pass at ~16 outstanding broker
+ * requests (a few ms each under load), and at most four of any pass fork anything. */
+export const CLAIMS_IN_FLIGHT = 16;
 /** Seats a node may give back in one pass: fewer than it claims, because giving a seat up
  * interrupts a live agent while claiming one only starts it. */
 export const RELEASE_LIMIT_PER_SWEEP = 2;
@@ -40,6 +54,14 @@ export interface SeatPlacement {
 export interface SeatSpec {
   handle: string;
   placement?: SeatPlacement;
+  /** Subprocess trees its acquire forks (its role's MCP servers). Absent: unknown, charged
+   * as a spawning seat, so it ramps at the spec's rate. */
+  spawns?: number;
+}
+
+/** Whether acquiring the seat forks anything (see CLAIM_LIMIT_PER_SWEEP). */
+export function spawnsOnAcquire(seat: SeatSpec): boolean {
+  return seat.spawns === undefined || seat.spawns > 0;
 }
 
 /** A live presence row (node:{id}), already parsed. */
@@ -385,14 +407,27 @@ export function plan(input: PlanInput): Plan {
       const pb = input.preferred.get(b) === self.node_id ? 0 : 1;
       return pa - pb || spread(self.node_id, a) - spread(self.node_id, b);
     };
+    // Two budgets per pass: seats that fork (the spec's rate) and seats that do not. A seat
+    // over its budget is passed over, so a quiet seat behind it may still be taken.
+    const spawning = new Set(input.seats.filter(spawnsOnAcquire).map((s) => s.handle));
+    let forks = 0;
+    let quiet = 0;
     for (const g of mine) {
-      if (claims.length >= CLAIM_LIMIT_PER_SWEEP) break;
+      if (forks >= CLAIM_LIMIT_PER_SWEEP && quiet >= QUIET_CLAIM_LIMIT_PER_SWEEP) break;
       const roomHere = roomIn(g);
       if (roomHere <= 0) continue;
-      const candidates = g.seats.filter(free).sort(claimOrder);
-      for (const h of candidates.slice(0, roomHere)) {
-        if (claims.length >= CLAIM_LIMIT_PER_SWEEP) break;
+      let taken = 0;
+      for (const h of g.seats.filter(free).sort(claimOrder)) {
+        if (taken >= roomHere) break;
+        if (spawning.has(h)) {
+          if (forks >= CLAIM_LIMIT_PER_SWEEP) continue;
+          forks++;
+        } else {
+          if (quiet >= QUIET_CLAIM_LIMIT_PER_SWEEP) continue;
+          quiet++;
+        }
         claims.push(h);
+        taken++;
       }
     }
   }

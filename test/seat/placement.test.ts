@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import {
   CLAIM_LIMIT_PER_SWEEP,
+  QUIET_CLAIM_LIMIT_PER_SWEEP,
   RELEASE_LIMIT_PER_SWEEP,
   heartbeatMs,
   nodeMatches,
@@ -21,8 +22,8 @@ function node(id: string, over: Partial<PresenceFact> = {}): PresenceFact {
   return { node_id: id, roles: ALL_ROLES, labels: {}, protocol: 4, seats_held: 0, draining: false, withdrawn: false, ...over };
 }
 
-function seats(prefix: string, n: number, placement?: SeatSpec["placement"]): SeatSpec[] {
-  return Array.from({ length: n }, (_, i) => ({ handle: `${prefix}${String(i + 1).padStart(2, "0")}`, placement }));
+function seats(prefix: string, n: number, placement?: SeatSpec["placement"], spawns?: number): SeatSpec[] {
+  return Array.from({ length: n }, (_, i) => ({ handle: `${prefix}${String(i + 1).padStart(2, "0")}`, placement, ...(spawns === undefined ? {} : { spawns }) }));
 }
 
 interface Case {
@@ -120,6 +121,52 @@ describe("claiming", () => {
     const p = run({ seats: seats("s", 12), leases: {} });
     expect(p.groups[0]!.share).toBe(12);
     expect(p.claims.length).toBe(CLAIM_LIMIT_PER_SWEEP);
+  });
+
+  test("the spawn limit bounds seats that fork: MCP seats ramp at the spec's rate", () => {
+    const p = run({ seats: seats("m", 12, undefined, 2), leases: {} });
+    expect(p.claims.length).toBe(CLAIM_LIMIT_PER_SWEEP);
+  });
+
+  test("seats whose acquire spawns nothing are claimed past the spawn limit, up to the quiet limit", () => {
+    const small = run({ seats: seats("q", 40, undefined, 0), leases: {} });
+    expect(small.claims.length).toBe(40);
+    const big = run({ seats: seats("q", QUIET_CLAIM_LIMIT_PER_SWEEP + 50, undefined, 0), leases: {} });
+    expect(big.claims.length).toBe(QUIET_CLAIM_LIMIT_PER_SWEEP);
+    expect(QUIET_CLAIM_LIMIT_PER_SWEEP).toBeGreaterThan(CLAIM_LIMIT_PER_SWEEP);
+  });
+
+  test("a mixed company: four forking seats and every quiet one fit one pass", () => {
+    const all = [...seats("m", 10, undefined, 1), ...seats("q", 10, undefined, 0)];
+    const p = run({ seats: all, leases: {} });
+    expect(p.claims.filter((h) => h.startsWith("m")).length).toBe(CLAIM_LIMIT_PER_SWEEP);
+    expect(p.claims.filter((h) => h.startsWith("q")).length).toBe(10);
+  });
+
+  test("a seat whose spawn count is unknown is charged as forking", () => {
+    const all = [...seats("u", 8), ...seats("q", 3, undefined, 0)];
+    const p = run({ seats: all, leases: {} });
+    expect(p.claims.filter((h) => h.startsWith("u")).length).toBe(CLAIM_LIMIT_PER_SWEEP);
+    expect(p.claims.filter((h) => h.startsWith("q")).length).toBe(3);
+  });
+
+  test("quiet seats still stop at the fair share", () => {
+    const p = run({ seats: seats("q", 30, undefined, 0), peers: [node("b"), node("c")], leases: {} });
+    expect(p.claims.length).toBe(10);
+  });
+
+  test("the fair share caps a mixed pass: forking seats over the limit leave room to quiet ones, never past the share", () => {
+    const all = [...seats("m", 6, undefined, 3), ...seats("q", 6, undefined, 0)];
+    const p = run({ seats: all, peers: [node("b")], leases: {} });
+    expect(p.claims.length).toBe(6);
+    expect(p.claims.filter((h) => h.startsWith("m")).length).toBeLessThanOrEqual(CLAIM_LIMIT_PER_SWEEP);
+  });
+
+  test("a busy group's spent spawn budget does not stop a quiet seat in a later group", () => {
+    const all = [...seats("g", 6, { labels: { gpu: "yes" } }, 1), ...seats("q", 5, undefined, 0)];
+    const p = run({ self: { labels: { gpu: "yes" } }, seats: all, peers: [node("b")], leases: {} });
+    expect(p.claims.filter((h) => h.startsWith("g")).length).toBe(CLAIM_LIMIT_PER_SWEEP);
+    expect(p.claims.filter((h) => h.startsWith("q")).length).toBe(3);
   });
 
   test("only free seats are claimed: live peer leases are not, lapsed ones are", () => {
@@ -469,6 +516,41 @@ describe("convergence", () => {
     expect(owners.get("pin")).toEqual(["c"]);
     const gpu = ["a", "b"].map((n) => [...held.get(n)!].filter((h) => h.startsWith("g")).length);
     expect(Math.max(...gpu) - Math.min(...gpu)).toBeLessThanOrEqual(1);
+  });
+});
+
+describe("convergence with a mixed company", () => {
+  const all = [...seats("m", 9, undefined, 2), ...seats("q", 60, undefined, 0), ...seats("g", 6, { labels: { gpu: "yes" } }, 0)];
+  const labels = { a: { gpu: "yes" }, c: { gpu: "yes" } };
+  test("from empty: every seat held once, balanced per group, forks never over the limit in a pass", () => {
+    const { held } = converge(["a", "b", "c"], labels, all);
+    const owners = new Map<string, string[]>();
+    for (const [n, hs] of held) for (const h of hs) owners.set(h, [...(owners.get(h) ?? []), n]);
+    expect(owners.size).toBe(all.length);
+    for (const o of owners.values()) expect(o).toHaveLength(1);
+    const ungrouped = ["a", "b", "c"].map((n) => [...held.get(n)!].filter((h) => !h.startsWith("g")).length);
+    expect(Math.max(...ungrouped) - Math.min(...ungrouped)).toBeLessThanOrEqual(1);
+    const gpu = ["a", "c"].map((n) => [...held.get(n)!].filter((h) => h.startsWith("g")).length);
+    expect(gpu).toEqual([3, 3]);
+  });
+
+  test("a node that booted alone took the quiet seats at once and the forking ones four a pass; peers joining then balance it", () => {
+    const alone = new Map([["a", new Set<string>()]]);
+    const passes: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const before = alone.get("a")!.size;
+      const p = run({ self: { node_id: "a", labels: labels.a }, seats: all, healthy: [...alone.get("a")!], leases: {} });
+      for (const c of p.claims) alone.get("a")!.add(c);
+      expect(p.claims.filter((h) => h.startsWith("m")).length).toBeLessThanOrEqual(CLAIM_LIMIT_PER_SWEEP);
+      passes.push(alone.get("a")!.size - before);
+    }
+    // Pass 1: 4 forking + 66 quiet; pass 2: 4 forking; pass 3: the last forking one.
+    expect(passes).toEqual([70, 4, 1, 0, 0]);
+    const start = new Map([...alone, ["b", new Set<string>()], ["c", new Set<string>()]]);
+    const { held } = converge(["a", "b", "c"], labels, all, start);
+    const ungrouped = ["a", "b", "c"].map((n) => [...held.get(n)!].filter((h) => !h.startsWith("g")).length);
+    expect(Math.max(...ungrouped) - Math.min(...ungrouped)).toBeLessThanOrEqual(1);
+    expect(ungrouped.reduce((x, y) => x + y, 0)).toBe(69);
   });
 });
 

@@ -44,10 +44,13 @@ const QUIET_MS = 2 * TTL_MS + 30 * 5_000;
 const NODE_IDS = ["n1", "n2", "n3", "n4", "n5"];
 const LABELS: Record<string, Record<string, string>> = { n2: { gpu: "yes" }, n4: { gpu: "yes" } };
 
-function seatsForSim(): SeatSpec[] {
+/** `mixed`: a company whose unpinned seats spawn nothing on acquire (claimed past the
+ * spawn limit), whose gpu seats run two MCP servers each, and whose pinned seat's count is
+ * unknown; otherwise every count is unknown and every seat ramps at the spawn limit. */
+function seatsForSim(mixed: boolean): SeatSpec[] {
   const out: SeatSpec[] = [];
-  for (let i = 1; i <= 11; i++) out.push({ handle: `u${String(i).padStart(2, "0")}` });
-  for (let i = 1; i <= 3; i++) out.push({ handle: `g${i}`, placement: { labels: { gpu: "yes" } } });
+  for (let i = 1; i <= 11; i++) out.push({ handle: `u${String(i).padStart(2, "0")}`, ...(mixed ? { spawns: 0 } : {}) });
+  for (let i = 1; i <= 3; i++) out.push({ handle: `g${i}`, placement: { labels: { gpu: "yes" } }, ...(mixed ? { spawns: 2 } : {}) });
   out.push({ handle: "pin", placement: { node: "n3" } });
   return out;
 }
@@ -65,7 +68,7 @@ interface Chaos {
 
 /** `drain`: the seats' inboxes are attached for drains (as the node runs them), each later
  * turn of a drain admitted again; otherwise one delivery at a time. */
-async function runSeed(seed: number, drain: boolean): Promise<{ turns: number; events: Record<string, number> }> {
+async function runSeed(seed: number, drain: boolean, mixed = false): Promise<{ turns: number; events: Record<string, number> }> {
   const rand = rng(seed);
   const pick = <T>(xs: T[]): T => xs[Math.floor(rand() * xs.length)]!;
   const violations: string[] = [];
@@ -134,7 +137,7 @@ async function runSeed(seed: number, drain: boolean): Promise<{ turns: number; e
 
   const f = new Fleet({
     ttl_ms: TTL_MS,
-    seats: seatsForSim(),
+    seats: seatsForSim(mixed),
     turn_ms: 200,
     onTurn: (t: TurnRecord, n: FleetNode) => void checkAdmission(t, n),
     afterTurn: (t, n) => memoryTurn(t, n),
@@ -315,6 +318,13 @@ describe("seat host simulation", () => {
       // Generous: a seed is a few seconds on an idle box; seat memory's SQLite writes made
       // the slowest ~25 s on a 2-core box at load 20, and a timeout here is not a finding.
     }, 90_000);
+  }
+  for (let seed = 1; seed <= Math.max(2, Math.floor(SEEDS / 4)); seed++) {
+    test(`mixed company (quiet and forking seats), seed ${seed}`, async () => {
+      const { turns, events } = await runSeed(seed * 104_729, seed % 2 === 0, true);
+      expect(turns).toBeGreaterThan(0);
+      for (const [k, v] of Object.entries(events)) totals[k] = (totals[k] ?? 0) + v;
+    }, 30_000);
   }
   test("the faults the invariants were held against actually happened", () => {
     // A simulation that never crashed, wedged or blipped would pass vacuously.
