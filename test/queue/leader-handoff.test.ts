@@ -1,11 +1,13 @@
 // A cluster member leaving gracefully with mail handed back (NAK'd) by its attachments, on
-// real nats-server processes. The first test is the reproduction: a NAK processed by a
-// consumer leader on the member that then stops is lost with it, and the next leader holds
+// real nats-server processes. The first test is the reproduction: a bare `-NAK` processed by
+// a consumer leader on the member that then stops is lost with it, and the next leader holds
 // the message ack-pending for the ack wait (30 minutes). Found on 2.9.10 and re-measured on
-// the pinned server (2.15.2): still so, the NAK's redelivery is the leader's memory only and
-// is not replicated, so the workaround stays. The second proves the fix:
-// JetStreamQueue.handOffLeaderships before the hand-backs, and every message reaches the
-// mailbox's next owner at once.
+// the pinned server (2.15.2): still so, a bare NAK's redelivery is the leader's memory only
+// and is not replicated. Two fixes, each proved alone: JetStreamQueue.handOffLeaderships
+// before the hand-backs; and the queue's own NAK, which also carries `{"delay": 0}` — the
+// server then rewrites the delivery's stored timestamp, replicated to the followers, so the
+// next leader redelivers it at once even with no hand-off (issue 13: a drained single box's
+// restart found the same loss).
 import { afterAll, expect, test } from "bun:test";
 import { connect, type NatsConnection } from "nats";
 import { systemClock } from "../../src/clock.ts";
@@ -31,7 +33,7 @@ afterAll(async () => {
   for (const n of clusters) await n.stop();
 });
 
-async function scenario(handOff: boolean): Promise<{ ledByLeaver: string[]; received: Set<string> }> {
+async function scenario(handOff: boolean, nak: "queue" | "bare"): Promise<{ ledByLeaver: string[]; received: Set<string> }> {
   const nats = await startNats(3);
   clusters.push(nats);
   const setupNc = await nats.connect({ name: "setup" });
@@ -57,19 +59,33 @@ async function scenario(handOff: boolean): Promise<{ ledByLeaver: string[]; rece
   conns.push(leaverNc);
   const queue = new JetStreamQueue({ nc: leaverNc, replicas: 3, clock: systemClock, log: silentLogger });
   const ran: Delivery[] = [];
-  const attachments = await Promise.all(boxes.map((b) => queue.attach(b.subject, b.group, async (d) => (ran.push(d), { kind: "ack" }))));
-  await Bun.sleep(500); // the pulls reach the leaders
-  if (handOff) {
-    const { stillHere } = await queue.handOffLeaderships(leaverName);
-    expect(stillHere).toEqual([]);
+  if (nak === "queue") {
+    const attachments = await Promise.all(boxes.map((b) => queue.attach(b.subject, b.group, async (d) => (ran.push(d), { kind: "ack" }))));
+    await Bun.sleep(500); // the pulls reach the leaders
+    if (handOff) {
+      const { stillHere } = await queue.handOffLeaderships(leaverName);
+      expect(stillHere).toEqual([]);
+    }
+    // The drain: quiesced, then mail arrives (the outstanding pulls take what they can and it
+    // is handed back), then detached and closed, connection drained, member stopped.
+    for (const a of attachments) a.quiesce();
+    for (const b of boxes) await setup.publish(b.subject, new TextEncoder().encode(b.subject));
+    await Bun.sleep(500);
+    for (const a of attachments) await a.detach();
+    await queue.close();
+  } else {
+    // The same hand-back as a bare `-NAK` (the client library's nak()).
+    if (handOff) expect((await queue.handOffLeaderships(leaverName)).stillHere).toEqual([]);
+    for (const b of boxes) await setup.publish(b.subject, new TextEncoder().encode(b.subject));
+    const js = leaverNc.jetstream({ timeout: 10_000 });
+    for (const b of boxes) {
+      const consumer = await js.consumers.get(STREAM_AGENT, durableName(b.group));
+      const m = await consumer.next({ expires: 5_000 });
+      expect(m).not.toBeNull();
+      m!.nak();
+    }
+    await Bun.sleep(500);
   }
-  // The drain: quiesced, then mail arrives (the outstanding pulls take what they can and it
-  // is handed back), then detached and closed, connection drained, member stopped.
-  for (const a of attachments) a.quiesce();
-  for (const b of boxes) await setup.publish(b.subject, new TextEncoder().encode(b.subject));
-  await Bun.sleep(500);
-  for (const a of attachments) await a.detach();
-  await queue.close();
   await leaverNc.drain();
   leaver.proc.kill("SIGTERM");
   await leaver.proc.exited;
@@ -87,14 +103,19 @@ async function scenario(handOff: boolean): Promise<{ ledByLeaver: string[]; rece
   return { ledByLeaver, received };
 }
 
-test("mail NAK'd on a leader whose member then stops is not redelivered (the reproduction)", async () => {
-  const { ledByLeaver, received } = await scenario(false);
+test("mail NAK'd bare on a leader whose member then stops is not redelivered (the reproduction)", async () => {
+  const { ledByLeaver, received } = await scenario(false, "bare");
   // Those led elsewhere came back at once; those led by the leaver wait for the ack wait.
   expect(ledByLeaver.filter((s) => received.has(s))).toEqual([]);
   expect(received.size).toBe(MAILBOXES - ledByLeaver.length);
-}, 60_000);
+}, 120_000);
 
 test("handOffLeaderships before the hand-backs: every message reaches the next owner", async () => {
-  const { received } = await scenario(true);
+  const { received } = await scenario(true, "queue");
+  expect(received.size).toBe(MAILBOXES);
+}, 60_000);
+
+test("the queue's NAK (delay 0 beside the bare one) survives the leader's exit with no hand-off", async () => {
+  const { received } = await scenario(false, "queue");
   expect(received.size).toBe(MAILBOXES);
 }, 60_000);
