@@ -5,7 +5,7 @@ import { and, asc, desc, eq, gt, lt, or, type SQL } from "drizzle-orm";
 import { z } from "zod";
 import type { Database } from "bun:sqlite";
 import type { EstateDb } from "./migrate.ts";
-import { channelId, containerKey, handle, opId, pageTitle, projectKey, workKey } from "./records.ts";
+import { actor, channelId, containerKey, handle, opId, pageTitle, projectKey, workKey } from "./records.ts";
 import { activity, channels, comments, containers, messages, pages, projects, workItems, WORK_STATUSES, type Domain } from "./schema.ts";
 
 /** Largest page any list answers: a list is for reading, not for export. */
@@ -18,7 +18,7 @@ export const querySchema = z.discriminatedUnion("q", [
     q: z.literal("work.list"),
     project: projectKey.optional(),
     status: z.enum(WORK_STATUSES).optional(),
-    assignee: z.string().min(1).max(128).optional(),
+    assignee: actor.optional(),
     /** Keyset cursor: items after this log position. */
     after: z.coerce.number().int().min(0).optional(),
     limit: limit(100),

@@ -2,7 +2,7 @@
 // the original message with these headers added, so deadLetters() parses one shape.
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import type { DeadLetter, Delivery } from "./contract.ts";
+import type { DeadLetter, Delivery, PublishOptions, PublishResult } from "./contract.ts";
 import { dlqSubject } from "./topics.ts";
 
 export const H_MSG_ID = "Nats-Msg-Id";
@@ -106,4 +106,21 @@ export function replayOf(dl: DeadLetter): { subject: string; headers: Record<str
   for (const [k, v] of Object.entries(dl.headers)) if (!isPublishControlHeader(k)) headers[k] = v;
   const digest = createHash("sha256").update(`${dl.subject}:${dl.id}`).digest("hex").slice(0, 24);
   return { subject: dl.originalSubject, headers, msgId: `dlq-replay-${digest}` };
+}
+
+/**
+ * A replay, the same on both backends: the dead letter republished (see replayOf), then
+ * removed. Republished first, so a failure between the two leaves a copy to replay again,
+ * which the replay's own message id keeps from arriving twice.
+ */
+export async function replayDeadLetterVia(
+  q: { deadLetter(id: number): Promise<DeadLetter | null>; publish(subject: string, data: Uint8Array, opts: PublishOptions): Promise<PublishResult>; deleteDeadLetter(id: number): Promise<boolean> },
+  id: number,
+): Promise<PublishResult | null> {
+  const dl = await q.deadLetter(id);
+  if (!dl) return null;
+  const r = replayOf(dl);
+  const out = await q.publish(r.subject, dl.data, { msgId: r.msgId, headers: r.headers });
+  await q.deleteDeadLetter(id);
+  return out;
 }

@@ -26,7 +26,7 @@ import {
   type ScatterOptions,
 } from "./contract.ts";
 import { AttachmentCore, PULL_EXPIRES_MS, type CoreOptions, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
-import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter, replayOf } from "./deadletter.ts";
+import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter, replayDeadLetterVia } from "./deadletter.ts";
 import { apiErrorCode, ensureStreams, WAITING_FOR_MEMBERS } from "./streams.ts";
 import { durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_AGENT, STREAM_DLQ, streamForSubject } from "./topics.ts";
 
@@ -384,13 +384,8 @@ export class JetStreamQueue implements Queue {
     }
   }
 
-  async replayDeadLetter(id: number): Promise<{ seq: number; duplicate: boolean } | null> {
-    const dl = await this.deadLetter(id);
-    if (!dl) return null;
-    const r = replayOf(dl);
-    const out = await this.publish(r.subject, dl.data, { msgId: r.msgId, headers: r.headers });
-    await this.deleteDeadLetter(id);
-    return out;
+  replayDeadLetter(id: number): Promise<{ seq: number; duplicate: boolean } | null> {
+    return replayDeadLetterVia(this, id);
   }
 
   async deleteDeadLetter(id: number): Promise<boolean> {

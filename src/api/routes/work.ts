@@ -14,7 +14,7 @@ import { WORK_STATUSES } from "../../estate/schema.ts";
 const listQuery = z.strictObject({
   project: projectKey.optional(),
   status: z.enum(WORK_STATUSES).optional(),
-  assignee: z.string().min(1).max(128).optional(),
+  assignee: actor.optional(),
   after: z.coerce.number().int().min(0).optional(),
   limit: z.coerce.number().int().min(1).max(500).default(100),
 });
