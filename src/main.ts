@@ -13,6 +13,7 @@ Usage:
   crewlet work list                       list work items on a running node
   crewlet config list|show|apply|activate the fleet's company revisions on a running node
   crewlet schedules                       each schedule's next fire and last fire
+  crewlet budgets                         each spend cap, its window's spend and reset
   crewlet estate status                   this node's estate copy, per domain
   crewlet estate skip <domain> <pos> --reason TEXT
                                           pass over a log record no copy can apply
@@ -51,6 +52,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import("./cli/config.ts")).runConfigCommand(rest);
     case "estate":
       return (await import("./cli/estate.ts")).runEstateCommand(rest);
+    case "budgets":
+      return (await import("./cli/budgets.ts")).runBudgetsCommand(rest);
     case "schedules":
       return (await import("./cli/schedules.ts")).runSchedulesCommand(rest);
     default:

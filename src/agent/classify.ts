@@ -17,7 +17,11 @@ export type TurnEndKind =
   /** An expected failure: a provider that never answered, the estate unreachable for context. */
   | "broken"
   /** An unexpected exception: a defect in the engine. */
-  | "panicked";
+  | "panicked"
+  /** A model call would have started over a hard spend cap (src/spend): not made. */
+  | "budget_exhausted"
+  /** A person stopped the turn (POST /agents/{handle}/stop), seen at its next fence check. */
+  | "stopped";
 
 export type Settle = "ack" | "nak" | "defer" | "reject";
 
@@ -29,7 +33,7 @@ export interface Disposition {
   /** Write the constituents to the completion ledger (after the effects shipped). */
   record: boolean;
   /** What turn_completed says. */
-  outcome: "completed" | "round_limit" | "failed" | "deferred" | "retry" | "handed_back";
+  outcome: "completed" | "round_limit" | "failed" | "deferred" | "retry" | "handed_back" | "budget_exhausted" | "stopped";
   /** Publish turn.guard_breach (kind unhandled_exception). */
   guard_breach: boolean;
   /** Publish turn_trigger_skipped beside a failed turn: its trigger will not come back. */
@@ -108,6 +112,16 @@ export function dispose(f: TurnEndFacts): Disposition {
       // A drain: nothing written → the successor runs it at once; written → it would
       // repeat the writes, so the person hears what was done and that it stopped.
       return reached ? D("ack", "failed", { record: true, gave_up: true, tell: true }) : D("nak", "handed_back");
+    case "budget_exhausted":
+      // Asking again in this window is refused again: settled now, and the person told
+      // which cap and when it resets. Nothing written: a dead letter an operator replays
+      // once the window reset or the cap was raised. Written: it would repeat the writes.
+      return reached
+        ? D("ack", "budget_exhausted", { record: true, gave_up: true, tell: true })
+        : D("reject", "budget_exhausted", { gave_up: true, tell: true });
+    case "stopped":
+      // A person's word: recorded (a redelivery must not run it again) and acked, no retry.
+      return D("ack", "stopped", { record: true, gave_up: true, tell: true });
     case "broken": {
       if (reached) return D("ack", "failed", { record: true, gave_up: true, tell: true });
       // Not recorded as done: a dead letter replayed after the operator's fix must run.

@@ -82,6 +82,16 @@ export interface TurnEngineOptions {
   max_rounds?: number;
   /** How failed deliveries back off and when they are given up (classify.ts defaults). */
   redelivery?: RedeliveryPolicy;
+  /** Spend control (src/spend): asked before every model call, told every round's usage. */
+  spend?: SpendGate | null;
+}
+
+/** What the turn engine asks of spend control (src/spend/gate.ts implements it). */
+export interface SpendGate {
+  /** Before a model call: the words to refuse it with (a hard cap reached), or null. */
+  check(seat: string, provider: string): Promise<string | null>;
+  /** After a model round: the provider's reported usage, charged to the seat's counters. */
+  charge(seat: string, provider: string, usage: Usage): Promise<void>;
 }
 
 /** What answerBack is given and answers (src/integrations/tools.ts implements it). */
@@ -158,9 +168,22 @@ class Broken extends Error {
   }
 }
 
+/** A turn ended by policy, not failure: a spend cap reached, or a person's stop. */
+class Refused extends Error {
+  constructor(
+    readonly end: "budget_exhausted" | "stopped",
+    readonly words: string,
+  ) {
+    super(words);
+    this.name = "Refused";
+  }
+}
+
 interface RunState {
   turn_id: string;
   seat: string;
+  /** Who stopped this turn (POST /agents/{handle}/stop), seen at its next fence check. */
+  stopped_by?: string;
   rounds: number;
   tool_calls: number;
   usage: Usage;
@@ -196,6 +219,21 @@ export class TurnEngine {
       clock: o.clock,
       onChatPosted: (ctx, fact) => this.running.get(ctx.turn_id)?.posts.push(fact),
     });
+  }
+
+  /**
+   * A person's stop: every turn of `seat` running here ends at its next fence check (the
+   * top of a round, before a tool call). Returns how many turns were marked.
+   */
+  stopSeat(seat: string, by: string): string[] {
+    const marked: string[] = [];
+    for (const st of this.running.values()) {
+      if (st.seat === seat && st.stopped_by === undefined) {
+        st.stopped_by = by;
+        marked.push(st.turn_id);
+      }
+    }
+    return marked;
   }
 
   /** What GET /agents shows for a seat run here. */
@@ -294,6 +332,9 @@ export class TurnEngine {
       } else if (err instanceof Fenced) {
         end = "fenced";
         stop = { kind: "fenced" };
+      } else if (err instanceof Refused) {
+        end = err.end;
+        stop = { kind: "refused", words: err.words };
       } else if (err instanceof Broken) {
         end = "broken";
         failure = err.failure;
@@ -370,7 +411,7 @@ export class TurnEngine {
     }
     let notice: string | null = null;
     if (d.tell && stop) {
-      notice = noticeText({ stop, done: state.outside, deliveries: failure === "transient" || failure === null ? delivery_count : undefined });
+      notice = noticeText({ stop, done: state.outside, deliveries: stop.kind !== "refused" && (failure === "transient" || failure === null) ? delivery_count : undefined });
       await this.tell(seat.handle, state.turn_id, toRun, notice);
     }
     if (d.guard_breach) {
@@ -504,12 +545,16 @@ export class TurnEngine {
 
     state.limit_hit = true;
     for (let round = 1; round <= max_rounds; round++) {
-      if (!req.fence()) throw new Fenced();
+      this.fenceCheck(req, state);
+      // A call that would start over a hard cap is not made (src/spend).
+      const refused = (await this.o.spend?.check(seat.handle, provider.name)) ?? null;
+      if (refused !== null) throw new Refused("budget_exhausted", refused);
       state.rounds = round;
       r.live.round(round);
       const answer = await provider.complete({ system, messages, tools: specs, facts, signal: abort.signal, retry: state.retry, onText: r.live.onText });
       state.usage.input_tokens += answer.usage.input_tokens;
       state.usage.output_tokens += answer.usage.output_tokens;
+      await this.o.spend?.charge(seat.handle, provider.name, answer.usage);
       if (answer.toolCalls.length === 0) {
         state.final_text = answer.text.trim();
         state.limit_hit = false;
@@ -517,7 +562,7 @@ export class TurnEngine {
       }
       messages.push({ role: "assistant", content: answer.text, tool_calls: answer.toolCalls });
       for (const [i, call] of answer.toolCalls.entries()) {
-        if (!req.fence()) throw new Fenced();
+        this.fenceCheck(req, state);
         const result = i < MAX_TOOL_CALLS_PER_ROUND ? await this.callTool(byName, call, toolCtx, state, round) : { content: `not run: at most ${MAX_TOOL_CALLS_PER_ROUND} tool calls per answer`, is_error: true };
         messages.push({ role: "tool", tool_call_id: call.id, name: call.name, content: cut(result.content), is_error: result.is_error });
       }
@@ -525,6 +570,12 @@ export class TurnEngine {
 
     await this.keepObligations(req, seat, triggers, state, thread);
     return answered;
+  }
+
+  /** The fence check: the seat moved (Fenced), or a person stopped the turn (Refused). */
+  private fenceCheck(req: TurnRequest, state: RunState): void {
+    if (!req.fence()) throw new Fenced();
+    if (state.stopped_by !== undefined) throw new Refused("stopped", `stopped by ${state.stopped_by}`);
   }
 
   private async callTool(byName: Map<string, Tool>, call: ToolCall, ctx: ToolContext, state: RunState, round: number): Promise<ToolResult> {

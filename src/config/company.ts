@@ -6,6 +6,7 @@ import { z } from "zod";
 import { patternProblem } from "./pattern.ts";
 import { checkIntegrations, integrationsSchema } from "../integrations/config.ts";
 import { scheduleSchema, validTimeZone } from "./schedules.ts";
+import { budgetsSchema, checkBudgets, pricingSchema } from "./budgets.ts";
 
 export const HANDLE_RE = /^[a-z0-9][a-z0-9_\-]{0,47}$/;
 /**
@@ -48,6 +49,7 @@ const openaiProvider = z.strictObject({
   api_keys: z.array(secretish).default([]),
   ...callSettings,
   fallback: z.string().optional().describe("Another provider key to use when this one fails"),
+  pricing: pricingSchema.optional().describe("Price per million input/output tokens: budgets read in money"),
 });
 
 const anthropicProvider = z.strictObject({
@@ -58,6 +60,7 @@ const anthropicProvider = z.strictObject({
   ...callSettings,
   max_tokens: z.number().int().min(1).default(4096),
   fallback: z.string().optional(),
+  pricing: pricingSchema.optional().describe("Price per million input/output tokens: budgets read in money"),
 });
 
 const scriptedRule = z.strictObject({
@@ -151,6 +154,8 @@ const companyShape = z.strictObject({
   /** Signed webhooks in and their routes to seats (src/integrations/). */
   integrations: integrationsSchema,
   schedules: z.array(scheduleSchema).default([]).describe("Seats woken on a cron, each tick fired once fleet-wide"),
+  /** Caps on model spend per window (src/config/budgets.ts, src/spend/). */
+  budgets: budgetsSchema,
 });
 
 export const companySchema = companyShape.transform((c, ctx) => {
@@ -253,6 +258,7 @@ function checkReferences(c: Omit<ShapeOut, "roles"> & { roles: HandledRole[] }, 
     }
   };
   collect(c.units);
+  checkBudgets(c.budgets, (h) => c.roles[index.get(h) ?? -1]?.kind ?? null, ctx);
   checkIntegrations(c.integrations, { seatKind: (h) => c.roles[index.get(h) ?? -1]?.kind ?? null, unitLead: (id) => leads.get(id) }, ctx);
 }
 

@@ -60,6 +60,17 @@ export const SLOT_BUCKETS: Record<SlotName, BucketSpec> = {
   // for a record nobody could flush (no seats node for that long): a day, the claims'
   // horizon, past which the deliveries it holds are history a redelivery would not wake.
   rate: { name: "crewlet_rate", max_age_ms: 1 * DAY_MS },
+  // Budget counters, one per (scope, window) keyed by the window's end: a month is the
+  // longest window (31 days, plus a DST hour), so 32 days keeps every live window's record
+  // and lets past windows age out.
+  budgets: { name: "crewlet_budgets", max_age_ms: 32 * DAY_MS },
+  // A key's cooldown: a record is written with its end time and the readers ignore an
+  // ended one; the age only bounds space. A provider asking for more than a day is an
+  // outage an operator fixes, and the next 429 writes a new record.
+  cooldowns: { name: "crewlet_cooldowns", max_age_ms: 1 * DAY_MS },
+  // A person's controls (pauses): fleet state that must survive restarts and moves, so
+  // none; resume deletes the record.
+  controls: { name: "crewlet_controls", max_age_ms: 0 },
 };
 
 export { DEFAULT_LEASE_TTL_MS };

@@ -117,7 +117,7 @@ export interface KvSlot {
   watch(onEntry: (entry: KvEntry) => void, opts?: { key?: string; includeCurrent?: boolean }): Promise<KvWatch>;
 }
 
-export const SLOT_NAMES = ["config", "status", "ledger", "claims", "mailboxes", "fires", "rate"] as const;
+export const SLOT_NAMES = ["config", "status", "ledger", "claims", "mailboxes", "fires", "rate", "budgets", "cooldowns", "controls"] as const;
 export type SlotName = (typeof SLOT_NAMES)[number];
 
 export interface Coordination {

@@ -18,6 +18,9 @@ import type { Tool } from "../agent/tools/contract.ts";
 import type { AnswerBack } from "../agent/turn.ts";
 import type { Queue } from "../queue/contract.ts";
 import type { SeatHooks } from "../seat/host.ts";
+import { budgetAlerter } from "../spend/alert.ts";
+import { BudgetCounters } from "../spend/counters.ts";
+import { BudgetGate } from "../spend/gate.ts";
 import {
   buildProviders,
   CompletionLedger,
@@ -52,6 +55,8 @@ export interface EngineOptions {
   /** Tools the integrations offer a seat, and their answer back (src/integrations). */
   extraTools?: (handle: string) => readonly Tool[];
   answerBack?: AnswerBack;
+  /** crewlet_budgets: the fleet's spend counters (src/spend); null: spend is not capped here. */
+  budgets?: KvSlot | null;
   /** Secrets configured elsewhere (API tokens, broker secrets) that a provider's error
    * body must never carry into a log line, an event or /agents. */
   secrets?: readonly string[];
@@ -59,6 +64,9 @@ export interface EngineOptions {
 
 export class NodeEngine {
   private org: Org;
+  private company: Company;
+  /** The fleet's spend counters (GET /budgets reads them); null without the slot. */
+  readonly budgets: BudgetCounters | null;
   private providers: Map<string, Provider>;
   private readonly db: Database;
   private readonly mcp: McpPool;
@@ -70,6 +78,7 @@ export class NodeEngine {
 
   constructor(private readonly o: EngineOptions) {
     this.org = buildOrg(o.company);
+    this.company = o.company;
     this.providers = buildProviders(o.company.providers.llm, o.clock, { secrets: this.secretsOf(o.company) });
     void probeProviders(o.company.providers.llm, o.clock, o.log);
     this.db = new Database(join(o.storeDir, NODE_DB_FILE), { create: true, strict: true });
@@ -80,6 +89,22 @@ export class NodeEngine {
     this.memorySync = new MemorySync({ store: this.memoryStore, changelog: o.changelog, clock: o.clock, log: o.log });
     const providerFor = (seat: { llm?: string | null }) => (seat.llm ? this.providers.get(seat.llm) : undefined);
     this.reflect = new ReflectDispatcher({ queue: o.queue, store: this.memoryStore, sync: this.memorySync, org: () => this.org, providerFor, clock: o.clock, log: o.log });
+    const events = publishEventSink(o.queue, o.log, () => o.clock.now());
+    const timezone = () => this.company.timezone;
+    this.budgets = o.budgets
+      ? new BudgetCounters({
+          slot: o.budgets,
+          clock: o.clock,
+          log: o.log,
+          budgets: () => this.company.budgets,
+          timezone,
+          pricing: (name) => {
+            const p = this.company.providers.llm[name];
+            return p && p.type !== "scripted" ? p.pricing : undefined;
+          },
+          onAlert: budgetAlerter({ events, estate: o.estate, org: () => this.org, timezone, log: o.log, node_id: o.nodeId }),
+        })
+      : null;
     this.turns = new TurnEngine({
       org: () => this.org,
       node_id: o.nodeId,
@@ -95,7 +120,8 @@ export class NodeEngine {
       // The seat's episodes are its memory's (src/memory), written before the completion.
       episodes: null,
       memory: new TurnMemory({ store: this.memoryStore, sync: this.memorySync, estate: o.estate, queue: o.queue, claims: o.claims, node_id: o.nodeId, clock: o.clock, log: o.log }),
-      events: publishEventSink(o.queue, o.log, () => o.clock.now()),
+      events,
+      spend: this.budgets ? new BudgetGate({ counters: this.budgets, timezone, events, log: o.log, node_id: o.nodeId }) : null,
     });
     this.inbox = new SeatInbox({ engine: this.turns, log: o.log, max_concurrent: o.max_concurrent });
     this.memorySync.start();
@@ -128,6 +154,7 @@ export class NodeEngine {
   /** A newer company: turns started from now on see its org and providers. */
   setCompany(company: Company): void {
     this.org = buildOrg(company);
+    this.company = company;
     this.providers = buildProviders(company.providers.llm, this.o.clock, { secrets: this.secretsOf(company) });
     void probeProviders(company.providers.llm, this.o.clock, this.o.log);
   }

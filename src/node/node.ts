@@ -17,6 +17,7 @@ import { CREWLET_VERSION, LEASE_PROTOCOL } from "../version.ts";
 import { startBroker, type RunningBroker } from "../broker/index.ts";
 import { loadOrMintToken, TokenAuth, type ApiToken } from "../api/auth.ts";
 import { createApp, type RouteGroup } from "../api/app.ts";
+import { budgetsGroup } from "../api/routes/budgets.ts";
 import { deadLettersGroup } from "../api/routes/deadletters.ts";
 import { fleetGroups } from "../api/routes/fleet.ts";
 import { agentSeats, companySchema, type Company } from "../config/company.ts";
@@ -354,6 +355,7 @@ export class CrewletNode {
       estate: estate.router,
       queue: this.queue,
       ledger: coord.slot("ledger"),
+      budgets: coord.slot("budgets"),
       changelog,
       claims: coord.slot("claims"),
       max_concurrent: c.node.max_concurrent,
@@ -514,6 +516,7 @@ export class CrewletNode {
       ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log }), integrations.routeGroup()] : []),
       memoryGroup({ org: () => engine.currentOrg, reads: memoryReads }),
       agentsGroup({ nodeId: this.nodeId, org: () => engine.currentOrg, status: (h) => engine.status(h), leases: () => seats.fleet() }),
+      ...(roles.includes("ingress") && engine.budgets ? [budgetsGroup({ seats: () => (this.company ? agentSeats(this.company).map((s) => s.handle) : []), status: (h) => engine.budgets!.status(h) })] : []),
       ...(roles.includes("ingress") ? [schedulesGroup({ company: () => this.company, fires: coord.slot("fires"), clock: this.clock })] : []),
       ...fleetGroups({
         fleet: async () => ({ ...(await seats.fleet()), duties: await dutyHoldings(coord.duties).catch(() => null) }),

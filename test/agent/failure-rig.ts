@@ -22,6 +22,9 @@ import { encodeTrigger, type Trigger } from "../../src/org/trigger.ts";
 import type { Attachment, DeadLetter, Queue } from "../../src/queue/contract.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { mailbox } from "../../src/queue/topics.ts";
+import type { Budgets } from "../../src/config/budgets.ts";
+import { BudgetCounters } from "../../src/spend/counters.ts";
+import { BudgetGate } from "../../src/spend/gate.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
 import { LocalEstate, mentionTrigger, rootCompany, taskTrigger } from "./support.ts";
 
@@ -44,6 +47,8 @@ export interface RigOptions {
   secrets?: string[];
   /** The seat has no provider at all (llm unset). */
   no_provider?: boolean;
+  /** Spend caps (company.budgets): the turn engine asks the counters before every call. */
+  budgets?: Budgets;
 }
 
 export interface Ending {
@@ -71,6 +76,7 @@ export class FailureRig {
   readonly engine: TurnEngine;
   readonly inbox: SeatInbox;
   readonly ledger: CompletionLedger;
+  readonly counters: BudgetCounters | null = null;
   private attachments: Attachment[] = [];
 
   private constructor(
@@ -90,6 +96,11 @@ export class FailureRig {
     if (opts.fallback) llm.backup = providerConfig(opts.fallback.wire, opts.fallback.base_url, opts.fallback.api_keys ?? ["backup-key-0002"], {});
     // Zero jitter: a transient failure's retries are back to back, so a test can count them.
     const providers = buildProviders(llm, systemClock, { secrets: opts.secrets, random: () => 0 });
+    const budgets = opts.budgets;
+    if (budgets) {
+      this.counters = new BudgetCounters({ slot: coord.node().slot("budgets"), clock: systemClock, log, budgets: () => budgets, timezone: () => "UTC", pricing: () => undefined });
+    }
+    const spend = this.counters ? new BudgetGate({ counters: this.counters, timezone: () => "UTC", events: this.events, log, node_id: "node-a" }) : null;
     this.engine = new TurnEngine({
       org: () => org,
       node_id: "node-a",
@@ -103,6 +114,7 @@ export class FailureRig {
       episodes: new EpisodeStore(new Database(":memory:")),
       events: this.events,
       redelivery: opts.redelivery ?? TEST_REDELIVERY,
+      spend,
     });
     this.inbox = new SeatInbox({ engine: this.engine, log, max_concurrent: 2 });
   }
