@@ -621,6 +621,7 @@ export class SeatHost {
 
   private async sweep(): Promise<void> {
     if (this.draining || this.stopped || this.nodeIdInUse) return;
+    const sweep_started_ms = this.clock.now();
     const views = await this.store.list(PRESENCE_PREFIX);
     const presences = views.filter((v) => v.live).map((v) => parsePresence(v, this.log));
     this.livePresences = presences;
@@ -689,6 +690,7 @@ export class SeatHost {
       released: p.releases.length,
       fleet_full: p.fleetFull,
       withheld: p.withheld,
+      elapsed_ms: this.clock.now() - sweep_started_ms,
     });
   }
 
@@ -800,7 +802,7 @@ export class SeatHost {
           : await this.queue.attach(subject, group, this.screened(handle, s.epoch, handler!), { holds });
         if (s.fenced) throw new Error(`seat fenced while attaching`);
         if (s.stale) s.attachment.quiesce();
-        this.log.info("seat_attached", { seat: handle, epoch: s.epoch, holds });
+        this.log.info("seat_attached", { seat: handle, epoch: s.epoch, holds, claim_ms: this.clock.now() - sent });
       }
       s.phase = "established";
     } catch (err) {

@@ -65,6 +65,8 @@ export interface FleetOptions {
    * route and leaf gossip never hands out the listener behind it.
    */
   via?: (kind: "cluster" | "leaf", memberId: string, listenerPort: number) => Promise<number>;
+  /** The nodes' log level (debug unless told: a 2,000-seat bench logs at info). */
+  logLevel?: "debug" | "info";
 }
 
 export interface Fleet {
@@ -123,7 +125,7 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
       stream,
       coordination: { type: fleetShape ? "embedded-kv" : "local", lease_ttl_seconds: opts.leaseTtlSeconds ?? 45 },
       api: { port: p.api, tokens: [{ id: "test", token: TEST_TOKEN }] },
-      logging: { level: "debug", format: "json", stderr: true },
+      logging: { level: opts.logLevel ?? "debug", format: "json", stderr: true },
       ...((spec.company ?? opts.company) ? { company: spec.company ?? opts.company } : {}),
     };
     const configFile = join(dir, "crewlet.yaml");

@@ -1,0 +1,251 @@
+// bun bench/scale.ts --seats N [--members 1|3] [--leaves K] [--load-seconds S]
+//
+// A generated company of N agent seats on the scripted provider, run by real `crewlet run`
+// processes (test/support/fleet.ts) on their own nats-server sidecars, on this box. The
+// members and any --leaves K leaves run the seats (label pool=main); one more leaf, the
+// idle node, runs the seats role with no label, so no seat matches it and it claims
+// nothing. Prints, per run:
+//   - the boot walk per node (seat_mailbox_created's elapsed_ms) and each node's ready time;
+//   - the time until every seat is held, from the last member ready;
+//   - messages the idle node's client connections receive per sweep once the fleet is full
+//     (its sidecar's /connz out_msgs, over MEASURED_SWEEPS sweeps);
+//   - sweep duration (seat_sweep elapsed_ms on the seat holders, once full);
+//   - claim p50/p99 (seat_attached claim_ms: lease write to inbox attached);
+//   - RSS of every node and sidecar, and per seat;
+//   - the broker's consumer count (a member's /jsz);
+//   - publish → turn start: chat messages naming a seat, one per seat per minute spread
+//     evenly, for --load-seconds (default 60); from the POST to the seat's turn_started line.
+// Last line: seats=N members=M boot_walk_s=… all_held_s=… rss_mb=… idle_msgs_per_sweep=…
+// (boot_walk_s: the slowest node's walk; rss_mb: the largest node process's RSS).
+// Figures only, nothing passes or fails here; on a shared box they are upper bounds.
+import { readFileSync, readdirSync } from "node:fs";
+import { loadavg } from "node:os";
+import { parseArgs } from "node:util";
+import { SWEEP_INTERVAL_MS } from "../src/seat/placement.ts";
+import { makeFleet, TEST_TOKEN, type FleetNode, type NodeSpec } from "../test/support/fleet.ts";
+
+const { values: args } = parseArgs({
+  options: {
+    seats: { type: "string", default: "2000" },
+    members: { type: "string", default: "1" },
+    leaves: { type: "string", default: "0" },
+    "load-seconds": { type: "string", default: "60" },
+  },
+});
+const SEATS = Number(args.seats);
+const MEMBERS = Number(args.members);
+const LEAVES = Number(args.leaves);
+const LOAD_MS = Number(args["load-seconds"]) * 1000;
+if (!Number.isInteger(SEATS) || SEATS < 1) throw new Error("--seats: a positive integer");
+if (MEMBERS !== 1 && MEMBERS !== 3) throw new Error("--members: 1 or 3");
+if (!Number.isInteger(LEAVES) || LEAVES < 0) throw new Error("--leaves: a whole number");
+
+/** A node's boot on a loaded 2-core box with thousands of mailboxes: generous, so a slow
+ * walk is reported rather than cut off. */
+const READY_WITHIN_MS = 15 * 60_000;
+/** How long the fleet gets to hold every seat before the bench reports what it reached. */
+const HELD_WITHIN_MS = 15 * 60_000;
+/** Sweeps the idle node's traffic is averaged over. */
+const MEASURED_SWEEPS = 6;
+/** The background load: one message per seat per minute (the issue's figure). */
+const LOAD_PER_SEAT_MS = 60_000;
+/** A message whose turn has not started this long after the load stops counts as not started. */
+const TURN_START_GRACE_MS = 60_000;
+const POLL_MS = 1_000;
+
+const handle = (i: number) => `s-${String(i).padStart(5, "0")}`;
+const handles = Array.from({ length: SEATS }, (_, i) => handle(i));
+const company = {
+  name: "Scale",
+  providers: { llm: { script: { type: "scripted", rules: [{ reply: "ack {{message_id}}" }] } } },
+  default_llm: "script",
+  roles: handles.map((h) => ({ name: `Agent ${h}`, handle: h, placement: { labels: { pool: "main" } } })),
+};
+
+const loads: number[] = [];
+const loadTimer = setInterval(() => loads.push(loadavg()[0]!), 5_000);
+const say = (s: string) => console.log(s);
+
+const specs: NodeSpec[] = [
+  ...Array.from({ length: MEMBERS }, (_, i) => ({ id: `m${i + 1}`, kind: "member" as const, labels: { pool: "main" } })),
+  ...Array.from({ length: LEAVES }, (_, i) => ({ id: `l${i + 1}`, kind: "leaf" as const, roles: ["seats"], labels: { pool: "main" } })),
+  { id: "idle", kind: "leaf" as const, roles: ["seats"] },
+];
+const fleet = await makeFleet({ nodes: specs, company, logLevel: "info" });
+const members = fleet.nodes.filter((n) => n.id.startsWith("m"));
+const holders = fleet.nodes.filter((n) => n.id !== "idle");
+const idle = fleet.node("idle");
+
+function lastEvent(n: FleetNode, name: string): Record<string, unknown> | undefined {
+  return n.events(name).at(-1);
+}
+function rssKb(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0;
+  }
+}
+function sidecarPid(n: FleetNode): number | null {
+  const parent = n.proc?.pid;
+  if (!parent) return null;
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
+      const close = stat.lastIndexOf(")");
+      const comm = stat.slice(stat.indexOf("(") + 1, close);
+      const ppid = Number(stat.slice(close + 2).split(" ")[1]);
+      if (ppid === parent && comm.startsWith("nats-server")) return Number(d);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return null;
+}
+async function monitor<T>(n: FleetNode, path: string): Promise<T> {
+  const res = await fetch(`http://127.0.0.1:${n.monitorPort}${path}`);
+  return (await res.json()) as T;
+}
+async function clientOutMsgs(n: FleetNode): Promise<number> {
+  const z = await monitor<{ connections?: { out_msgs: number }[] }>(n, "/connz?limit=1024");
+  return (z.connections ?? []).reduce((s, c) => s + c.out_msgs, 0);
+}
+function heldNow(): number {
+  return holders.reduce((s, n) => s + Number(lastEvent(n, "seat_sweep")?.held ?? 0), 0);
+}
+function pct(xs: number[], p: number): number {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+}
+const sec = (ms: number) => (ms / 1000).toFixed(1);
+
+let exitCode = 0;
+try {
+  const t0 = Date.now();
+  say(`scale: ${SEATS} seats, ${MEMBERS} member(s), ${LEAVES} leaf/leaves + 1 idle leaf; load average ${loadavg().map((x) => x.toFixed(1)).join(" ")}`);
+  const ready = new Map<string, number>();
+  // Members together (they form the cluster), then the leaves.
+  for (const m of members) await m.start();
+  await Promise.all(members.map((m) => m.waitReady(READY_WITHIN_MS).then(() => void ready.set(m.id, Date.now() - t0))));
+  const lastMemberReady = t0 + Math.max(...members.map((m) => ready.get(m.id)!));
+  for (const n of fleet.nodes.filter((x) => !x.id.startsWith("m"))) await n.start();
+  await Promise.all(fleet.nodes.filter((x) => !x.id.startsWith("m")).map((n) => n.waitReady(READY_WITHIN_MS).then(() => void ready.set(n.id, Date.now() - t0))));
+  const walks = new Map<string, number>();
+  for (const n of fleet.nodes) {
+    const w = lastEvent(n, "seat_mailbox_created")?.elapsed_ms;
+    walks.set(n.id, typeof w === "number" ? w : Number.NaN);
+    say(`  ${n.id}: ready at ${sec(ready.get(n.id)!)} s, boot walk ${sec(walks.get(n.id)!)} s`);
+  }
+
+  // Every seat held.
+  let allHeldMs = Number.NaN;
+  const heldDeadline = Date.now() + HELD_WITHIN_MS;
+  let lastSay = 0;
+  while (Date.now() < heldDeadline) {
+    const h = heldNow();
+    if (h >= SEATS) {
+      allHeldMs = Date.now() - lastMemberReady;
+      break;
+    }
+    if (Date.now() - lastSay > 10_000) {
+      lastSay = Date.now();
+      say(`  held ${h}/${SEATS} at ${sec(Date.now() - lastMemberReady)} s after the last member ready (${holders.map((n) => `${n.id}=${lastEvent(n, "seat_sweep")?.held ?? 0}`).join(" ")})`);
+    }
+    await Bun.sleep(POLL_MS);
+  }
+  say(`  all held: ${Number.isNaN(allHeldMs) ? `NO (${heldNow()}/${SEATS} after ${sec(HELD_WITHIN_MS)} s)` : `${sec(allHeldMs)} s after the last member ready`}`);
+  const claims = holders.flatMap((n) => n.events("seat_attached").map((e) => Number(e.claim_ms))).filter((x) => Number.isFinite(x));
+  say(`  claim (lease write → inbox attached): p50 ${pct(claims, 50)} ms, p99 ${pct(claims, 99)} ms over ${claims.length} claims`);
+
+  // The full fleet, quiet: what the idle node draws, how long a sweep takes.
+  await Bun.sleep(SWEEP_INTERVAL_MS * 2);
+  const sweepsBefore = new Map(holders.map((n) => [n.id, n.events("seat_sweep").length]));
+  const out0 = await clientOutMsgs(idle);
+  await Bun.sleep(SWEEP_INTERVAL_MS * MEASURED_SWEEPS);
+  const idlePerSweep = ((await clientOutMsgs(idle)) - out0) / MEASURED_SWEEPS;
+  const sweeps = holders.flatMap((n) => n.events("seat_sweep").slice(sweepsBefore.get(n.id)).map((e) => Number(e.elapsed_ms)));
+  const idleFull = lastEvent(idle, "seat_sweep")?.fleet_full;
+  say(`  idle node: ${idlePerSweep.toFixed(1)} messages per sweep (its sweep says fleet_full=${String(idleFull)})`);
+  say(`  sweep duration when full: p50 ${pct(sweeps, 50)} ms, max ${Math.max(...sweeps)} ms over ${sweeps.length} sweeps`);
+
+  // Memory and the broker.
+  let maxNodeKb = 0;
+  for (const n of fleet.nodes) {
+    const node = rssKb(n.proc!.pid);
+    const sp = sidecarPid(n);
+    const broker = sp ? rssKb(sp) : 0;
+    maxNodeKb = Math.max(maxNodeKb, node);
+    const held = Number(lastEvent(n, "seat_sweep")?.held ?? 0);
+    const per = held > 0 ? ` (${(node / held).toFixed(0)} kB node + ${(broker / held).toFixed(0)} kB broker per held seat)` : "";
+    say(`  ${n.id}: RSS node ${(node / 1024).toFixed(0)} MB, broker ${(broker / 1024).toFixed(0)} MB, holds ${held}${per}`);
+  }
+  const jsz = await monitor<{ consumers?: number; streams?: number }>(members[0]!, "/jsz");
+  say(`  broker: ${jsz.consumers} consumers, ${jsz.streams} streams (${members[0]!.id}'s /jsz); ${(SEATS * 3 * 1024) / 1024} mailboxes expected`);
+
+  // Publish → turn start under one message per seat per minute.
+  if (LOAD_MS > 0) {
+    const gap = LOAD_PER_SEAT_MS / SEATS;
+    const sent: { seat: string; at: number; ok: boolean }[] = [];
+    const posts: Promise<void>[] = [];
+    const loadStart = Date.now();
+    const loadEnd = loadStart + LOAD_MS;
+    let i = 0;
+    while (Date.now() < loadEnd) {
+      const seat = handles[i % SEATS]!;
+      const via = members[i % members.length]!;
+      const at = Date.now();
+      const rec = { seat, at, ok: false };
+      sent.push(rec);
+      posts.push(
+        fetch(`${via.apiUrl}/chat/channels/general/messages`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${TEST_TOKEN}`, "content-type": "application/json" },
+          body: JSON.stringify({ body: `@${seat} ping ${i}`, author: "bench" }),
+          signal: AbortSignal.timeout(30_000),
+        })
+          .then((r) => void (rec.ok = r.ok))
+          .catch(() => undefined),
+      );
+      i++;
+      const wait = loadStart + i * gap - Date.now();
+      if (wait > 0) await Bun.sleep(wait);
+    }
+    await Promise.all(posts);
+    await Bun.sleep(Math.min(TURN_START_GRACE_MS, 20_000));
+    const starts = new Map<string, number[]>();
+    for (const n of holders) {
+      for (const e of n.events("turn_started")) {
+        const seat = String(e.seat);
+        starts.set(seat, [...(starts.get(seat) ?? []), Date.parse(String(e.ts))]);
+      }
+    }
+    const lat: number[] = [];
+    let notStarted = 0;
+    for (const s of sent.filter((x) => x.ok)) {
+      const t = (starts.get(s.seat) ?? []).filter((x) => x >= s.at).sort((a, b) => a - b)[0];
+      if (t === undefined) notStarted++;
+      else lat.push(t - s.at);
+    }
+    say(
+      `  publish → turn start at one message per seat per minute for ${sec(LOAD_MS)} s: ${sent.length} sent (${sent.filter((x) => x.ok).length} accepted), ` +
+        `p50 ${pct(lat, 50)} ms, p99 ${pct(lat, 99)} ms, ${notStarted} not started`,
+    );
+  }
+
+  const l = loads.length ? loads : [loadavg()[0]!];
+  say(`  load average (1 min) during the run: min ${Math.min(...l).toFixed(1)}, mean ${(l.reduce((a, b) => a + b, 0) / l.length).toFixed(1)}, max ${Math.max(...l).toFixed(1)} on ${navigator.hardwareConcurrency} cores — figures are upper bounds on a shared box`);
+  const bootWalk = Math.max(...[...walks.values()].filter((x) => Number.isFinite(x)));
+  say(
+    `seats=${SEATS} members=${MEMBERS} boot_walk_s=${sec(bootWalk)} all_held_s=${Number.isNaN(allHeldMs) ? "none" : sec(allHeldMs)} rss_mb=${(maxNodeKb / 1024).toFixed(0)} idle_msgs_per_sweep=${idlePerSweep.toFixed(1)}`,
+  );
+} catch (err) {
+  console.error(String(err instanceof Error ? (err.stack ?? err.message) : err));
+  exitCode = 1;
+} finally {
+  clearInterval(loadTimer);
+  await fleet.stop();
+}
+process.exit(exitCode);
