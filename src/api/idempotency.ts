@@ -4,7 +4,7 @@
 //   - the key names the write: an estate write's operation id is derived from it, so the
 //     state log's msg-id window and every copy's op-id ledger apply it once, whichever
 //     node the retry reaches, even while the first attempt is still in flight;
-//   - the first 2xx answer is remembered in the coordination store's `claims` slot (a day,
+//   - the first settled success (200/201/204) is remembered in the coordination store's `claims` slot (a day,
 //     the slot's age), so a retry of a route with no estate write behind it (a dead-letter
 //     replay) answers as the first did, and a key reused for a different request is refused.
 // Pure derivation is separate from the middleware's I/O, so the rules are table-tested.
@@ -24,6 +24,8 @@ export const MAX_KEY_CHARS = 200;
 /** Remembered answers above this are not kept (write answers are a few hundred bytes). */
 const MAX_REMEMBERED_BYTES = 64 * 1024;
 const WRITE_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+/** Answers that are an outcome for good (see the middleware's end). */
+const REMEMBERED_STATUSES = new Set([200, 201, 204]);
 /** Printable ASCII without spaces: what survives every proxy's header handling unchanged. */
 const KEY_RE = /^[\x21-\x7e]+$/;
 
@@ -108,9 +110,11 @@ export function idempotency(o: { auth: TokenAuth; slot: KvSlot | null; log: Logg
     }
     await next();
     const res = c.res;
-    // Only a settled success is remembered: a 4xx wrote nothing and is judged again, and a
-    // 5xx (503 unavailable, 504 unknown) is exactly what a retry is for.
-    if (!o.slot || res.status < 200 || res.status >= 300) return;
+    // Only a settled success is remembered: a 4xx wrote nothing and is judged again; a 202
+    // (on the log, not yet applied where asked) is run again under the same op id, which
+    // then answers the applied outcome; a 5xx (503 unavailable, 504 unknown) is exactly
+    // what a retry is for.
+    if (!o.slot || !REMEMBERED_STATUSES.has(res.status)) return;
     const body = await res.clone().text();
     if (Buffer.byteLength(body) > MAX_REMEMBERED_BYTES) return;
     const value = new TextEncoder().encode(JSON.stringify({ status: res.status, body, fingerprint: print } satisfies Remembered));
