@@ -224,7 +224,14 @@ export class MemoryStore {
 
   /** importRecord for a record a replay already decoded (Replay.records are): no second parse. */
   importDecoded(rec: MemoryRecord): ImportOutcome {
-    return this.sqlite.transaction((): ImportOutcome => {
+    // A hydration imports inside its own one transaction; a savepoint per row would cost more
+    // than the row.
+    if (this.sqlite.inTransaction) return this.importIn(rec);
+    return this.sqlite.transaction(() => this.importIn(rec))();
+  }
+
+  private importIn(rec: MemoryRecord): ImportOutcome {
+    return ((): ImportOutcome => {
       const key = { $handle: rec.row.handle, $id: rec.row.id };
       switch (rec.table) {
         case "diary":
