@@ -5,7 +5,7 @@
 // (spec: Seat Ownership § "A seat's memory follows it"). test/conformance/changelog.ts
 // holds both backends to the same behaviour.
 import { DiscardPolicy, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type NatsConnection, type StreamConfig } from "nats";
-import { apiErrorCode } from "../queue/streams.ts";
+import { apiErrorCode, WAITING_FOR_MEMBERS } from "../queue/streams.ts";
 import { HandleSchema } from "../queue/topics.ts";
 import { encodeRecord, MEMORY_TABLES, parseRecordBytes, RowIdSchema, type MemoryRecord, type MemoryTable } from "./records.ts";
 
@@ -98,6 +98,8 @@ export class JetStreamChangelog implements Changelog {
     private readonly nc: NatsConnection,
     private readonly replicas: number,
     timeout_ms = 10_000,
+    /** False on a leaf: the members decide the stream (a leaf's update set it to R1). */
+    private readonly decidesStreams = true,
   ) {
     this.js = nc.jetstream({ timeout: timeout_ms });
   }
@@ -109,6 +111,12 @@ export class JetStreamChangelog implements Changelog {
 
   async ensure(): Promise<void> {
     const jsm = await this.jsm();
+    if (!this.decidesStreams) {
+      await jsm.streams.info(STREAM_MEMORY).catch((err: unknown) => {
+        throw new Error(`memory: stream ${STREAM_MEMORY} is not there yet: ${WAITING_FOR_MEMBERS} (${String(err)})`);
+      });
+      return;
+    }
     const config = memoryStreamConfig(this.replicas);
     try {
       await jsm.streams.add(config);

@@ -289,7 +289,7 @@ export class CrewletNode {
     });
 
     // The seats' memory changelog: every node hydrates seats from it and publishes to it.
-    const changelog = new JetStreamChangelog(nc, replicas);
+    const changelog = new JetStreamChangelog(nc, replicas, undefined, decidesStreams);
     await this.whileClusterForms("memory", () => changelog.ensure());
 
     this.step("coordination");

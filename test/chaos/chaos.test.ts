@@ -15,4 +15,4 @@ test(`chaos: every fault kind once (seed ${SEED}); no overlap, no acknowledged m
   expect(result.facts.faults.map((f) => f.kind).sort()).toEqual([...FAULT_KINDS].sort());
   expect(result.verdict.figures.acked).toBeGreaterThan(0);
   expect(result.verdict.violations).toEqual([]);
-}, 420_000);
+}, 600_000);

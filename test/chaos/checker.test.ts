@@ -20,6 +20,10 @@ function facts(over: Partial<ChaosFacts>): ChaosFacts {
     sent: [],
     replies: [],
     heldByBroker: new Set(),
+    streamReplicas: { CREWLET_AGENT: 3 },
+    membersReplicas: 3,
+    streamUpdates: [],
+    leaf: "l",
     probeAnswered: new Set(["s1"]),
     run_started_ms: T0,
     run_ended_ms: T0 + 100_000,
@@ -157,6 +161,9 @@ describe("mail", () => {
     ["twice around a graceful drain", { sent: [sent("m1", 10)], replies: [reply("m1", 500), reply("m1", 9_000)], faults: [fault("sigterm", "a", 600)] }, ["duplicate"]],
     ["three times, whatever the kills", { sent: [sent("m1", 10)], replies: [reply("m1", 500), reply("m1", 9_000), reply("m1", 9_500)], faults: [fault("kill9", "a", 600)] }, ["duplicate"]],
     ["a seat deaf at the probe", { probeAnswered: new Set() }, ["probe"]],
+    ["a stream left at another replica count", { streamReplicas: { CREWLET_AGENT: 1 } }, ["streams"]],
+    ["the leaf changed a stream", { streamUpdates: [{ node: "l", stream: "CREWLET_AGENT" }] }, ["streams"]],
+    ["a member brought a stream to its settings", { streamUpdates: [{ node: "a", stream: "CREWLET_AGENT" }] }, []],
   ];
   for (const [name, over, want] of cases) {
     test(name, () => {

@@ -87,6 +87,14 @@ export interface ChaosFacts {
   replies: Reply[];
   /** Acknowledged message ids the broker still holds ack-pending on their seat's mailbox. */
   heldByBroker: ReadonlySet<string>;
+  /** Each stream's replica count at the end, as the broker reports it. */
+  streamReplicas: Readonly<Record<string, number>>;
+  /** The replica count the members configure (stream.replicas). */
+  membersReplicas: number;
+  /** Lines any node logged saying it changed a stream's settings, by node. */
+  streamUpdates: { node: string; stream: string }[];
+  /** The leaf's node id: it must never change a stream. */
+  leaf: string;
   /** The final probe: seats that answered a fresh message within the bound. */
   probeAnswered: ReadonlySet<string>;
   run_started_ms: number;
@@ -242,6 +250,12 @@ export function check(f: ChaosFacts): Verdict {
     } else if (answers.length === 2 && kills.some((k) => k >= answers[0]!.created_ms - KILL_WINDOW_BEFORE_MS && k <= answers[1]!.created_ms)) twice++;
     else violations.push(`duplicate: ${s.key} (${s.message_id}) to ${s.seat} answered ${answers.length} times at ${answers.map((a) => a.created_ms).join(", ")}`);
   }
+
+  // --- the leaf never changes the fleet's streams -----------------------------------------
+  for (const [stream, n] of Object.entries(f.streamReplicas)) {
+    if (n !== f.membersReplicas) violations.push(`streams: ${stream} ends at R${n}, the members configure R${f.membersReplicas}`);
+  }
+  for (const u of f.streamUpdates.filter((x) => x.node === f.leaf)) violations.push(`streams: the leaf ${u.node} changed ${u.stream}`);
 
   // --- the final probe -------------------------------------------------------------------
   const deaf = f.seats.filter((s) => !f.probeAnswered.has(s));

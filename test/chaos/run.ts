@@ -376,6 +376,11 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     const answered = new Set(replies.map((r) => r.thread_parent));
     const unanswered = [...acked].filter((id) => !answered.has(id));
     const heldByBroker = await brokerHeld(members.filter(running), unanswered, seats, note);
+    const streamReplicas = await replicasOf(members.filter(running), note);
+    const streamUpdates: { node: string; stream: string }[] = [];
+    for (const n of all) {
+      for (const e of n.eventsEver("queue_stream_updated")) streamUpdates.push({ node: n.id, stream: String(e.stream) });
+    }
     facts = {
       seats,
       incarnations,
@@ -386,6 +391,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       sent,
       replies,
       heldByBroker,
+      streamReplicas,
+      membersReplicas: MEMBERS.length,
+      streamUpdates,
+      leaf: LEAF,
       probeAnswered,
       run_started_ms: started_ms,
       run_ended_ms,
@@ -478,6 +487,26 @@ async function brokerHeld(from: FleetNode[], unanswered: string[], seats: string
     await nc.close();
   }
   return held;
+}
+
+/** Every stream's replica count, read through the first member that answers. */
+async function replicasOf(from: FleetNode[], note: (s: string) => void): Promise<Record<string, number>> {
+  for (const via of from) {
+    try {
+      const nc = await connect({ servers: `nats://127.0.0.1:${via.clientPort}`, ...via.natsAuth(), reconnect: false, name: "chaos-checker" });
+      try {
+        const jsm = await nc.jetstreamManager({ timeout: 10_000 });
+        const out: Record<string, number> = {};
+        for await (const s of jsm.streams.list()) out[s.config.name] = s.config.num_replicas;
+        return out;
+      } finally {
+        await nc.close();
+      }
+    } catch (err) {
+      note(`broker: could not list streams through ${via.id}: ${(err as Error).message}`);
+    }
+  }
+  return {};
 }
 
 /** The figures as lines a person reads. */
