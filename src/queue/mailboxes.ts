@@ -5,7 +5,7 @@
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Queue } from "./contract.ts";
-import { seatMailboxes, type MailboxName } from "./topics.ts";
+import { parseMailbox, seatMailboxes, type MailboxName } from "./topics.ts";
 
 /**
  * Mailbox creations in flight at once. On an R3 stream one consumer create is a raft
@@ -33,7 +33,22 @@ export async function ensureSeatMailboxes(
   concurrency = MAILBOX_CREATE_CONCURRENCY,
 ): Promise<MailboxWalkResult> {
   const started_ms = clock.now();
-  const todo: MailboxName[] = [...new Set(handles)].flatMap(seatMailboxes);
+  const all: MailboxName[] = [...new Set(handles)].flatMap(seatMailboxes);
+  // One listing (a page per 256 consumers) spares a create per mailbox the broker already
+  // has: a restart, a peer's boot or a revision adding one seat to 2,000 would otherwise send
+  // thousands of creates answered "exists". A mailbox listed is one whose consumer is on the
+  // seat's subject (listMailboxes judges by the filter), which is all ensureMailbox promises.
+  // A listing that fails skips nothing: every mailbox is ensured one by one, as before.
+  let have = new Set<string>();
+  try {
+    have = new Set((await queue.listMailboxes()).map((m) => `${m.handle}\u0000${m.kind}`));
+  } catch (err) {
+    log.warn("seat_mailbox_list_failed", { error: err as Error });
+  }
+  const todo = all.filter((box) => {
+    const ref = parseMailbox(box.subject, box.group);
+    return !ref || !have.has(`${ref.handle}\u0000${ref.kind}`);
+  });
   let next = 0;
   const failures: string[] = [];
   const worker = async () => {
@@ -53,6 +68,6 @@ export async function ensureSeatMailboxes(
     log.error("seat_mailbox_create_failed", { failed: failures.length, of: todo.length, first: failures[0] });
     throw new Error(`creating seat mailboxes: ${failures.length} of ${todo.length} failed; first: ${failures[0]}`);
   }
-  log.info("seat_mailbox_created", { count: todo.length, seats: todo.length / 3, elapsed_ms });
-  return { count: todo.length, elapsed_ms };
+  log.info("seat_mailbox_created", { count: all.length, seats: all.length / 3, created: todo.length, present: all.length - todo.length, elapsed_ms });
+  return { count: all.length, elapsed_ms };
 }

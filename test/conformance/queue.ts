@@ -721,6 +721,22 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       expect(listed).toHaveLength(15);
     });
 
+    test("a second walk creates only what the broker lacks: one listing spares the rest", async () => {
+      const handles = [handle(), handle(), handle()];
+      await ensureSeatMailboxes(h.queue, handles, systemClock, memoryLogger().log, 4);
+      await h.queue.deleteMailbox(mailboxSubject(handles[1]!, "reflect"), mailboxGroup(handles[1]!, "reflect"));
+      const extra = handle();
+      const { log, sink } = memoryLogger();
+      const res = await ensureSeatMailboxes(h.queue, [...handles, extra], systemClock, log, 4);
+      expect(res.count).toBe(12);
+      const line = sink.events("seat_mailbox_created")[0]!.fields;
+      // The deleted reflect box and the new seat's three; the rest were listed as present.
+      expect(line.created).toBe(4);
+      expect(line.present).toBe(8);
+      const listed = (await h.queue.listMailboxes()).filter((r) => [...handles, extra].includes(r.handle));
+      expect(listed).toHaveLength(12);
+    });
+
     test("scatter collects answers from up to N responders; silence and the budget end it", async () => {
       const subject = `crewlet.test.scatter.${handle()}`;
       const s1 = await h.queue.serve(subject, async (r) => enc(`a:${new TextDecoder().decode(r.data)}`));
