@@ -21,7 +21,7 @@ import { TurnEngine } from "../../src/agent/turn.ts";
 import { MemoryChangelog } from "../../src/memory/changelog.ts";
 import { ONBOARDING_STEP } from "../../src/memory/onboarding.ts";
 import { MemoryStore } from "../../src/memory/store.ts";
-import { MemorySync } from "../../src/memory/sync.ts";
+import { HYDRATE_RETRY_MS, MemorySync } from "../../src/memory/sync.ts";
 import { buildOrg } from "../../src/org/org.ts";
 import { ensureSeatMailboxes } from "../../src/queue/mailboxes.ts";
 import { MemoryQueue } from "../../src/queue/memory.ts";
@@ -192,5 +192,37 @@ describe("memory in the turn", () => {
     // Hydrated, B has A's marker.
     await B.sync.hydrate("cto");
     expect(B.store.hasOnboarding("cto", ONBOARDING_STEP)).toBe(true);
+  });
+
+  test("a reflection wake published while the seat is between holders waits for the next one", async () => {
+    const s = await shared();
+    const A = node("a", s);
+    // A ran the turn but no node has the reflection subject attached (the seat is moving).
+    const msg = await s.estate.post("general", "founder", "@pm the budget is 40k");
+    await A.engine.run({ seat: "pm", epoch: 1, fence: owned, triggers: [mentionTrigger("pm", "general", msg, "the budget is 40k")] });
+    await Bun.sleep(50);
+    const B = node("b", s);
+    await B.sync.hydrate("pm");
+    expect(B.store.recentDiary("pm", 5)).toEqual([]);
+    await B.reflect.attach("pm");
+    await waitFor("the waiting wake's reflection on the next holder", () => B.store.recentDiary("pm", 5).some((d) => d.source === "reflection" && d.content.includes("the budget is 40k")));
+    // …and not on the node that ran the turn.
+    expect(A.store.recentDiary("pm", 5)).toEqual([]);
+  });
+
+  test("a hydration that cannot read the changelog throws (the acquire hook refuses the seat) and leaves no state", async () => {
+    const s = await shared();
+    const A = node("a", s);
+    const { log: seen, sink } = memoryLogger("debug");
+    const sync = new MemorySync({ store: A.store, changelog: s.changelog, clock: systemClock, log: seen });
+    s.changelog.failReplays = true;
+    await expect(sync.hydrate("cto")).rejects.toThrow("memory could not be hydrated");
+    expect(sync.state("cto")).toBeNull();
+    // It asked again (an election's "no responders" passes) before refusing.
+    expect(sink.events("memory_hydrate_retry")).toHaveLength(HYDRATE_RETRY_MS.length);
+    expect(sink.events("memory_hydrate_failed")).toHaveLength(1);
+    s.changelog.failReplays = false;
+    await sync.hydrate("cto");
+    expect(sync.state("cto")).toBe("ready");
   });
 });
