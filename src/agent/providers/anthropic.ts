@@ -4,7 +4,7 @@
 import { z } from "zod";
 import type { Clock } from "../../clock.ts";
 import { ProviderError, type ChatMessage, type Completion, type CompletionRequest, type Provider } from "./contract.ts";
-import { callWithRetries, defaultTimeouts, endpointUrl, keyFor, parseProviderJson, RETRY_BUDGET_MS, type Timeouts } from "./http.ts";
+import { callWithRetries, defaultTimeouts, endpointUrl, keyFor, parseProviderJson, retryOptions, type Timeouts } from "./http.ts";
 import { noRedaction, type Redact } from "./redact.ts";
 import { assembleAnthropic, sseFrames } from "./stream.ts";
 
@@ -112,17 +112,7 @@ export function anthropicProvider(opts: AnthropicOptions): Provider {
           if (stream) return assembleAnthropic(opts.name, sseFrames(opts.name, answer.chunks()), req.onText);
           return parseAnthropicResponse(opts.name, await answer.text(), redact);
         },
-        {
-          provider: opts.name,
-          clock: opts.clock,
-          timeouts,
-          signal: req.signal,
-          redact,
-          spend: req.retry,
-          budget_ms: opts.retry_budget_ms ?? RETRY_BUDGET_MS,
-          keys: opts.api_keys.length,
-          random: opts.random,
-        },
+        retryOptions(opts, timeouts, opts.api_keys.length, req),
       );
     },
   };

@@ -258,6 +258,30 @@ export interface RetryOptions extends CallOptions {
   random?: () => number;
 }
 
+/** What both wires' providers share about how a call is made and retried. */
+export interface WireSettings {
+  name: string;
+  clock: Clock;
+  retry_budget_ms?: number;
+  redact?: Redact;
+  random?: () => number;
+}
+
+/** One call's retry options from its provider's settings and the turn's request. */
+export function retryOptions(w: WireSettings, timeouts: Timeouts, keys: number, req: { signal?: AbortSignal; retry?: RetrySpend }): RetryOptions {
+  return {
+    provider: w.name,
+    clock: w.clock,
+    timeouts,
+    signal: req.signal,
+    redact: w.redact ?? noRedaction,
+    spend: req.retry,
+    budget_ms: w.retry_budget_ms ?? RETRY_BUDGET_MS,
+    keys: Math.max(1, keys),
+    random: w.random,
+  };
+}
+
 /**
  * Calls until an answer `consume` accepts, a failure that is not transient, MAX_ATTEMPTS,
  * or the retry budget. `build(attempt)` makes each attempt's request (the key rotates).

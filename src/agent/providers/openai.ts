@@ -5,7 +5,7 @@
 import { z } from "zod";
 import type { Clock } from "../../clock.ts";
 import { ProviderError, parseArguments, type ChatMessage, type Completion, type CompletionRequest, type Provider } from "./contract.ts";
-import { callWithRetries, defaultTimeouts, endpointUrl, keyFor, parseProviderJson, RETRY_BUDGET_MS, type Timeouts } from "./http.ts";
+import { callWithRetries, defaultTimeouts, endpointUrl, keyFor, parseProviderJson, retryOptions, type Timeouts } from "./http.ts";
 import { noRedaction, type Redact } from "./redact.ts";
 import { assembleOpenAi, sseFrames } from "./stream.ts";
 
@@ -120,17 +120,7 @@ export function openAiProvider(opts: OpenAiOptions): Provider {
           if (stream) return assembleOpenAi(opts.name, sseFrames(opts.name, answer.chunks()), req.onText);
           return parseOpenAiResponse(opts.name, await answer.text(), redact);
         },
-        {
-          provider: opts.name,
-          clock: opts.clock,
-          timeouts,
-          signal: req.signal,
-          redact,
-          spend: req.retry,
-          budget_ms: opts.retry_budget_ms ?? RETRY_BUDGET_MS,
-          keys: Math.max(1, opts.api_keys.length),
-          random: opts.random,
-        },
+        retryOptions(opts, timeouts, opts.api_keys.length, req),
       );
     },
   };
