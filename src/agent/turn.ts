@@ -20,6 +20,7 @@ import { encodeTrigger, type Trigger } from "../org/trigger.ts";
 import { DEFAULT_REDELIVERY, dispose, redeliveryDelayMs, type Disposition, type RedeliveryPolicy, type Settle, type TurnEndKind } from "./classify.ts";
 import type { EpisodeStore } from "./episodes.ts";
 import type { EventSink } from "./events.ts";
+import { callModel } from "./model-call.ts";
 import type { TurnMemoryFacts, TurnMemoryPort } from "./memory.ts";
 import { workKeyOf, type CompletionLedger } from "./ledger.ts";
 import { noticeText, Notifier, type TurnStop } from "./notice.ts";
@@ -551,7 +552,7 @@ export class TurnEngine {
       if (refused !== null) throw new Refused("budget_exhausted", refused);
       state.rounds = round;
       r.live.round(round);
-      const answer = await provider.complete({ system, messages, tools: specs, facts, signal: abort.signal, retry: state.retry, onText: r.live.onText });
+      const answer = await callModel(provider, { system, messages, tools: specs, facts, signal: abort.signal, retry: state.retry, onText: r.live.onText }, { clock: this.o.clock, log: this.o.log, seat: seat.handle, round });
       state.usage.input_tokens += answer.usage.input_tokens;
       state.usage.output_tokens += answer.usage.output_tokens;
       await this.o.spend?.charge(seat.handle, provider.name, answer.usage);

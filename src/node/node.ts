@@ -38,6 +38,9 @@ import { judgePosture } from "./posture.ts";
 import { NodeEngine } from "./engine.ts";
 import { agentsGroup } from "../api/routes/agents.ts";
 import { dashboardGroup } from "../api/dashboard/index.ts";
+import { metricsGroup } from "../api/routes/metrics.ts";
+import { NodeMetrics } from "../metrics/node-metrics.ts";
+import { observedLogger } from "../metrics/observed-logger.ts";
 import { eventsGroup } from "../api/routes/events.ts";
 import { configGroup } from "../api/routes/config.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
@@ -125,6 +128,8 @@ export class CrewletNode {
   readonly nodeId: string;
   private readonly clock: Clock;
   private readonly log: Logger;
+  /** This node's Prometheus metrics, fed from its log lines (GET /metrics). */
+  readonly metrics: NodeMetrics;
   private readonly startedAt: number;
   private lock: StoreLock | null = null;
   private broker: RunningBroker | null = null;
@@ -152,7 +157,8 @@ export class CrewletNode {
   private constructor(private readonly opts: NodeOptions) {
     this.nodeId = opts.loaded.nodeId;
     this.clock = opts.clock ?? systemClock;
-    this.log = opts.log;
+    this.metrics = new NodeMetrics(this.nodeId, this.clock);
+    this.log = observedLogger(opts.log, (event, fields) => this.metrics.observe(event, fields));
     this.startedAt = this.clock.now();
     this.stopped = new Promise((r) => (this.resolveStopped = r));
   }
@@ -524,7 +530,13 @@ export class CrewletNode {
       }),
       configGroup({ revisions, nudge: () => nc.publish(REVISION_ACTIVATED_SUBJECT) }),
       deadLettersGroup(queue),
+      metricsGroup(this.metrics),
     ]);
+    this.metrics.setSources({
+      seatsHeld: () => seats.health().held,
+      mailboxDepth: async (h) => (await queue.inspectMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group))?.num_pending ?? null,
+      estate: () => estate.health().domains,
+    });
 
     this.step("ready");
     this.readyFlag = true;

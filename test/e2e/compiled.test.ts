@@ -55,6 +55,10 @@ test("the compiled binary runs the root company end to end", async () => {
   expect(items.map((w: any) => w.key).sort()).toEqual(["ENG-1", "OPS-1"]);
   const agents = await api(url, "/agents/ceo", { token });
   expect(agents.json.turns.turns).toBeGreaterThanOrEqual(1);
+  // /metrics from the binary: prom-client is bundled in, and the turns are counted.
+  const scrape = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${token}` } });
+  expect(scrape.status).toBe(200);
+  expect(await scrape.text()).toMatch(/^crewlet_turns_total\{[^}]*outcome="[^"]+"[^}]*\} [1-9]/m);
 
   proc.kill("SIGTERM");
   expect(await proc.exited).toBe(0);
