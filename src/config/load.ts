@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { isAlias, isMap, isScalar, isSeq, LineCounter, parse as parseYaml, parseDocument, visit, Scalar, type Document } from "yaml";
 import type { z } from "zod";
-import { tierASchema, DEFAULT_NODE_ID, type TierA } from "./tier-a.ts";
+import { tierASchema, DEFAULT_NODE_ID, TESTING_ENV, type TierA } from "./tier-a.ts";
 import { companySchema, type Company } from "./company.ts";
 import { configProblems } from "./checks.ts";
 import type { ConfigProblem } from "./topology.ts";
@@ -192,6 +192,9 @@ export function parseConfig(text: string, source = "crewlet.yaml", env: Record<s
   const parsed = tierASchema.safeParse(expanded);
   if (!parsed.success) problems.push(...zodProblems(parsed.error));
   else problems.push(...configProblems(parsed.data));
+  if (parsed.success && parsed.data.testing !== undefined && env[TESTING_ENV] !== "1") {
+    problems.push({ path: "testing", message: `test-only settings are refused outside tests (${TESTING_ENV}=1 is not set)` });
+  }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(source, withLines(doc, counter, problems));
   return { config: parsed.data, nodeId: parsed.data.node.id ?? DEFAULT_NODE_ID, source };
 }

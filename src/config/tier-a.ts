@@ -111,6 +111,17 @@ export const loggingSchema = z.strictObject({
   stderr: z.boolean().default(true),
 });
 
+/** The environment variable that admits the `testing` block: the test harness sets it, and
+ * nothing else should, so `validate` and `run` refuse the block everywhere else. */
+export const TESTING_ENV = "CREWLET_TESTING";
+
+/** Shortenings of shipped numbers that only tests may use (each number's reason lives at
+ * its definition; a deployment that shortened them would lose what the reason protects). */
+export const testingSchema = z.strictObject({
+  mailbox_grace_seconds: z.number().min(1).optional().describe("Removed-seat mailbox grace (shipped: 24 h)"),
+  maintenance_tick_seconds: z.number().min(1).optional().describe("Maintenance sweep tick (shipped: 15 min)"),
+});
+
 export const tierASchema = z.strictObject({
   node: nodeSchema.default(nodeSchema.parse({})),
   store: storeSchema.default(storeSchema.parse({})),
@@ -119,6 +130,7 @@ export const tierASchema = z.strictObject({
   api: apiSchema.default(apiSchema.parse({})),
   logging: loggingSchema.default(loggingSchema.parse({})),
   company: companySchema.optional().describe("The company seed this node activates when it differs from the active one"),
+  testing: testingSchema.optional().describe(`Test-only settings; refused unless ${TESTING_ENV}=1`),
 });
 
 export type TierA = z.infer<typeof tierASchema>;

@@ -73,7 +73,16 @@ export async function registerSeat(registry: KvSlot, handle: string, clock: Cloc
         await registry.update(handle, encodeRecord({ handle, registered_at: now, absent_since: null, retiring: null }), e.revision);
         return "registered";
       }
-      if (rec.retiring === null) return "present";
+      if (rec.retiring === null) {
+        // The node applying a revision that has the seat has seen it back: the absence
+        // clock stops here, so a seat removed again later starts a new grace even if no
+        // sweep ran while it was back. (A node applying an older revision may clear a
+        // stamp too early to matter: that only restarts the grace, never shortens it.)
+        if (rec.absent_since === null) return "present";
+        await registry.update(handle, encodeRecord({ ...rec, absent_since: null }), e.revision);
+        log.info("seat_mailbox_returned", { seat: handle, absent_since: new Date(rec.absent_since).toISOString(), by: "registration" });
+        return "present";
+      }
       if (now - rec.retiring.since >= RETIREMENT_TAKEOVER_MS) {
         await registry.update(handle, encodeRecord({ handle, registered_at: now, absent_since: null, retiring: null }), e.revision);
         log.warn("seat_mailbox_retirement_taken_over", { seat: handle, retiring_owner: rec.retiring.owner, marked_ms_ago: now - rec.retiring.since });

@@ -1,5 +1,6 @@
 // The duties a `workers` node runs, assembled: one runner over the duty lease bucket, with
-// the scheduler (and, as they land, the maintenance sweep and the trim) as its duties.
+// the scheduler and the maintenance sweep (retention + removed-seat mailbox retirement)
+// as its duties. The trim (`retention`) is not built yet.
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../clock.ts";
 import type { Company } from "../config/company.ts";
@@ -9,12 +10,20 @@ import { Scheduler } from "../duty/scheduler.ts";
 import type { Logger } from "../log.ts";
 import type { Queue } from "../queue/contract.ts";
 import type { Watchdog } from "../seat/watchdog.ts";
+import type { Database } from "bun:sqlite";
+import type { TierA } from "../config/tier-a.ts";
+import { Maintenance } from "../duty/maintenance.ts";
+import { MailboxSweep, type Roster } from "../duty/retirement.ts";
 
 export interface NodeDutiesOptions {
   nodeId: string;
   coord: CoordinationHandle;
   queue: Queue;
   company: () => Company | null;
+  roster: () => Promise<Roster>;
+  nodeDb: () => Database | null;
+  /** Tier A `testing` (test-only shortenings; refused at load outside tests). */
+  testing?: TierA["testing"];
   clock: Clock;
   log: Logger;
   watchdog: Watchdog | null;
@@ -32,6 +41,27 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
   // One owner per incarnation, for the duty leases and every record a duty writes.
   const owner = `${o.nodeId}:${randomBytes(4).toString("hex")}`;
   const scheduler = new Scheduler({ owner, fires: o.coord.slot("fires"), queue: o.queue, company: o.company, clock: o.clock, log });
+  const testing = o.testing ?? {};
+  const sweep = new MailboxSweep({
+    // The retirement's own owner: the seat lease it claims is never a seat host's.
+    owner: `${o.nodeId}:retire-${randomBytes(4).toString("hex")}`,
+    node_id: o.nodeId,
+    registry: o.coord.slot("mailboxes"),
+    leases: o.coord.leases,
+    queue: o.queue,
+    roster: o.roster,
+    lease_ttl_ms: () => o.coord.lease_ttl_ms,
+    ...(testing.mailbox_grace_seconds !== undefined ? { grace_ms: testing.mailbox_grace_seconds * 1000 } : {}),
+    clock: o.clock,
+    log,
+  });
+  const maintenance = new Maintenance({
+    sweep,
+    nodeDb: o.nodeDb,
+    clock: o.clock,
+    log,
+    ...(testing.maintenance_tick_seconds !== undefined ? { tick_ms: testing.maintenance_tick_seconds * 1000 } : {}),
+  });
   const runner = new DutyRunner({
     node_id: o.nodeId,
     owner,
@@ -44,7 +74,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     // bound: a hung claim is answered unknown well before the loop would read as wedged.
     claim_bound_ms: () => Math.min(DUTY_CLAIM_BOUND_MS, Math.floor(o.coord.lease_ttl_ms / 3)),
     ...(o.watchdog ? { watchdog: o.watchdog } : {}),
-    duties: [scheduler],
+    duties: [scheduler, maintenance],
   });
   runner.start();
   return {

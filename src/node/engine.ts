@@ -166,6 +166,13 @@ export class NodeEngine {
     return [...(this.o.secrets ?? []), ...integrations];
   }
 
+  private stopped = false;
+
+  /** node.db while the engine runs (the maintenance duty's retention sweeps it). */
+  get nodeDb(): Database | null {
+    return this.stopped ? null : this.db;
+  }
+
   get currentOrg(): Org {
     return this.org;
   }
@@ -175,6 +182,7 @@ export class NodeEngine {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     await this.reflect.detachAll();
     await this.memorySync.stop();
     await this.mcp.stopAll();

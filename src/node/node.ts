@@ -24,7 +24,7 @@ import { agentSeats, companySchema, type Company } from "../config/company.ts";
 import { createCoordination, type CoordinationHandle } from "../coord/index.ts";
 import { openEstate, type Estate } from "../estate/estate.ts";
 import { JetStreamQueue } from "../queue/jetstream.ts";
-import { ensureSeatMailboxes } from "../queue/mailboxes.ts";
+import { ensureRegisteredMailboxes } from "../duty/mailbox-registry.ts";
 import { SeatHost, type SeatGrant, type SeatHooks } from "../seat/host.ts";
 import { Watchdog } from "../seat/watchdog.ts";
 import { MailboxWatch } from "../seat/mailbox-watch.ts";
@@ -320,7 +320,7 @@ export class CrewletNode {
     // Every seat's mailbox exists before anything publishes to it.
     this.step("mailboxes");
     const company = this.company;
-    if (company) await this.whileClusterForms("mailboxes", () => ensureSeatMailboxes(queue, agentSeats(company).map((s) => s.handle), this.clock, this.log));
+    if (company) await this.whileClusterForms("mailboxes", () => ensureRegisteredMailboxes(queue, coord.slot("mailboxes"), agentSeats(company).map((s) => s.handle), this.clock, this.log));
     // Webhooks in and out; the notifications group's consumer exists before any ingress publishes.
     const integrations = new Integrations({
       nodeId: this.nodeId,
@@ -491,6 +491,17 @@ export class CrewletNode {
         coord,
         queue,
         company: () => this.company,
+        // The roster the mailbox sweep judges by: the revision the fleet's pointer names,
+        // and only once this node has applied it (unknown is never absent).
+        roster: async () => {
+          const pointer = await revisions.active();
+          if (!pointer) return { ok: false, reason: "the fleet has no active revision" };
+          const applied = this.revisions?.epoch ?? null;
+          if (applied !== pointer.epoch) return { ok: false, reason: `this node has applied epoch ${applied ?? "none"}, the fleet is at ${pointer.epoch}` };
+          return { ok: true, epoch: pointer.epoch, seats: new Set(agentSeats(pointer.company).map((s) => s.handle)) };
+        },
+        nodeDb: () => engine.nodeDb,
+        testing: c.testing,
         clock: this.clock,
         log: this.log,
         watchdog: this.watchdog,
@@ -626,7 +637,7 @@ export class CrewletNode {
   /** A newer company revision: mailboxes first, then the estate, then the seats. */
   private async applyRevision(active: ActiveRevision, revisions: CompanyRevisions): Promise<void> {
     const seats = agentSeats(active.company);
-    if (this.queue) await ensureSeatMailboxes(this.queue, seats.map((s) => s.handle), this.clock, this.log);
+    if (this.queue && this.coord) await ensureRegisteredMailboxes(this.queue, this.coord.slot("mailboxes"), seats.map((s) => s.handle), this.clock, this.log);
     this.company = active.company;
     await this.estate?.setCompany(active.company);
     this.engine?.setCompany(active.company);

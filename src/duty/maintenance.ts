@@ -1,0 +1,56 @@
+// The maintenance duty (spec: Singleton duties, `maintenance`): every tick, node-local
+// retention on this node's own database, then the removed-seat mailbox sweep.
+import type { Database } from "bun:sqlite";
+import type { Clock } from "../clock.ts";
+import type { Logger } from "../log.ts";
+import { MAINTENANCE_TICK_MS, MAINTENANCE_TTL_MS } from "./duties.ts";
+import { runRetention } from "./retention.ts";
+import type { MailboxSweep } from "./retirement.ts";
+import type { DutyContext, DutyWork } from "./runner.ts";
+
+export interface MaintenanceOptions {
+  sweep: MailboxSweep;
+  /** node.db, when this node has one open. */
+  nodeDb: () => Database | null;
+  clock: Clock;
+  log: Logger;
+  /** Test-only shortening (Tier A `testing`); the shipped tick otherwise. */
+  tick_ms?: number;
+}
+
+export class Maintenance implements DutyWork {
+  readonly name = "maintenance";
+  readonly ttl_ms: number;
+  private readonly tick_ms: number;
+
+  constructor(private readonly o: MaintenanceOptions) {
+    this.tick_ms = o.tick_ms ?? MAINTENANCE_TICK_MS;
+    // Three ticks, as shipped (duties.ts MAINTENANCE_TTL_MS), however short the tick.
+    this.ttl_ms = o.tick_ms === undefined ? MAINTENANCE_TTL_MS : Math.max(30_000, 3 * o.tick_ms);
+  }
+
+  nextTickIn(): number {
+    return this.tick_ms;
+  }
+
+  async tick(ctx: DutyContext): Promise<string> {
+    const parts: string[] = [];
+    const db = this.o.nodeDb();
+    if (db) {
+      try {
+        const results = runRetention(db, this.o.clock.now());
+        for (const r of results) if (r.deleted > 0) this.o.log.info("retention_swept", { table: r.table, deleted: r.deleted, horizon: r.horizon });
+        const deleted = results.reduce((n, r) => n + r.deleted, 0);
+        parts.push(`retention: ${deleted} rows`);
+      } catch (err) {
+        this.o.log.warn("retention_failed", { error: err as Error });
+        parts.push("retention failed");
+      }
+    }
+    ctx.beat();
+    const s = await this.o.sweep.tick(() => ctx.beat());
+    if (s.skipped) parts.push(`mailboxes: skipped (${s.skipped})`);
+    else parts.push(`mailboxes: ${s.stamped} absent, ${s.returned} returned, ${s.retired} retired, ${s.held} held, ${s.discovered} discovered, ${s.registered} registered${s.failed ? `, ${s.failed} failed` : ""}`);
+    return parts.join("; ");
+  }
+}

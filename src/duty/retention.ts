@@ -1,0 +1,57 @@
+// Node-local retention (spec: Singleton duties, `maintenance`): the short-horizon tables in
+// the node's own database (node.db), each with its horizon and why. Idempotent range
+// deletes, so a peer running the same sweep is harmless. A table this build does not have
+// (yet) is passed over, so a rule can be listed before the table lands.
+import type { Database } from "bun:sqlite";
+
+export interface RetentionRule {
+  table: string;
+  /** What is kept, in words, for the log and the docs. */
+  horizon: string;
+  why: string;
+  /** Deletes what the rule lets go; returns the rows deleted. */
+  sweep(db: Database, now_ms: number): number;
+}
+
+/**
+ * Episodes kept per seat. Recall reads a seat's newest episodes (at most 1,000 a read:
+ * agent/episodes.ts), and the whole of every turn is on the events stream, so older rows
+ * are a cost with no reader. Counted per seat, never by age: memory outlives a removed
+ * seat (spec: The removed seat — a seat added back reattaches to it).
+ */
+export const EPISODES_PER_SEAT_MAX = 1_000;
+
+export const RETENTION_RULES: readonly RetentionRule[] = [
+  {
+    table: "episodes",
+    horizon: `newest ${EPISODES_PER_SEAT_MAX} per seat`,
+    why: "recall reads a seat's newest episodes; the full turn is on the events stream",
+    sweep(db) {
+      return db
+        .query(
+          `DELETE FROM episodes WHERE rowid IN (
+             SELECT rowid FROM (
+               SELECT rowid, ROW_NUMBER() OVER (PARTITION BY agent_handle ORDER BY created_at DESC, rowid DESC) AS n FROM episodes
+             ) WHERE n > $max
+           )`,
+        )
+        .run({ $max: EPISODES_PER_SEAT_MAX }).changes;
+    },
+  },
+];
+
+export interface RetentionResult {
+  table: string;
+  deleted: number;
+  horizon: string;
+}
+
+export function runRetention(db: Database, now_ms: number, rules: readonly RetentionRule[] = RETENTION_RULES): RetentionResult[] {
+  const tables = new Set((db.query(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as { name: string }[]).map((r) => r.name));
+  const out: RetentionResult[] = [];
+  for (const rule of rules) {
+    if (!tables.has(rule.table)) continue;
+    out.push({ table: rule.table, deleted: rule.sweep(db, now_ms), horizon: rule.horizon });
+  }
+  return out;
+}
