@@ -173,3 +173,61 @@ describe("singleton duties on a 3-member R3 fleet", () => {
     expect(body.schedules[0]!.last_fire?.outcome).toBe("fired");
   }, 420_000);
 });
+
+describe("removed-seat mailbox retirement on a 3-member R3 fleet", () => {
+  test("a seat removed by a config revision has its mailbox retired after the grace, never before; the seats left keep theirs", async () => {
+    const GRACE_S = 6;
+    const roles = [{ name: "Ops", handle: "ops" }, { name: "Temp", handle: "temp" }];
+    const company = (rs: typeof roles) => ({
+      name: "Retire",
+      providers: { llm: { script: { type: "scripted", rules: [{ reply: "" }] } } },
+      default_llm: "script",
+      roles: rs,
+    });
+    const fleet = await makeFleet({
+      nodes: ["r1", "r2", "r3"].map((id) => ({ id, kind: "member" as const })),
+      leaseTtlSeconds: 3,
+      company: company(roles),
+      testing: { mailbox_grace_seconds: GRACE_S, maintenance_tick_seconds: 2 },
+    });
+    fleets.push(fleet);
+    await Promise.all(fleet.nodes.map((n) => n.start()));
+    await Promise.all(fleet.nodes.map((n) => n.waitReady(90_000)));
+    const [r1] = fleet.nodes;
+    const auth = r1!.natsAuth();
+    const nc = await connect({ servers: `127.0.0.1:${r1!.clientPort}`, user: auth.user, pass: auth.pass });
+    connections.push(nc);
+    const jsm = await nc.jetstreamManager();
+    const consumers = async () => {
+      const names: string[] = [];
+      for await (const c of jsm.consumers.list(STREAM_AGENT)) names.push(c.name);
+      return names.filter((n) => n.startsWith("agent-")).sort();
+    };
+    const all = ["agent-ops", "agent-ops-control", "agent-ops-reflect", "agent-temp", "agent-temp-control", "agent-temp-reflect"];
+    expect(await consumers()).toEqual(all);
+
+    const removed = Date.now();
+    const res = await r1!.post("/config/revisions", { company: company([roles[0]!]) });
+    expect(res.status).toBe(201);
+    const retired = await waitFor("seat_mailbox_retired for @temp", 90_000, async () => {
+      for (const n of fleet.nodes) {
+        const e = n.events("seat_mailbox_retired").find((x) => x.seat === "temp");
+        if (e) return { node: n.id, line: e };
+      }
+      return null;
+    });
+    const elapsed_ms = Date.now() - removed;
+    console.log(`@temp retired by ${retired.value.node} ${elapsed_ms} ms after its removal (grace ${GRACE_S} s)`);
+    // Never early: the grace runs from a sweep's first sight of the absence.
+    expect(elapsed_ms).toBeGreaterThanOrEqual(GRACE_S * 1000);
+    const absent = fleet.nodes.flatMap((n) => n.events("seat_mailbox_absent")).filter((e) => e.seat === "temp");
+    expect(absent.length).toBeGreaterThanOrEqual(1);
+    expect(typeof absent[0]!.retire_at).toBe("string");
+    expect(await consumers()).toEqual(["agent-ops", "agent-ops-control", "agent-ops-reflect"]);
+
+    // Added back: a new, empty mailbox, registered again.
+    const back = await r1!.post("/config/revisions", { company: company(roles) });
+    expect(back.status).toBe(201);
+    await waitFor("@temp's mailboxes again", 30_000, async () => ((await consumers()).length === 6 ? true : null));
+  }, 300_000);
+});

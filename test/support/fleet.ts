@@ -67,6 +67,8 @@ export interface FleetOptions {
   via?: (kind: "cluster" | "leaf", memberId: string, listenerPort: number) => Promise<number>;
   /** The nodes' log level (debug unless told: a 2,000-seat bench logs at info). */
   logLevel?: "debug" | "info";
+  /** Tier A `testing` block (test-only shortenings); CREWLET_TESTING=1 is set with it. */
+  testing?: Record<string, number>;
 }
 
 export interface Fleet {
@@ -127,6 +129,7 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
       api: { port: p.api, tokens: [{ id: "test", token: TEST_TOKEN }] },
       logging: { level: opts.logLevel ?? "debug", format: "json", stderr: true },
       ...((spec.company ?? opts.company) ? { company: spec.company ?? opts.company } : {}),
+      ...(opts.testing ? { testing: opts.testing } : {}),
     };
     const configFile = join(dir, "crewlet.yaml");
     writeFileSync(configFile, stringify(JSON.parse(JSON.stringify(config))));
@@ -165,7 +168,7 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
         node.proc = Bun.spawn([process.execPath, MAIN, "run", configFile], {
           stdout: "ignore",
           stderr: out,
-          env: { ...process.env, ...opts.env },
+          env: { ...process.env, ...opts.env, ...(opts.testing ? { CREWLET_TESTING: "1" } : {}) },
         });
       },
       async waitReady(timeout_ms = 30_000) {
