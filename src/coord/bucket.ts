@@ -40,6 +40,8 @@ export function withFaults(inner: Bucket, faults: StoreFaults): Bucket {
     delete: (key, revision) => run("delete", key, () => inner.delete(key, revision)),
     purge: (key, revision) => run("purge", key, () => inner.purge(key, revision)),
     keys: (filter) => run("keys", filter, () => inner.keys(filter)),
+    removals: (filter) => run("entries", filter, () => inner.removals(filter)),
+    purgeRemoval: (key, revision) => run("purge", key, () => inner.purgeRemoval(key, revision)),
     entries: (filter) => run("entries", filter, () => inner.entries(filter)),
     watch: (onEntry, opts): Promise<KvWatch> => run("watch", opts?.key, () => inner.watch(onEntry, opts)),
     lastRevision: () => run("last_revision", undefined, () => inner.lastRevision()),
@@ -158,6 +160,8 @@ export function encodedSlot(inner: Bucket): KvSlot {
     delete: (key, revision) => inner.delete(encodeSlotKey(key), revision),
     purge: (key, revision) => inner.purge(encodeSlotKey(key), revision),
     keys: async (filter) => (await inner.keys(filter === undefined ? undefined : encodeSlotKey(filter, true))).map(decodeSlotKey),
+    removals: async (filter) => (await inner.removals(filter === undefined ? undefined : encodeSlotKey(filter, true))).map(out),
+    purgeRemoval: (key, revision) => inner.purgeRemoval(encodeSlotKey(key), revision),
     watch: (onEntry, opts) =>
       inner.watch((e) => onEntry(out(e)), { ...opts, key: opts?.key === undefined ? undefined : encodeSlotKey(opts.key, true) }),
   };

@@ -113,6 +113,14 @@ export interface KvSlot {
   delete(key: string, revision?: number): Promise<void>;
   purge(key: string, revision?: number): Promise<void>;
   keys(filter?: string): Promise<string[]>;
+  /** Removal markers still held: keys whose latest write is a delete or a purge. */
+  removals(filter?: string): Promise<KvEntry[]>;
+  /**
+   * Drops the removal marker `revision` wrote under `key`, and nothing written after it: a
+   * key written again since is untouched. False when the key's latest write is not that
+   * marker.
+   */
+  purgeRemoval(key: string, revision: number): Promise<boolean>;
   /** Every write from now on (and the current values first when includeCurrent). */
   watch(onEntry: (entry: KvEntry) => void, opts?: { key?: string; includeCurrent?: boolean }): Promise<KvWatch>;
 }

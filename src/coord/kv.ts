@@ -181,6 +181,34 @@ export class JetStreamBucket implements Bucket {
     return (await this.entries(filter)).map((e) => e.key);
   }
 
+  async removals(filter = ">"): Promise<KvEntry[]> {
+    validateWireKey(filter, true);
+    let lastErr: unknown = null;
+    for (let attempt = 0; attempt < LISTING_ATTEMPTS; attempt++) {
+      try {
+        return await this.listOnce(filter, "removals");
+      } catch (err) {
+        lastErr = err;
+      }
+    }
+    throw lastErr;
+  }
+
+  /** A stream purge of the key's subject below revision + 1: the marker goes, and a value
+   *  written after it (a higher sequence) stays, whatever happens between the look and the
+   *  purge. KV deletes are denied on these streams (deny_delete), purges are not. */
+  async purgeRemoval(key: string, revision: number): Promise<boolean> {
+    validateWireKey(key);
+    try {
+      const e = await this.kv.get(key);
+      if (!e || e.operation === "PUT" || e.revision !== revision) return false;
+      await this.jsm.streams.purge(this.stream, { filter: `$KV.${this.bucket}.${key}`, seq: revision + 1 });
+      return true;
+    } catch (err) {
+      throw mapError(err, `purge marker ${this.bucket}`, key, revision);
+    }
+  }
+
   /** A snapshot: an ordered consumer on the last message per key, until it has them all. */
   async entries(filter = ">"): Promise<KvEntry[]> {
     validateWireKey(filter, true);
@@ -210,7 +238,7 @@ export class JetStreamBucket implements Bucket {
     );
   }
 
-  private async listOnce(filter: string): Promise<KvEntry[]> {
+  private async listOnce(filter: string, want: "values" | "removals" = "values"): Promise<KvEntry[]> {
     const out: KvEntry[] = [];
     let timer: Timer | undefined;
     try {
@@ -220,7 +248,9 @@ export class JetStreamBucket implements Bucket {
       timer = this.clock.setTimeout(() => done.reject(new Error(`listing timed out after ${this.timeout_ms} ms`)), this.timeout_ms);
       (async () => {
         for await (const e of iter) {
-          if (e.operation === "PUT" && out.length < LIST_LIMIT) out.push(toEntry(e));
+          // Every op is kept (last per key wins below), so a key deleted during the
+          // listing shows its marker rather than its older value.
+          if (out.length < LIST_LIMIT) out.push(toEntry(e));
         }
       })().catch((err) => done.reject(err));
       try {
@@ -236,7 +266,9 @@ export class JetStreamBucket implements Bucket {
     // A key deleted during the listing still shows its older value: last per key wins.
     const byKey = new Map<string, KvEntry>();
     for (const e of out) byKey.set(e.key, e);
-    return [...byKey.values()].filter((e) => filterMatches(filter, e.key)).sort((a, b) => a.revision - b.revision);
+    return [...byKey.values()]
+      .filter((e) => filterMatches(filter, e.key) && (want === "values" ? e.operation === "put" : e.operation !== "put"))
+      .sort((a, b) => a.revision - b.revision);
   }
 
   async watch(onEntry: (e: KvEntry) => void, opts?: { key?: string; includeCurrent?: boolean }): Promise<KvWatch> {

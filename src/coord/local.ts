@@ -71,6 +71,21 @@ export class MemoryBucket implements Bucket {
     this.write(key, new Uint8Array(0), "purge");
   }
 
+  async removals(filter = ">"): Promise<KvEntry[]> {
+    validateWireKey(filter, true);
+    return this.live(filter)
+      .filter((e) => e.operation !== "put")
+      .map(copy);
+  }
+
+  async purgeRemoval(key: string, revision: number): Promise<boolean> {
+    validateWireKey(key);
+    const e = this.current(key);
+    if (!e || e.operation === "put" || e.revision !== revision) return false;
+    this.latest.delete(key);
+    return true;
+  }
+
   async keys(filter = ">"): Promise<string[]> {
     validateWireKey(filter, true);
     return this.live(filter)

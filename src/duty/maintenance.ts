@@ -1,17 +1,22 @@
 // The maintenance duty (spec: Singleton duties, `maintenance`): every tick, node-local
-// retention on this node's own database, then the removed-seat mailbox sweep.
+// retention on this node's own database, the removed-seat mailbox sweep, and the purge of
+// removal markers three hours old from the buckets with no age.
 import type { Database } from "bun:sqlite";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { MAINTENANCE_TICK_MS, MAINTENANCE_TTL_MS } from "./duties.ts";
 import { runRetention } from "./retention.ts";
 import type { MailboxSweep } from "./retirement.ts";
+import type { KvSlot, SlotName } from "../coord/contract.ts";
+import { purgeOldMarkers } from "./markers.ts";
 import type { DutyContext, DutyWork } from "./runner.ts";
 
 export interface MaintenanceOptions {
   sweep: MailboxSweep;
   /** node.db, when this node has one open. */
   nodeDb: () => Database | null;
+  /** The shared-state slots, for the removal-marker purge. */
+  slot: (name: SlotName) => KvSlot;
   clock: Clock;
   log: Logger;
   /** Test-only shortening (Tier A `testing`); the shipped tick otherwise. */
@@ -51,6 +56,8 @@ export class Maintenance implements DutyWork {
     const s = await this.o.sweep.tick(() => ctx.beat());
     if (s.skipped) parts.push(`mailboxes: skipped (${s.skipped})`);
     else parts.push(`mailboxes: ${s.stamped} absent, ${s.returned} returned, ${s.retired} retired, ${s.held} held, ${s.discovered} discovered, ${s.registered} registered${s.failed ? `, ${s.failed} failed` : ""}`);
+    ctx.beat();
+    parts.push(`markers: ${await purgeOldMarkers(this.o.slot, this.o.clock, this.o.log)} purged`);
     return parts.join("; ");
   }
 }

@@ -58,6 +58,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
   const maintenance = new Maintenance({
     sweep,
     nodeDb: o.nodeDb,
+    slot: (n) => o.coord.slot(n),
     clock: o.clock,
     log,
     ...(testing.maintenance_tick_seconds !== undefined ? { tick_ms: testing.maintenance_tick_seconds * 1000 } : {}),

@@ -579,6 +579,35 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       }
     }, CASE_TIMEOUT_MS);
 
+    test("removal markers are listed and purged through their own revision only", async () => {
+      const slot = a.slot("status");
+      const peer = b.slot("status");
+      const gone = `${uniq("marker")}.gone`;
+      const back = `${uniq("marker")}.back`;
+      const kept = `${uniq("marker")}.kept`;
+      const r1 = await slot.create(gone, enc("x"));
+      await slot.delete(gone, r1);
+      const r2 = await slot.create(back, enc("y"));
+      await slot.purge(back, r2);
+      await slot.create(kept, enc("z"));
+      const markers = await peer.removals();
+      const byKey = new Map(markers.map((m) => [m.key, m]));
+      expect(byKey.get(gone)?.operation).toBe("delete");
+      expect(byKey.get(back)?.operation).toBe("purge");
+      expect(byKey.has(kept)).toBe(false);
+      // `back` is written again after its marker was listed: that marker's purge touches nothing.
+      const r3 = await peer.create(back, enc("again"));
+      expect(await slot.purgeRemoval(back, byKey.get(back)!.revision)).toBe(false);
+      expect(dec((await peer.get(back))!.value)).toBe("again");
+      expect((await peer.get(back))!.revision).toBe(r3);
+      // `gone`'s marker is purged: no longer listed, and the key can be created afresh.
+      expect(await slot.purgeRemoval(gone, byKey.get(gone)!.revision)).toBe(true);
+      expect((await peer.removals()).some((m) => m.key === gone)).toBe(false);
+      expect(await slot.keys()).not.toContain(gone);
+      await slot.create(gone, enc("new"));
+      expect(dec((await peer.get(gone))!.value)).toBe("new");
+    }, CASE_TIMEOUT_MS);
+
     test("watch sees every write, in order, with its revision and operation", async () => {
       const slot = a.slot("status");
       const prefix = uniq("watch");

@@ -1,0 +1,72 @@
+// The maintenance duty's other two jobs: node-local retention (each short-horizon table to
+// its horizon) and removal markers purged from the ageless buckets once three hours old,
+// each through its own revision.
+import { Database } from "bun:sqlite";
+import { describe, expect, test } from "bun:test";
+import { FakeClock } from "../../src/clock.ts";
+import { MemoryCoordination } from "../../src/coord/index.ts";
+import { memoryLogger } from "../../src/log.ts";
+import { EpisodeStore } from "../../src/agent/episodes.ts";
+import { agelessSlots, MARKER_MAX_AGE_MS, purgeOldMarkers } from "../../src/duty/markers.ts";
+import { EPISODES_PER_SEAT_MAX, RETENTION_RULES, runRetention, type RetentionRule } from "../../src/duty/retention.ts";
+
+const enc = (s: string) => new TextEncoder().encode(s);
+
+describe("removal markers", () => {
+  test("purged from the ageless buckets once 3 h old; a key written again since is untouched", async () => {
+    const clock = new FakeClock(Date.UTC(2026, 0, 1));
+    const { log, sink } = memoryLogger("debug", clock);
+    const coord = new MemoryCoordination({ clock, log }).node();
+    expect(agelessSlots().sort()).toEqual(["config", "mailboxes", "status"]);
+    const status = coord.slot("status");
+    const mailboxes = coord.slot("mailboxes");
+    const r1 = await status.create("node.gone", enc("x"));
+    await status.delete("node.gone", r1);
+    const r2 = await mailboxes.create("old-seat", enc("y"));
+    await mailboxes.delete("old-seat", r2);
+    const r3 = await status.create("node.back", enc("z"));
+    await status.delete("node.back", r3);
+    // The ledger has an age: its markers go with it, and are not this pass's.
+    const lr = await coord.slot("ledger").create("ev.1", enc("done"));
+    await coord.slot("ledger").delete("ev.1", lr);
+
+    await clock.advance(MARKER_MAX_AGE_MS - 1_000);
+    expect(await purgeOldMarkers((n) => coord.slot(n), clock, log)).toBe(0);
+    await status.create("node.back", enc("again"));
+    await clock.advance(2_000);
+    expect(await purgeOldMarkers((n) => coord.slot(n), clock, log)).toBe(2);
+    expect(await status.removals()).toEqual([]);
+    expect(await mailboxes.removals()).toEqual([]);
+    expect(new TextDecoder().decode((await status.get("node.back"))!.value)).toBe("again");
+    expect((await coord.slot("ledger").removals()).map((m) => m.key)).toEqual(["ev.1"]);
+    expect(sink.events("removal_markers_purged").map((l) => l.fields.bucket).sort()).toEqual(["crewlet_mailboxes", "crewlet_status"]);
+  });
+});
+
+describe("node-local retention", () => {
+  test("episodes past the per-seat cap go, oldest first; a table this build lacks is passed over", () => {
+    const db = new Database(":memory:");
+    const store = new EpisodeStore(db);
+    const ep = (h: string, i: number) => ({
+      id: `${h}-${i}`,
+      agent_handle: h,
+      work_key: `w-${h}-${i}`,
+      turn_id: `t${i}`,
+      trigger_ids: [],
+      conversation: "c",
+      outcome: "ok",
+      summary: "s",
+      created_at: 1_000 + i,
+    });
+    for (let i = 0; i < EPISODES_PER_SEAT_MAX + 5; i++) store.insert(ep("busy", i));
+    for (let i = 0; i < 3; i++) store.insert(ep("quiet", i));
+    const absent: RetentionRule = { table: "not_here", horizon: "-", why: "-", sweep: () => { throw new Error("must not run"); } };
+    const out = runRetention(db, Date.now(), [...RETENTION_RULES, absent]);
+    expect(out).toEqual([{ table: "episodes", deleted: 5, horizon: `newest ${EPISODES_PER_SEAT_MAX} per seat` }]);
+    const count = (h: string) => (db.query("SELECT COUNT(*) AS n FROM episodes WHERE agent_handle = ?").get(h) as { n: number }).n;
+    expect(count("busy")).toBe(EPISODES_PER_SEAT_MAX);
+    expect(count("quiet")).toBe(3);
+    // The oldest went.
+    expect(db.query("SELECT MIN(created_at) AS m FROM episodes WHERE agent_handle = 'busy'").get()).toEqual({ m: 1_005 });
+  });
+});
