@@ -56,7 +56,7 @@ export interface DutyWork {
 
 export interface DutyRunnerOptions {
   node_id: string;
-  /** Defaults to `{node_id}:{random}`: a process incarnation, never a machine. */
+  /** A process incarnation (the node's own, seat/incarnation.ts); defaults to `{node_id}:{random}`. */
   owner?: string;
   /** coord.duties: its own bucket, so the seat lease TTL does not bound a duty's. */
   store: LeaseStore;
@@ -68,9 +68,9 @@ export interface DutyRunnerOptions {
    *  less when its watchdog threshold (the seat lease TTL) is shorter, so a hung claim is
    *  answered unknown before the watchdog would judge the loop wedged. */
   claim_bound_ms?: () => number;
-  /** Take over a live duty lease a previous incarnation of this node id holds (the store
-   *  lock proves it dead), as the seat host does for seats. */
-  takeover?: boolean;
+  /** Take over a live duty lease an earlier incarnation of this node holds, when this
+   *  answers true for its owner (the store lock proves it dead), as the seat host does. */
+  takeover?: (owner: string) => boolean;
 }
 
 export interface DutyStatus {
@@ -218,7 +218,7 @@ export class DutyRunner {
       ttl_ms: s.work.ttl_ms,
       meta,
       gate: false,
-      ...(this.o.takeover ? { takeoverNodeId: this.o.node_id } : {}),
+      ...(this.o.takeover ? { takeover: this.o.takeover } : {}),
     });
     if (r.ok) {
       s.epoch = r.lease.epoch;

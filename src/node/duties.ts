@@ -17,6 +17,9 @@ import { MailboxSweep, type Roster } from "../duty/retirement.ts";
 
 export interface NodeDutiesOptions {
   nodeId: string;
+  /** This incarnation's owner (seat/incarnation.ts mintOwner) and its takeover rule. */
+  owner: string;
+  takeover: (owner: string) => boolean;
   coord: CoordinationHandle;
   queue: Queue;
   company: () => Company | null;
@@ -38,13 +41,15 @@ export interface NodeDuties {
 
 export function startDuties(o: NodeDutiesOptions): NodeDuties {
   const log = o.log.child({ component: "duty" });
-  // One owner per incarnation, for the duty leases and every record a duty writes.
-  const owner = `${o.nodeId}:${randomBytes(4).toString("hex")}`;
+  // The node's incarnation owns its duty leases and every record a duty writes.
+  const owner = o.owner;
   const scheduler = new Scheduler({ owner, fires: o.coord.slot("fires"), queue: o.queue, company: o.company, clock: o.clock, log });
   const testing = o.testing ?? {};
   const sweep = new MailboxSweep({
-    // The retirement's own owner: the seat lease it claims is never a seat host's.
-    owner: `${o.nodeId}:retire-${randomBytes(4).toString("hex")}`,
+    // The retirement's own owner: the seat lease it claims is never a seat host's, and its
+    // lineage (`{node}:retire.`) is not this store's, so no seat host of this node — this
+    // incarnation or the next — ever takes it over as a predecessor's.
+    owner: `${o.nodeId}:retire.${randomBytes(4).toString("hex")}`,
     node_id: o.nodeId,
     registry: o.coord.slot("mailboxes"),
     leases: o.coord.leases,
@@ -69,8 +74,8 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     store: o.coord.duties,
     clock: o.clock,
     log,
-    // This incarnation holds the store-dir lock, which proves its predecessor dead.
-    takeover: true,
+    // This incarnation holds the store-dir lock, which proves its predecessors dead.
+    takeover: o.takeover,
     // A third of the watchdog's threshold (the seat lease TTL), like a seat heartbeat's
     // bound: a hung claim is answered unknown well before the loop would read as wedged.
     claim_bound_ms: () => Math.min(DUTY_CLAIM_BOUND_MS, Math.floor(o.coord.lease_ttl_ms / 3)),

@@ -488,6 +488,8 @@ export class CrewletNode {
       this.step("duties");
       this.duties = startDuties({
         nodeId: this.nodeId,
+        owner,
+        takeover,
         coord,
         queue,
         company: () => this.company,
