@@ -9,6 +9,10 @@ import { runRetention } from "./retention.ts";
 import type { MailboxSweep } from "./retirement.ts";
 import type { KvSlot, SlotName } from "../coord/contract.ts";
 import { purgeOldMarkers } from "./markers.ts";
+import { bounded } from "./bound.ts";
+
+/** Default per-call bound: a leader election (~4 s) twice over. */
+const DEFAULT_CALL_BOUND_MS = 10_000;
 import type { DutyContext, DutyWork } from "./runner.ts";
 
 export interface MaintenanceOptions {
@@ -19,6 +23,8 @@ export interface MaintenanceOptions {
   slot: (name: SlotName) => KvSlot;
   clock: Clock;
   log: Logger;
+  /** Bound on each store call (see bound.ts); defaults to 10 s. */
+  call_bound_ms?: () => number;
   /** Test-only shortening (Tier A `testing`); the shipped tick otherwise. */
   tick_ms?: number;
 }
@@ -57,7 +63,11 @@ export class Maintenance implements DutyWork {
     if (s.skipped) parts.push(`mailboxes: skipped (${s.skipped})`);
     else parts.push(`mailboxes: ${s.stamped} absent, ${s.returned} returned, ${s.retired} retired, ${s.held} held, ${s.discovered} discovered, ${s.registered} registered${s.failed ? `, ${s.failed} failed` : ""}`);
     ctx.beat();
-    parts.push(`markers: ${await purgeOldMarkers(this.o.slot, this.o.clock, this.o.log)} purged`);
+    const call = <T>(what: string, fn: () => Promise<T>): Promise<T> => {
+      ctx.beat();
+      return bounded(fn(), this.o.call_bound_ms?.() ?? DEFAULT_CALL_BOUND_MS, this.o.clock, what);
+    };
+    parts.push(`markers: ${await purgeOldMarkers(this.o.slot, this.o.clock, this.o.log, call)} purged`);
     return parts.join("; ");
   }
 }

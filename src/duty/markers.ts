@@ -21,17 +21,23 @@ export function agelessSlots(): SlotName[] {
   return (Object.keys(SLOT_BUCKETS) as SlotName[]).filter((n) => SLOT_BUCKETS[n].max_age_ms === 0);
 }
 
-export async function purgeOldMarkers(slot: (n: SlotName) => KvSlot, clock: Clock, log: Logger): Promise<number> {
+export async function purgeOldMarkers(
+  slot: (n: SlotName) => KvSlot,
+  clock: Clock,
+  log: Logger,
+  /** Each call stamped and bounded, as every duty call (bound.ts). */
+  call: <T>(what: string, fn: () => Promise<T>) => Promise<T> = (_w, fn) => fn(),
+): Promise<number> {
   let total = 0;
   for (const name of agelessSlots()) {
     try {
-      const markers = await slot(name).removals();
+      const markers = await call("marker listing", () => slot(name).removals());
       const now = clock.now();
       let purged = 0;
       for (const m of markers) {
         if (purged >= MARKERS_PER_TICK_MAX) break;
         if (now - m.created < MARKER_MAX_AGE_MS) continue;
-        if (await slot(name).purgeRemoval(m.key, m.revision)) purged++;
+        if (await call("marker purge", () => slot(name).purgeRemoval(m.key, m.revision))) purged++;
       }
       if (purged > 0) log.info("removal_markers_purged", { bucket: SLOT_BUCKETS[name].name, purged });
       total += purged;

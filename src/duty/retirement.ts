@@ -25,6 +25,7 @@ import type { Logger } from "../log.ts";
 import type { Queue } from "../queue/contract.ts";
 import { seatMailboxes } from "../queue/topics.ts";
 import { seatKey } from "../seat/presence.ts";
+import { bounded, CallBoundExceeded } from "./bound.ts";
 import { decodeMailboxRecord, encodeRecord, RETIREMENT_BUDGET_MS, type MailboxRecord } from "./mailbox-registry.ts";
 
 const HOUR_MS = 60 * 60 * 1000;
@@ -74,9 +75,14 @@ export interface SweepOptions {
   /** The seat lease TTL in force: the retirement acts for at most half of it. */
   lease_ttl_ms: () => number;
   grace_ms?: number;
+  /** Bound on each broker and registry call (see bound.ts); defaults to 10 s. */
+  call_bound_ms?: () => number;
   clock: Clock;
   log: Logger;
 }
+
+/** Default per-call bound: a leader election (~4 s) twice over. */
+const CALL_BOUND_MS = 10_000;
 
 export interface SweepSummary {
   skipped?: string;
@@ -96,13 +102,24 @@ export class MailboxSweep {
     return this.o.grace_ms ?? MAILBOX_GRACE_MS;
   }
 
+  /** The tick's watchdog stamp, set per tick. */
+  private beat: () => void = () => undefined;
+
+  /** Every broker and registry call of a tick goes through here: the watchdog is stamped
+   *  before it and the call is bounded, so no one unit of work outlives the threshold. */
+  private call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    this.beat();
+    return bounded(fn(), this.o.call_bound_ms?.() ?? CALL_BOUND_MS, this.o.clock, what);
+  }
+
   async tick(beat: () => void = () => undefined): Promise<SweepSummary> {
+    this.beat = beat;
     const sum: SweepSummary = { registered: 0, discovered: 0, stamped: 0, returned: 0, retired: 0, held: 0, failed: 0 };
     const roster = await this.o.roster().catch((err): Roster => ({ ok: false, reason: `roster unreadable: ${(err as Error).message}` }));
     if (!roster.ok) return this.skip(sum, roster.reason);
     let handles: string[];
     try {
-      handles = await this.o.registry.keys();
+      handles = await this.call("registry keys", () => this.o.registry.keys());
     } catch (err) {
       return this.skip(sum, `registry unreadable: ${(err as Error).message}`);
     }
@@ -119,7 +136,7 @@ export class MailboxSweep {
     // postpones the discovery.
     let boxes: Map<string, Set<string>> | null = null;
     try {
-      const refs = await this.o.queue.listMailboxes();
+      const refs = await this.call("mailbox listing", () => this.o.queue.listMailboxes());
       boxes = new Map();
       for (const m of refs) boxes.set(m.handle, (boxes.get(m.handle) ?? new Set()).add(m.kind));
       const listed = new Set(boxes.keys());
@@ -154,7 +171,7 @@ export class MailboxSweep {
 
   private async create(handle: string, absent_since: number | null): Promise<boolean> {
     try {
-      await this.o.registry.create(handle, encodeRecord({ handle, registered_at: this.o.clock.now(), absent_since, retiring: null }));
+      await this.call("registry create", () => this.o.registry.create(handle, encodeRecord({ handle, registered_at: this.o.clock.now(), absent_since, retiring: null })));
       return true;
     } catch (err) {
       if (!(err instanceof CasConflict)) this.o.log.warn("seat_mailbox_unregistered", { seat: handle, error: err as Error });
@@ -163,7 +180,7 @@ export class MailboxSweep {
   }
 
   private async judgeOne(handle: string, inRoster: boolean, sum: SweepSummary, boxes: Map<string, Set<string>> | null): Promise<void> {
-    const e = await this.o.registry.get(handle);
+    const e = await this.call("registry get", () => this.o.registry.get(handle));
     if (!e) return;
     const rec = decodeMailboxRecord(e);
     if (!rec) {
@@ -177,7 +194,7 @@ export class MailboxSweep {
       const have = boxes.get(handle) ?? new Set<string>();
       const missing = seatMailboxes(handle).filter((b) => !have.has(b.subject.slice(b.subject.lastIndexOf(".") + 1)));
       if (missing.length > 0) {
-        for (const b of missing) await this.o.queue.ensureMailbox(b.subject, b.group);
+        for (const b of missing) await this.call(`create ${b.group}`, () => this.o.queue.ensureMailbox(b.subject, b.group));
         this.o.log.warn("seat_mailbox_restored_missing", { seat: handle, groups: missing.map((b) => b.group) });
       }
     }
@@ -211,16 +228,26 @@ export class MailboxSweep {
 
   private async cas(handle: string, rec: MailboxRecord, revision: number): Promise<number | null> {
     try {
-      return await this.o.registry.update(handle, encodeRecord(rec), revision);
+      return await this.call("registry update", () => this.o.registry.update(handle, encodeRecord(rec), revision));
     } catch (err) {
       if (err instanceof CasConflict) return null;
       throw err;
     }
   }
 
+  private async afterLateDelete(handle: string): Promise<void> {
+    try {
+      const e = await this.o.registry.get(handle);
+      const rec = e ? decodeMailboxRecord(e) : null;
+      if (rec && rec.retiring === null) await this.restore(handle);
+    } catch (err) {
+      this.o.log.warn("seat_mailbox_restore_failed", { seat: handle, error: err as Error });
+    }
+  }
+
   /** Creates the seat's mailboxes again (idempotent): the inbox, control and reflect go together. */
   private async restore(handle: string): Promise<void> {
-    for (const box of seatMailboxes(handle)) await this.o.queue.ensureMailbox(box.subject, box.group);
+    for (const box of seatMailboxes(handle)) await this.call(`restore ${box.group}`, () => this.o.queue.ensureMailbox(box.subject, box.group));
     this.o.log.warn("seat_mailbox_retirement_restored", { seat: handle });
   }
 
@@ -228,13 +255,13 @@ export class MailboxSweep {
   private async retire(handle: string, rec: MailboxRecord, revision: number, resuming: boolean): Promise<"retired" | "held" | "failed" | "lost"> {
     const key = seatKey(handle);
     // Unknown is never absent: a lease that cannot be read stops the retirement.
-    const view = await this.o.leases.get(key);
+    const view = await this.call("seat lease get", () => this.o.leases.get(key));
     if (view && view.live && view.epoch > 0) {
       this.o.log.info("seat_mailbox_retirement_held", { seat: handle, refused: "held", holder: view.owner });
       return "held";
     }
     const ttl_ms = this.o.lease_ttl_ms();
-    const claimed = await this.o.leases.acquire(key, { owner: this.o.owner, preferred: this.o.node_id, ttl_ms, gate: true, meta: { retiring: true } });
+    const claimed = await this.call("seat lease claim", () => this.o.leases.acquire(key, { owner: this.o.owner, preferred: this.o.node_id, ttl_ms, gate: true, meta: { retiring: true } }));
     if (!claimed.ok) {
       if (claimed.rule === "held") this.o.log.info("seat_mailbox_retirement_held", { seat: handle, refused: "held", holder: claimed.holder });
       else if (claimed.rule === "protocol") this.o.log.info("seat_mailbox_retirement_held", { seat: handle, refused: "protocol", floor: claimed.floor });
@@ -254,7 +281,17 @@ export class MailboxSweep {
       try {
         for (const box of boxes) {
           if (this.o.clock.now() >= deadline) throw new Error(`retirement budget (${deadline - started} ms) spent before ${box.group} was deleted`);
-          await this.o.queue.deleteMailbox(box.subject, box.group);
+          const deleting = this.o.queue.deleteMailbox(box.subject, box.group);
+          try {
+            await this.call(`delete ${box.group}`, () => deleting);
+          } catch (err) {
+            // Unanswered within the bound, the delete may still land — after this
+            // retirement is unmarked and a node adding the seat back has created its new
+            // inbox. When it does land, the mailboxes are restored if the seat's record
+            // is settled by then (registered, no retirement in flight).
+            if (err instanceof CallBoundExceeded) void deleting.then(() => this.afterLateDelete(handle), () => this.afterLateDelete(handle));
+            throw err;
+          }
         }
       } catch (err) {
         // Unmarked (compare-and-set on our mark) and retried on the next tick.
@@ -266,7 +303,7 @@ export class MailboxSweep {
         return "failed";
       }
       try {
-        await this.o.registry.delete(handle, marked);
+        await this.call("registry delete", () => this.o.registry.delete(handle, marked));
       } catch (err) {
         if (!(err instanceof CasConflict)) throw err;
         // The record changed under us: a node adding the seat back took it over and may
@@ -281,7 +318,7 @@ export class MailboxSweep {
       });
       return "retired";
     } finally {
-      const r = await this.o.leases.release(key, this.o.owner, epoch).catch(() => "unknown" as const);
+      const r = await this.call("seat lease release", () => this.o.leases.release(key, this.o.owner, epoch)).catch(() => "unknown" as const);
       if (r !== "released") this.o.log.warn("seat_mailbox_retirement_release_failed", { seat: handle, epoch, result: r });
     }
   }

@@ -190,6 +190,7 @@ export class DutyRunner {
       this.o.log.debug("duty_tick", { duty: s.work.name, epoch, outcome: last.outcome, duration_ms: last.duration_ms });
       if (last.duration_ms > s.work.ttl_ms) this.o.log.warn("duty_tick_overran", { duty: s.work.name, duration_ms: last.duration_ms, ttl_ms: s.work.ttl_ms });
       // The last tick rides on the lease itself, so any node's GET /fleet shows it.
+      s.beat?.beat();
       await this.stamp(s, epoch, last);
     } finally {
       s.beat?.rest();

@@ -32,6 +32,7 @@ import type { Queue } from "../queue/contract.ts";
 import { mailboxSubject } from "../queue/topics.ts";
 import { SCHEDULER_TICK_MS, SCHEDULER_TTL_MS } from "./duties.ts";
 import type { DutyContext, DutyWork } from "./runner.ts";
+import { bounded } from "./bound.ts";
 import {
   CronCache,
   cursorKey,
@@ -69,7 +70,12 @@ export interface SchedulerOptions {
   company: () => Company | null;
   clock: Clock;
   log: Logger;
+  /** Bound on each store and broker call (see bound.ts); defaults to 10 s. */
+  call_bound_ms?: () => number;
 }
+
+/** Default per-call bound: a leader election (~4 s) twice over. */
+const CALL_BOUND_MS = 10_000;
 
 export interface ScheduleStatus {
   id: string;
@@ -89,7 +95,17 @@ export class Scheduler implements DutyWork {
   readonly ttl_ms = SCHEDULER_TTL_MS;
   private readonly crons = new CronCache();
 
+  private beat: () => void = () => undefined;
+
   constructor(private readonly o: SchedulerOptions) {}
+
+  /** Every store and broker call: the watchdog stamped first, the call bounded. Each one is
+   *  safe to land late: a create or update is a compare-and-set, a publish carries its
+   *  event id as the message id. */
+  private call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    this.beat();
+    return bounded(fn(), this.o.call_bound_ms?.() ?? CALL_BOUND_MS, this.o.clock, what);
+  }
 
   /** The next tick: when the soonest enabled schedule falls due, at most one tick away. */
   nextTickIn(now_ms: number): number {
@@ -106,6 +122,7 @@ export class Scheduler implements DutyWork {
   }
 
   async tick(ctx: DutyContext): Promise<string> {
+    this.beat = () => ctx.beat();
     const company = this.o.company();
     if (!company) return "no company";
     let fired = 0;
@@ -127,7 +144,7 @@ export class Scheduler implements DutyWork {
   /** One schedule: true when this call fired it. */
   private async evaluate(s: EffectiveSchedule): Promise<boolean> {
     const now = this.o.clock.now();
-    const entry = await this.o.fires.get(cursorKey(s.id));
+    const entry = await this.call("cursor get", () => this.o.fires.get(cursorKey(s.id)));
     const cursor = entry ? decodeJson(cursorSchema, entry.value) : null;
     if (entry && !cursor) throw new Error(`cursor.${s.id} is unreadable`);
     if (!s.enabled) {
@@ -175,10 +192,10 @@ export class Scheduler implements DutyWork {
     const mine: FireRecord = { state: "claimed", owner: this.o.owner, claimed_at: now, published_at: null };
     let revision: number;
     try {
-      revision = await this.o.fires.create(key, encodeJson(mine));
+      revision = await this.call("fire claim", () => this.o.fires.create(key, encodeJson(mine)));
     } catch (err) {
       if (!(err instanceof CasConflict)) throw err;
-      const existing = await this.o.fires.get(key);
+      const existing = await this.call("fire get", () => this.o.fires.get(key));
       const rec = existing ? decodeJson(fireRecordSchema, existing.value) : null;
       if (!existing || !rec) throw new Error(`${key} exists but cannot be read`);
       if (rec.state === "published") {
@@ -187,7 +204,7 @@ export class Scheduler implements DutyWork {
       }
       const stale = rec.owner === this.o.owner || now - rec.claimed_at >= FIRE_STALE_MS;
       if (!stale) return "not_ours";
-      revision = await this.o.fires.update(key, encodeJson(mine), existing.revision).catch((e) => {
+      revision = await this.call("fire take-over", () => this.o.fires.update(key, encodeJson(mine), existing.revision)).catch((e) => {
         if (e instanceof CasConflict) return -1;
         throw e;
       });
@@ -196,15 +213,14 @@ export class Scheduler implements DutyWork {
     }
     const trigger = scheduleTrigger(s, instant, missed);
     try {
-      await this.o.queue.publish(mailboxSubject(s.seat, "inbox"), encodeTrigger(trigger), { msgId: trigger.event_id });
+      await this.call("fire publish", () => this.o.queue.publish(mailboxSubject(s.seat, "inbox"), encodeTrigger(trigger), { msgId: trigger.event_id }));
     } catch (err) {
       // The claim stays `claimed` under this owner: the next tick retries it at once.
       this.o.log.error("schedule_fire_failed", { schedule: s.id, seat: s.seat, instant: new Date(instant).toISOString(), error: err as Error });
       throw err;
     }
     const published_at = this.o.clock.now();
-    await this.o.fires
-      .update(key, encodeJson({ ...mine, state: "published", published_at } satisfies FireRecord), revision)
+    await this.call("fire mark", () => this.o.fires.update(key, encodeJson({ ...mine, state: "published", published_at } satisfies FireRecord), revision))
       .catch((err) => this.o.log.warn("schedule_fire_mark_failed", { schedule: s.id, error: err as Error }));
     this.o.log.info("schedule_fired", {
       schedule: s.id,
@@ -219,8 +235,8 @@ export class Scheduler implements DutyWork {
 
   private async writeCursor(id: string, revision: number | null, c: Cursor): Promise<void> {
     try {
-      if (revision === null) await this.o.fires.create(cursorKey(id), encodeJson(c));
-      else await this.o.fires.update(cursorKey(id), encodeJson(c), revision);
+      if (revision === null) await this.call("cursor create", () => this.o.fires.create(cursorKey(id), encodeJson(c)));
+      else await this.call("cursor update", () => this.o.fires.update(cursorKey(id), encodeJson(c), revision));
     } catch (err) {
       // A peer moved it first (the duty moving between nodes): its write stands.
       if (!(err instanceof CasConflict)) throw err;

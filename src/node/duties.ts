@@ -43,8 +43,12 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
   const log = o.log.child({ component: "duty" });
   // The node's incarnation owns its duty leases and every record a duty writes.
   const owner = o.owner;
-  const scheduler = new Scheduler({ owner, fires: o.coord.slot("fires"), queue: o.queue, company: o.company, clock: o.clock, log });
   const testing = o.testing ?? {};
+  // A third of the watchdog's threshold (the seat lease TTL), like a seat heartbeat's
+  // bound: one hung call is an error the tick handles, never a loop the watchdog ends the
+  // process for.
+  const callBound = () => Math.min(DUTY_CLAIM_BOUND_MS, Math.floor(o.coord.lease_ttl_ms / 3));
+  const scheduler = new Scheduler({ owner, fires: o.coord.slot("fires"), queue: o.queue, company: o.company, clock: o.clock, log, call_bound_ms: callBound });
   const sweep = new MailboxSweep({
     // The retirement's own owner: the seat lease it claims is never a seat host's, and its
     // lineage (`{node}:retire.`) is not this store's, so no seat host of this node — this
@@ -56,6 +60,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     queue: o.queue,
     roster: o.roster,
     lease_ttl_ms: () => o.coord.lease_ttl_ms,
+    call_bound_ms: callBound,
     ...(testing.mailbox_grace_seconds !== undefined ? { grace_ms: testing.mailbox_grace_seconds * 1000 } : {}),
     clock: o.clock,
     log,
@@ -64,6 +69,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     sweep,
     nodeDb: o.nodeDb,
     slot: (n) => o.coord.slot(n),
+    call_bound_ms: callBound,
     clock: o.clock,
     log,
     ...(testing.maintenance_tick_seconds !== undefined ? { tick_ms: testing.maintenance_tick_seconds * 1000 } : {}),
@@ -76,9 +82,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     log,
     // This incarnation holds the store-dir lock, which proves its predecessors dead.
     takeover: o.takeover,
-    // A third of the watchdog's threshold (the seat lease TTL), like a seat heartbeat's
-    // bound: a hung claim is answered unknown well before the loop would read as wedged.
-    claim_bound_ms: () => Math.min(DUTY_CLAIM_BOUND_MS, Math.floor(o.coord.lease_ttl_ms / 3)),
+    claim_bound_ms: callBound,
     ...(o.watchdog ? { watchdog: o.watchdog } : {}),
     duties: [scheduler, maintenance],
   });
