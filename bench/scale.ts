@@ -8,7 +8,7 @@
 //   - the boot walk per node (seat_mailbox_created's elapsed_ms) and each node's ready time;
 //   - the time until every seat is held, from the last member ready;
 //   - messages the idle node's client connections receive per sweep once the fleet is full
-//     (its sidecar's /connz out_msgs, over MEASURED_SWEEPS sweeps);
+//     (out_msgs of its connections on its sidecar's /connz, over MEASURED_SWEEPS sweeps);
 //   - sweep duration (seat_sweep elapsed_ms on the seat holders, once full);
 //   - claim p50/p99 (seat_attached claim_ms: lease write to inbox attached);
 //   - RSS of every node and sidecar, and per seat;
@@ -108,9 +108,11 @@ async function monitor<T>(n: FleetNode, path: string): Promise<T> {
   const res = await fetch(`http://127.0.0.1:${n.monitorPort}${path}`);
   return (await res.json()) as T;
 }
+/** Messages the broker sent to the node's own connections (named `crewlet:{node}`); the
+ * sidecar's other clients (its JetStream internals) are not the node's traffic. */
 async function clientOutMsgs(n: FleetNode): Promise<number> {
-  const z = await monitor<{ connections?: { out_msgs: number }[] }>(n, "/connz?limit=1024");
-  return (z.connections ?? []).reduce((s, c) => s + c.out_msgs, 0);
+  const z = await monitor<{ connections?: { out_msgs: number; name?: string }[] }>(n, "/connz?limit=1024");
+  return (z.connections ?? []).filter((c) => c.name?.startsWith("crewlet:")).reduce((s, c) => s + c.out_msgs, 0);
 }
 function heldNow(): number {
   return holders.reduce((s, n) => s + Number(lastEvent(n, "seat_sweep")?.held ?? 0), 0);
