@@ -7,14 +7,22 @@
 // run's verdict, not a timing judgement.
 //
 // Run: bun bench/chaos.ts --minutes 30 --seed 7
+//      --facts FILE writes what the checker judged (default chaos-<seed>.facts.json in the
+//      temp dir); --recheck FILE judges such a file again and prints the verdict.
 //      CREWLET_KEEP_FLEET=1 keeps the stores and logs to read afterwards.
 import { z } from "zod";
-import { report, runChaos } from "../test/chaos/run.ts";
+import { readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { check } from "../test/chaos/checker.ts";
+import { factsFromJson, report, runChaos } from "../test/chaos/run.ts";
 
 const args = z
   .object({
     minutes: z.coerce.number().positive().max(24 * 60).default(30),
     seed: z.coerce.number().int().nonnegative().default(() => Date.now() % 1_000_000),
+    facts: z.string().min(1).optional(),
+    recheck: z.string().min(1).optional(),
   })
   .strict();
 
@@ -34,9 +42,18 @@ if (!parsed.success) {
   console.error(`bench/chaos: --${issue.path.join(".") || "?"}: ${issue.message}`);
   process.exit(2);
 }
-const { minutes, seed } = parsed.data;
+const { minutes, seed, recheck } = parsed.data;
+if (recheck) {
+  const verdict = check(factsFromJson(readFileSync(recheck, "utf8")));
+  console.log(JSON.stringify(verdict.figures, null, 2));
+  for (const v of verdict.violations) console.log(`  ${v}`);
+  console.log(`violations: ${verdict.violations.length}`);
+  process.exit(verdict.violations.length === 0 ? 0 : 1);
+}
+const factsFile = parsed.data.facts ?? join(tmpdir(), `chaos-${seed}.facts.json`);
 const stamp = () => new Date().toISOString().slice(11, 19);
 console.log(`${stamp()} chaos: ${minutes} min of faults, seed ${seed}`);
-const result = await runChaos({ seed, faults: { for_ms: minutes * 60_000 }, quiet_ms: 60_000, probe_within_ms: 90_000, say: (l) => console.log(`${stamp()} ${l}`) });
+console.log(`${stamp()} facts go to ${factsFile}`);
+const result = await runChaos({ seed, factsFile, faults: { for_ms: minutes * 60_000 }, quiet_ms: 60_000, probe_within_ms: 90_000, say: (l) => console.log(`${stamp()} ${l}`) });
 for (const line of report(result)) console.log(line);
 process.exit(result.verdict.violations.length === 0 ? 0 : 1);

@@ -56,6 +56,13 @@ export const TEXT_EVENTS_PER_TURN_MAX = 200;
 /** Characters one turn_text event carries at most (the rest waits for the next). */
 export const TEXT_EVENT_CHARS_MAX = 2_000;
 
+/**
+ * A reply whose write answered "unknown" is written again (the same op id, so never twice)
+ * this many times in all before the turn settles with it uncertain. Each attempt has the
+ * router's whole write budget; three ride out elections back to back on a loaded box.
+ */
+export const REPLY_WRITE_ATTEMPTS = 3;
+
 /** Chat trigger types whose mention obliges a reply in the thread. */
 const CHAT_TYPES = new Set(["chat_mention", "chat_direct"]);
 
@@ -633,12 +640,24 @@ export class TurnEngine {
         // Mentions of agent seats in an automatic reply wake nobody: agents answering each
         // other's automatic replies would never stop. A person named is still notified.
         const mentions = parseMentions(text).filter((h) => org.seat(h)?.kind !== "agent");
-        const result = await writeResult(
-          // The engine's own post is bounded by the record's rule too: cut with a marker, so
-          // an over-long answer still reaches the person rather than being refused.
-          () => this.o.estate.write("chat", { op: "chat.post", channel: chat.refs.channel!, author: seat.handle, body: truncateToBytes(text, MAX_MESSAGE_BYTES), thread_parent: root_id, mentions, dm: null }),
-          (o) => o,
-        );
+        // The reply's op id is derived from the message it answers: a write whose outcome
+        // is unknown (the chat log's election outlasted the append budget) is tried again
+        // as the same write, and so is a re-run after a redelivery — the log and every
+        // copy apply one op id once, so the answer lands once. Acking on an unknown reply
+        // without trying again lost answers in the chaos runs.
+        const op_id = `reply-${createHash("sha256").update(`${seat.handle}\n${chat.event_id}`).digest("hex").slice(0, 40)}`;
+        const post = () =>
+          writeResult(
+            // The engine's own post is bounded by the record's rule too: cut with a marker, so
+            // an over-long answer still reaches the person rather than being refused.
+            () => this.o.estate.write("chat", { op: "chat.post", channel: chat.refs.channel!, author: seat.handle, body: truncateToBytes(text, MAX_MESSAGE_BYTES), thread_parent: root_id, mentions, dm: null }, { op_id }),
+            (o) => o,
+          );
+        let result = await post();
+        for (let attempt = 1; attempt < REPLY_WRITE_ATTEMPTS && result.is_error && result.reached && req.fence(); attempt++) {
+          this.o.log.info("turn_reply_retried", { seat: seat.handle, turn_id: state.turn_id, attempt, op_id });
+          result = await post();
+        }
         if (result.reached) state.reached_outside = true;
         if (result.is_error) {
           if (result.reached) this.o.log.warn("turn_reply_uncertain", { seat: seat.handle, turn_id: state.turn_id, error: result.content });

@@ -30,6 +30,8 @@ export class LocalEstate implements EstatePort {
   readonly writes: { domain: Domain; body: unknown }[] = [];
   /** Runs before each write; throwing makes the write fail as the router's would. */
   beforeWrite: ((domain: Domain, body: unknown) => void) | null = null;
+  /** After a write applied: true makes its caller hear "unknown" (a lost answer). */
+  loseAnswer: ((domain: Domain, body: unknown) => boolean) | null = null;
 
   constructor(company: Company) {
     for (const r of seedRecords(company, "test")) applyRecord(this.opened.db, r, ++this.position);
@@ -40,15 +42,16 @@ export class LocalEstate implements EstatePort {
     return runQuery(this.opened.db, this.opened.sqlite, q) as Results[K];
   }
 
-  async write<D extends Domain>(domain: D, body: BodyOf<D>): Promise<WriteOutcome> {
+  async write<D extends Domain>(domain: D, body: BodyOf<D>, opts: { op_id?: string } = {}): Promise<WriteOutcome> {
     this.beforeWrite?.(domain, body);
     // The router's record gate, so the agent is refused here exactly as on a real node.
-    const checked = checkRecord(makeRecord(domain, body, Date.now(), "test") as StateRecord);
+    const checked = checkRecord(makeRecord(domain, body, Date.now(), "test", opts.op_id) as StateRecord);
     if (!checked.ok) throw new EstateInvalid(checked.message, checked.field, checked.code);
     const record = checked.record;
     const position = ++this.position;
     const outcome = applyRecord(this.opened.db, record, position);
     this.writes.push({ domain, body });
+    if (this.loseAnswer?.(domain, body)) return { status: "unknown", op_id: record.op_id, error: "the chat log did not answer: TIMEOUT (injected)" } as WriteOutcome;
     return { status: "applied", domain, op_id: record.op_id, position, outcome, node: "test" };
   }
 

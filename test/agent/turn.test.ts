@@ -148,6 +148,17 @@ describe("the default company (scripted provider)", () => {
     expect((await r.estate.thread("general", msg)).map((m) => m.body)).toEqual(["@pm hello", "Noted, @founder. (pm)"]);
   });
 
+  test("a reply whose write answered unknown is written again as the same write: one answer in the thread", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@pm hello");
+    let lost = 0;
+    r.estate.loseAnswer = (domain, body) => domain === "chat" && (body as { author?: string }).author === "pm" && lost++ === 0;
+    const report = await r.engine("node-a").run({ seat: "pm", epoch: 1, fence: owned, triggers: [mentionTrigger("pm", "general", msg, "@pm hello")] });
+    expect(report.settle).toBe("ack");
+    expect(r.estate.writes.filter((w) => w.domain === "chat" && (w.body as { author?: string }).author === "pm").length).toBe(2);
+    expect((await r.estate.thread("general", msg)).map((m) => m.body)).toEqual(["@pm hello", "Noted, @founder. (pm)"]);
+  });
+
   test("a ledger write that meets an election is retried before the ack, so a redelivery is skipped", async () => {
     const r = rig();
     const msg = await r.estate.post("general", "founder", "@pm hello");

@@ -109,6 +109,21 @@ describe("ownership", () => {
       ["overlap"],
     ],
     [
+      "a claim that failed before attaching (no detach line) ends at the same process's next claim",
+      { claims: [claim("a", 1, 0), claim("b", 2, 5_000), claim("a", 3, 9_000)], detaches: [detach("b", 2, 8_000)] },
+      ["overlap"],
+    ],
+    [
+      "…and at its acquire_failed line",
+      { claims: [claim("a", 1, 0), claim("b", 2, 5_000), claim("a", 3, 9_000)], detaches: [{ ...detach("a", 1, 1_000), mode: "acquire_failed" }, detach("b", 2, 8_000)] },
+      [],
+    ],
+    [
+      "a holder whose broker was killed: its drain's later detach is bookkeeping",
+      { claims: [claim("a", 1, 0), claim("b", 2, 8_000)], detaches: [detach("a", 1, 11_000)], faults: [fault("broker_kill9", "a", 1_000)] },
+      [],
+    ],
+    [
       "a cut the holder outlived keeps its tenure (nobody else claimed)",
       { claims: [claim("a", 1, 0), claim("b", 2, 30_000)], turns: [turn("a", 1, 10_000)], detaches: [detach("a", 1, 29_000)], faults: [fault("cut_member", "a", 2_000, 5_000)] },
       [],

@@ -3,9 +3,10 @@
 // of how the fleet works inside; it judges what the logs and the chat show.
 //
 // How a tenure is read. A tenure is one incarnation's hold of one seat at one epoch. It
-// begins at its `seat_claimed` line. It ends at its `seat_detached` line, or at the
-// incarnation's death (kill -9, exit) if that comes first. A node that cannot renew —
-// frozen by SIGSTOP, or cut off from the store — has lost the right to act from that
+// begins at its `seat_claimed` line. It ends at its `seat_detached` or `seat_acquire_failed`
+// line, at the same incarnation's next claim of that seat, or at the incarnation's death
+// (kill -9, exit) if that comes first. A node that cannot renew — frozen by SIGSTOP, cut
+// off from the store, or with its broker killed — has lost the right to act from that
 // moment (it is admitted no turn on a renew older than one heartbeat), so its tenure ends
 // at the freeze or the cut, extended to the start of any turn it still admitted under that
 // epoch afterwards: the fenced `seat_detached` such a node logs after SIGCONT or the heal is
@@ -144,7 +145,8 @@ export function percentile(sorted: number[], p: number): number {
 /** Windows in which a node could not renew: its freezes and its cuts, [from, to]. */
 function blackouts(f: ChaosFacts, node: string): { from: number; to: number; by: "frozen" | "cut" }[] {
   return f.faults
-    .filter((x) => (x.kind === "sigstop" || x.kind === "cut_member" || x.kind === "cut_leaf") && x.targets.includes(node))
+    // A node whose broker was killed is cut off from the store as surely as a partitioned one.
+    .filter((x) => (x.kind === "sigstop" || x.kind === "cut_member" || x.kind === "cut_leaf" || x.kind === "broker_kill9") && x.targets.includes(node))
     .map((x) => ({ from: x.at_ms, to: x.healed_ms ?? f.run_ended_ms, by: x.kind === "sigstop" ? ("frozen" as const) : ("cut" as const) }));
 }
 
@@ -164,6 +166,10 @@ export function tenuresOf(f: ChaosFacts): Tenure[] {
     let ended_by: Tenure["ended_by"] = "running";
     const detached = detachBy.get(k);
     if (detached !== undefined && detached >= c.ts) [end, ended_by] = [detached, "detached"];
+    // One process holds a seat once: its next claim of the same seat ends this tenure at the
+    // latest (a claim that failed before its inbox attached logs no seat_detached).
+    const again = f.claims.find((o) => o.node === c.node && o.inc === c.inc && o.seat === c.seat && o.ts > c.ts);
+    if (again && again.ts < end) [end, ended_by] = [again.ts, "detached"];
     const life = incOf.get(`${c.node}#${c.inc}`);
     if (life?.ended_ms != null && life.ended_ms < end) [end, ended_by] = [life.ended_ms, "death"];
     // A blackout that began inside the tenure, before it otherwise ended, ends it — at the

@@ -5,7 +5,7 @@
 // of every seat, and then the facts for the checker (checker.ts) gathered from the logs, the
 // chat and the broker. test/chaos/chaos.test.ts runs it bounded in CI; bench/chaos.ts runs it
 // for as long as it is told.
-import { readFileSync, readdirSync } from "node:fs";
+import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { connect } from "nats";
 import { decodeTrigger } from "../../src/org/trigger.ts";
@@ -31,6 +31,8 @@ export interface ChaosOptions {
   probe_within_ms?: number;
   /** How long the fleet gets to recover from one fault before the next is performed anyway. */
   recovery_ms_max?: number;
+  /** Where to write the checker's facts as JSON, so a run can be judged again (bench/chaos.ts --recheck). */
+  factsFile?: string;
   say?: (line: string) => void;
 }
 
@@ -368,6 +370,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
           const base = { node: n.id, inc, seat: String(e.seat), epoch: Number(e.epoch), ts: Date.parse(String(e.ts)) };
           if (e.event === "seat_claimed") claims.push(base);
           else if (e.event === "seat_detached") detaches.push({ ...base, mode: String(e.mode) });
+          // An acquire that failed (fenced while establishing) ends its tenure without a detach.
+          else if (e.event === "seat_acquire_failed") detaches.push({ ...base, mode: "acquire_failed" });
           else if (e.event === "turn_started") turns.push(base);
         }
       }
@@ -399,6 +403,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       run_started_ms: started_ms,
       run_ended_ms,
     };
+    if (o.factsFile) writeFileSync(o.factsFile, factsToJson(facts));
     verdict = check(facts);
   } finally {
     driving = false;
@@ -417,6 +422,15 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     load: { min: Math.min(...loads, mean), max: Math.max(...loads, mean), mean },
     notes,
   };
+}
+
+/** The facts as JSON (sets as arrays), and back: a run judged again by a newer checker. */
+export function factsToJson(f: ChaosFacts): string {
+  return JSON.stringify({ ...f, heldByBroker: [...f.heldByBroker], probeAnswered: [...f.probeAnswered] });
+}
+export function factsFromJson(text: string): ChaosFacts {
+  const raw = JSON.parse(text) as ChaosFacts & { heldByBroker: string[]; probeAnswered: string[] };
+  return { ...raw, heldByBroker: new Set(raw.heldByBroker), probeAnswered: new Set(raw.probeAnswered) };
 }
 
 /** Every reply in #general: a message with a thread parent, by its author. */

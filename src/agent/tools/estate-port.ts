@@ -12,7 +12,8 @@ export type { WriteOutcome };
 
 export interface EstatePort {
   read<K extends QueryName>(input: QueryOf<K>): Promise<Results[K]>;
-  write<D extends Domain>(domain: D, body: BodyOf<D>): Promise<WriteOutcome>;
+  /** opts.op_id: a write derived from its cause, so a retry or a re-run is the same write. */
+  write<D extends Domain>(domain: D, body: BodyOf<D>, opts?: { op_id?: string }): Promise<WriteOutcome>;
 }
 
 /** What ask_colleague and the a2a answer need of the queue (Queue satisfies it). */
