@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import { HandleSchema } from "../queue/topics.ts";
 
-function maxBytes(limit: number) {
+export function maxBytes(limit: number) {
   return (s: string) => Buffer.byteLength(s, "utf8") <= limit;
 }
 function text(limit: number) {

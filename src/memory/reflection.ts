@@ -5,14 +5,10 @@
 // parse. The dispatcher that runs the call is the agent engine's (src/agent/reflect.ts).
 import { z } from "zod";
 import { HandleSchema } from "../queue/topics.ts";
-import { MAX_COUNTERPARTY_NOTE_BYTES, MAX_NOTE_BYTES, MAX_SUMMARY_BYTES, type CounterpartyRow, type DiaryRow } from "./records.ts";
+import { MAX_COUNTERPARTY_NOTE_BYTES, MAX_NOTE_BYTES, MAX_SUMMARY_BYTES, maxBytes, type CounterpartyRow, type DiaryRow } from "./records.ts";
 
 /** Notes one reflection may add: a pass that "learned" more than this is summarising. */
 export const MAX_REFLECTION_NOTES = 3;
-
-function maxBytes(limit: number) {
-  return (s: string) => Buffer.byteLength(s, "utf8") <= limit;
-}
 
 export const ReflectionDue = z.strictObject({
   type: z.literal("reflection_due"),
