@@ -14,6 +14,7 @@ Usage:
   crewlet config list|show|apply|activate the fleet's company revisions on a running node
   crewlet schedules                       each schedule's next fire and last fire
   crewlet budgets                         each spend cap, its window's spend and reset
+  crewlet agents pause|resume|stop <h>    a person's controls over a seat
   crewlet estate status                   this node's estate copy, per domain
   crewlet estate skip <domain> <pos> --reason TEXT
                                           pass over a log record no copy can apply
@@ -52,6 +53,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import("./cli/config.ts")).runConfigCommand(rest);
     case "estate":
       return (await import("./cli/estate.ts")).runEstateCommand(rest);
+    case "agents":
+      return (await import("./cli/agents.ts")).runAgentsCommand(rest);
     case "budgets":
       return (await import("./cli/budgets.ts")).runBudgetsCommand(rest);
     case "schedules":

@@ -11,6 +11,7 @@ import { Hono, type Context } from "hono";
 import type { KvSlot } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 import { TokenAuth, type AuthEnv } from "./auth.ts";
+import { audited } from "./audit.ts";
 import { ApiError } from "./errors.ts";
 import { idempotency } from "./idempotency.ts";
 import { healthRoutes, type HealthSource } from "./routes/health.ts";
@@ -33,6 +34,8 @@ export interface AppOptions {
   unavailable?: () => { code: "starting" | "stopping"; message: string } | null;
   /** Where first answers to Idempotency-Key requests are remembered (fleet-wide); null: op ids only. */
   idempotencySlot?: KvSlot | null;
+  /** Every write request's who/what/outcome, once answered (src/node/audit.ts). */
+  audit?: (e: { token_id: string | null; method: string; path: string; status: number }) => void;
 }
 
 /**
@@ -91,7 +94,19 @@ export function createApp(opts: AppOptions): Hono<AuthEnv> {
     if (why) return unavailableResponse(c, why.code, why.message);
     await next();
   });
-  app.use("*", idempotency({ auth: opts.auth, slot: opts.idempotencySlot ?? null, log: opts.log }));
+  if (opts.audit) {
+    const audit = opts.audit;
+    app.use("*", async (c, next) => {
+      await next();
+      if (!audited(c.req.method)) return;
+      try {
+        audit({ token_id: c.get("principal")?.tokenId ?? null, method: c.req.method, path: c.req.path, status: c.res.status });
+      } catch (err) {
+        opts.log.error("audit_append_failed", { method: c.req.method, path: c.req.path, error: err as Error });
+      }
+    });
+  }
+    app.use("*", idempotency({ auth: opts.auth, slot: opts.idempotencySlot ?? null, log: opts.log }));
   app.route("/", healthRoutes(opts.health));
   for (const g of opts.groups ?? []) app.route(g.prefix, g.routes(opts.auth));
   const routes = app.routes.filter((r) => r.method !== "ALL").map((r) => ({ method: r.method, re: pathRegex(r.path) }));

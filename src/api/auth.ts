@@ -67,8 +67,9 @@ export class TokenAuth {
     return async (c, next) => {
       const principal = this.identify(c.req.header("authorization"));
       if (!principal) throw new ApiError(401, "unauthorized", "send Authorization: Bearer <token>");
-      if (!principal.grants.has(grant)) throw new ApiError(403, "forbidden", `this token lacks the ${grant} grant`);
+      // Set before the grant check: the audit log names the token a refusal was for.
       c.set("principal", principal);
+      if (!principal.grants.has(grant)) throw new ApiError(403, "forbidden", `this token lacks the ${grant} grant`);
       await next();
     };
   }

@@ -17,6 +17,8 @@ export const GRANTS = [
   "config:read",
   "config:write",
   "fleet:operate",
+  /** Pause, resume and stop a seat (POST /agents/{handle}/pause|resume|stop). */
+  "agents:operate",
 ] as const;
 export type Grant = (typeof GRANTS)[number];
 

@@ -6,6 +6,12 @@
 // (before anything publishes: mail to a subject no mailbox covers is dropped), the
 // estate, the seat host, and the API last but for /health and /ready, which answer from
 // the first moment so a supervisor can watch the boot.
+import { Database } from "bun:sqlite";
+import { randomUUID } from "node:crypto";
+import { AuditLog, AUDIT_RETENTION_MS } from "../api/audit.ts";
+import { auditGroup } from "../api/routes/audit.ts";
+import { MAINTENANCE_TICK_MS } from "../duty/duties.ts";
+import { PAUSE_HOLD, SeatControls } from "../seat/controls.ts";
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { connect, type NatsConnection } from "nats";
@@ -377,6 +383,7 @@ export class CrewletNode {
     // Every node holds a presence lease (the fleet's size is counted from them); only a
     // node with the seats role claims seats.
     this.step("seats");
+    const controls = new SeatControls({ slot: coord.slot("controls"), log: this.log });
     this.watchdog = new Watchdog({ clock: this.clock, threshold_ms: () => coord.lease_ttl_ms });
     this.seats = new SeatHost({
       node_id: this.nodeId,
@@ -403,6 +410,22 @@ export class CrewletNode {
       deafSeats: () => this.mailboxWatch?.deaf() ?? [],
     });
     const seats = this.seats;
+    // A person's controls: pauses mirrored (the held seats' inboxes on hold), stops heard.
+    await controls.start({
+      paused: (h, ctl) => {
+        this.log.info("seat_paused", { seat: h, by: ctl.by });
+        seats.setHold(h, PAUSE_HOLD, true);
+      },
+      resumed: (h) => {
+        this.log.info("seat_resumed", { seat: h });
+        seats.setHold(h, PAUSE_HOLD, false);
+      },
+      stopped: (h, ctl) => {
+        const turns = engine.turns.stopSeat(h, ctl.by);
+        if (turns.length > 0) this.log.info("turn_stop_requested", { seat: h, by: ctl.by, turns });
+      },
+    });
+    this.onStop(() => controls.stop());
     // Every node answers memory reads for the seats it holds (leaf nodes too), from before
     // its first claim, so a seat is never held here without an answer for it.
     const memoryReads = new MemoryReads({
@@ -530,11 +553,40 @@ export class CrewletNode {
     });
 
     this.step("api");
+    // The audit log in node.db: every write this node's API answered, trimmed past its
+    // retention horizon on the maintenance tick (each node keeps its own).
+    const auditDb = new Database(join(storeDir, NODE_DB_FILE), { create: true, strict: true });
+    auditDb.exec("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000;");
+    const audit = new AuditLog(auditDb);
+    const auditTrim = this.clock.setInterval(() => {
+      try {
+        const n = audit.trim(this.clock.now());
+        if (n > 0) this.log.info("audit_trimmed", { rows: n, horizon_ms: AUDIT_RETENTION_MS });
+      } catch (err) {
+        this.log.warn("audit_trim_failed", { error: err as Error });
+      }
+    }, MAINTENANCE_TICK_MS);
+    this.onStop(() => {
+      auditTrim.cancel();
+      auditDb.close();
+    });
     this.mountApi(auth, [
       ...(roles.includes("ingress") ? estate.routeGroups : []),
       ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log }), integrations.routeGroup()] : []),
       memoryGroup({ org: () => engine.currentOrg, reads: memoryReads }),
-      agentsGroup({ nodeId: this.nodeId, org: () => engine.currentOrg, status: (h) => engine.status(h), leases: () => seats.fleet() }),
+      agentsGroup({
+        nodeId: this.nodeId,
+        org: () => engine.currentOrg,
+        status: (h) => engine.status(h),
+        leases: () => seats.fleet(),
+        controls: {
+          paused: (h) => controls.pausedLocally(h),
+          pause: (h, by) => controls.pause(h, by, this.clock.now()),
+          resume: (h) => controls.resume(h),
+          stop: (h, by) => controls.requestStop(h, by, this.clock.now(), randomUUID()),
+        },
+      }),
+      auditGroup(audit),
       ...(roles.includes("ingress") && engine.budgets ? [budgetsGroup({ seats: () => (this.company ? agentSeats(this.company).map((s) => s.handle) : []), status: (h) => engine.budgets!.status(h) })] : []),
       ...(roles.includes("ingress") ? [schedulesGroup({ company: () => this.company, fires: coord.slot("fires"), clock: this.clock })] : []),
       ...fleetGroups({
@@ -544,7 +596,7 @@ export class CrewletNode {
       configGroup({ revisions, nudge: () => nc.publish(REVISION_ACTIVATED_SUBJECT) }),
       deadLettersGroup(queue),
       metricsGroup(this.metrics),
-    ]);
+    ], audit);
     this.metrics.setSources({
       seatsHeld: () => seats.health().held,
       mailboxDepth: async (h) => (await queue.inspectMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group))?.num_pending ?? null,
@@ -662,8 +714,9 @@ export class CrewletNode {
   }
 
   /** Swaps in an app with these route groups (probes are always there). */
-  private mountApi(auth: TokenAuth, groups: RouteGroup[]): void {
+  private mountApi(auth: TokenAuth, groups: RouteGroup[], audit?: AuditLog): void {
     const app = createApp({
+      ...(audit ? { audit: (e: { token_id: string | null; method: string; path: string; status: number }) => audit.append({ ...e, at: this.clock.now() }) } : {}),
       auth,
       log: this.log,
       health: this,

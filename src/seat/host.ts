@@ -245,6 +245,8 @@ export interface SeatStateView {
 export type ClaimOutcome = "claimed" | "held" | "protocol" | "unknown" | "skipped" | "failed";
 
 export class SeatHost {
+  /** Holds a person asked for, per seat (setHold): applied whenever the inbox attaches. */
+  private readonly wantedHolds = new Map<string, Set<string>>();
   readonly node_id: string;
   readonly owner: string;
   private readonly store: LeaseStore;
@@ -736,6 +738,24 @@ export class SeatHost {
   // ---- claiming ---------------------------------------------------------------------------
 
   /** Claims and establishes one seat (the sweep's unit of work; exposed for tests). */
+  /**
+   * A named hold on a seat's inbox (a person's pause): kept for the seat whenever this node
+   * attaches it, and put on (or taken off) the attachment it has now. Mail waits in the
+   * mailbox while held; the seat stays held and attached.
+   */
+  setHold(handle: string, name: string, on: boolean): void {
+    const want = this.wantedHolds.get(handle) ?? new Set<string>();
+    if (on) want.add(name);
+    else want.delete(name);
+    if (want.size > 0) this.wantedHolds.set(handle, want);
+    else this.wantedHolds.delete(handle);
+    const att = this.seats.get(handle)?.attachment;
+    if (!att) return;
+    if (on) att.hold(name);
+    else att.releaseHold(name);
+    this.log.info(on ? "seat_hold_set" : "seat_hold_released", { seat: handle, hold: name });
+  }
+
   claim(handle: string): Promise<ClaimOutcome> {
     return this.withLock(handle, () => this.claimLocked(handle));
   }
@@ -794,7 +814,7 @@ export class SeatHost {
         return "skipped";
       }
       if (this.opts.attachInbox ?? true) {
-        const holds = (await this.hooks.attachHolds?.(handle)) ?? [];
+        const holds = [...new Set([...((await this.hooks.attachHolds?.(handle)) ?? []), ...(this.wantedHolds.get(handle) ?? [])])];
         const { subject, group } = mailbox(handle, "inbox");
         const { batchHandler, handler } = this.opts;
         s.attachment = batchHandler

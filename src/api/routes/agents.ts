@@ -14,6 +14,13 @@ export interface AgentsSource {
   org(): Org;
   status(handle: string): SeatTurnStatus;
   leases(): Promise<FleetView>;
+  /** A person's controls (src/seat/controls.ts); absent: the routes answer 404 for them. */
+  controls?: {
+    paused(handle: string): { by: string; at: number } | null;
+    pause(handle: string, by: string): Promise<{ changed: boolean; control: { by: string; at: number } }>;
+    resume(handle: string): Promise<{ changed: boolean }>;
+    stop(handle: string, by: string): Promise<{ by: string; at: number; id?: string }>;
+  };
 }
 
 async function describe(src: AgentsSource, handles: string[]) {
@@ -33,9 +40,14 @@ async function describe(src: AgentsSource, handles: string[]) {
       manager: seat.manager,
       holder: lease ? { node: lease.node, epoch: lease.epoch, since: new Date(lease.since).toISOString(), expires_in_ms: lease.expires_in_ms } : null,
       turns: here ? src.status(h) : null,
+      paused: pausedView(src.controls?.paused(h) ?? null),
       turns_known_on: lease ? lease.node : null,
     };
   });
+}
+
+function pausedView(p: { by: string; at: number } | null) {
+  return p ? { by: p.by, since: new Date(p.at).toISOString() } : null;
 }
 
 export function agentsGroup(src: AgentsSource): RouteGroup {
@@ -53,6 +65,30 @@ export function agentsGroup(src: AgentsSource): RouteGroup {
         const [agent] = await describe(src, [handle]);
         return c.json(agent);
       });
+      const controls = src.controls;
+      if (controls) {
+        const seatParam = (handle: string) => {
+          if (!src.org().agentSeat(handle)) throw new ApiError(404, "unknown_seat", `no agent seat "${handle}" in this company`, "handle");
+          return handle;
+        };
+        // Pause: fleet state; the holder puts the seat's inbox on hold (mail waits).
+        app.post("/:handle/pause", auth.require("agents:operate"), async (c) => {
+          const handle = seatParam(c.req.param("handle"));
+          const r = await controls.pause(handle, c.get("principal").tokenId);
+          return c.json({ handle, paused: pausedView(r.control), changed: r.changed });
+        });
+        app.post("/:handle/resume", auth.require("agents:operate"), async (c) => {
+          const handle = seatParam(c.req.param("handle"));
+          const r = await controls.resume(handle);
+          return c.json({ handle, paused: null, changed: r.changed });
+        });
+        // Stop: the turn in flight (wherever it runs) ends at its next fence check.
+        app.post("/:handle/stop", auth.require("agents:operate"), async (c) => {
+          const handle = seatParam(c.req.param("handle"));
+          const r = await controls.stop(handle, c.get("principal").tokenId);
+          return c.json({ handle, stop: { by: r.by, at: new Date(r.at).toISOString(), id: r.id ?? null } }, 202);
+        });
+      }
       return app;
     },
   };

@@ -1,0 +1,92 @@
+// The audit log (issue 16): every operator action and every write made with a token, as
+// this node's API served it — who (the token's id), what (an action name and the path),
+// when, and the outcome (the HTTP status). Kept in node.db (ARCHITECTURE.md: the node
+// store holds the audit), read with GET /audit (state:read) newest first, paged, and
+// trimmed past AUDIT_RETENTION_MS by trimAudit.
+import type { Database } from "bun:sqlite";
+
+/** How long an audit row is kept: a quarter covers the usual review cycle and an incident
+ *  found weeks later, and bounds node.db (one small row per write). */
+export const AUDIT_RETENTION_MS = 90 * 24 * 60 * 60 * 1000;
+/** Rows one trim deletes at most, so a trim after a long outage never holds the file long. */
+export const AUDIT_TRIM_BATCH = 10_000;
+export const AUDIT_PAGE_MAX = 500;
+
+export interface AuditEntry {
+  id: number;
+  at: number;
+  token_id: string | null;
+  action: string;
+  method: string;
+  path: string;
+  status: number;
+  outcome: "ok" | "refused" | "failed";
+}
+
+/** Operator actions by route, named; any other write is `write` (token use for writes). Pure. */
+const ACTIONS: [string, RegExp, string][] = [
+  ["POST", /^\/agents\/[^/]+\/pause$/, "agent.pause"],
+  ["POST", /^\/agents\/[^/]+\/resume$/, "agent.resume"],
+  ["POST", /^\/agents\/[^/]+\/stop$/, "agent.stop"],
+  ["POST", /^\/fleet\/drain$/, "fleet.drain"],
+  ["POST", /^\/config\/revisions\/[^/]+\/activate$/, "config.activate"],
+  ["POST", /^\/config\/revisions$/, "config.propose"],
+  ["POST", /^\/deadletters\/[^/]+\/replay$/, "deadletter.replay"],
+  ["DELETE", /^\/deadletters\/[^/]+$/, "deadletter.delete"],
+  ["POST", /^\/estate\/[^/]+\/skip$/, "estate.skip"],
+];
+
+export function actionOf(method: string, path: string): string {
+  const m = method.toUpperCase();
+  for (const [am, re, name] of ACTIONS) if (am === m && re.test(path)) return name;
+  return "write";
+}
+
+export function outcomeOf(status: number): AuditEntry["outcome"] {
+  if (status < 400) return "ok";
+  if (status < 500) return "refused";
+  return "failed";
+}
+
+const WRITE_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+export function audited(method: string): boolean {
+  return WRITE_METHODS.has(method.toUpperCase());
+}
+
+export class AuditLog {
+  constructor(private readonly db: Database) {
+    db.exec(`CREATE TABLE IF NOT EXISTS audit (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      at INTEGER NOT NULL,
+      token_id TEXT,
+      action TEXT NOT NULL,
+      method TEXT NOT NULL,
+      path TEXT NOT NULL,
+      status INTEGER NOT NULL,
+      outcome TEXT NOT NULL
+    ); CREATE INDEX IF NOT EXISTS audit_at ON audit(at);`);
+  }
+
+  append(e: Omit<AuditEntry, "id" | "action" | "outcome">): void {
+    this.db
+      .query("INSERT INTO audit (at, token_id, action, method, path, status, outcome) VALUES (?, ?, ?, ?, ?, ?, ?)")
+      .run(e.at, e.token_id, actionOf(e.method, e.path), e.method.toUpperCase(), e.path.slice(0, 1024), e.status, outcomeOf(e.status));
+  }
+
+  /** Newest first; `before` is the previous page's `next` (an id). */
+  page(opts: { before?: number; limit: number }): { entries: AuditEntry[]; next: number | null } {
+    const limit = Math.max(1, Math.min(AUDIT_PAGE_MAX, opts.limit));
+    const rows = this.db
+      .query<AuditEntry, [number, number]>("SELECT id, at, token_id, action, method, path, status, outcome FROM audit WHERE id < ? ORDER BY id DESC LIMIT ?")
+      .all(opts.before ?? Number.MAX_SAFE_INTEGER, limit + 1);
+    const more = rows.length > limit;
+    const entries = rows.slice(0, limit);
+    return { entries, next: more ? entries[entries.length - 1]!.id : null };
+  }
+
+  /** The retention horizon: rows older than now − horizon go (at most AUDIT_TRIM_BATCH a call). */
+  trim(now: number, horizon_ms = AUDIT_RETENTION_MS): number {
+    const r = this.db.query("DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? ORDER BY id LIMIT ?)").run(now - horizon_ms, AUDIT_TRIM_BATCH);
+    return r.changes;
+  }
+}

@@ -1,0 +1,116 @@
+// A person's controls on real processes (3 members, R3, TTL 3 s): a paused seat keeps every
+// message in its mailbox through a drain of its holder — the pause is fleet state, so the
+// next holder attaches it on hold — and runs them all after resume, each conversation
+// answered; GET /agents shows the pause; the audit log names who paused and resumed.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { resolve } from "node:path";
+import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
+
+const WAIT_MS = 60_000;
+/** How long the test watches a paused seat for a reply that must not come. */
+const QUIET_MS = 4_000;
+
+let fleet: Fleet;
+let members: FleetNode[];
+beforeAll(async () => {
+  fleet = await makeFleet({
+    nodes: [
+      { id: "a", kind: "member" },
+      { id: "b", kind: "member" },
+      { id: "c", kind: "member" },
+    ],
+    leaseTtlSeconds: 3,
+    company: {
+      name: "Pause Co",
+      default_llm: "script",
+      providers: { llm: { script: { type: "scripted", rules: [{ reply: "ok {{text}}" }] } } },
+      roles: [
+        { name: "Worker", handle: "worker" },
+        { name: "Founder", handle: "founder", kind: "human" },
+      ],
+    },
+  });
+  members = ["a", "b", "c"].map((id) => fleet.node(id));
+  await Promise.all(members.map((n) => n.start()));
+  await Promise.all(members.map((n) => n.waitReady(90_000)));
+}, 180_000);
+afterAll(async () => {
+  await fleet?.stop();
+});
+
+async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined>, timeout_ms = WAIT_MS): Promise<T> {
+  const deadline = Date.now() + timeout_ms;
+  while (Date.now() < deadline) {
+    try {
+      const v = await probe();
+      if (v !== null && v !== undefined) return v;
+    } catch {
+      // a node mid-drain
+    }
+    await Bun.sleep(100);
+  }
+  throw new Error(`${what}: not within ${timeout_ms} ms`);
+}
+
+const live = () => members.filter((n) => n.proc !== null && n.proc.exitCode === null);
+
+async function holder(): Promise<string | null> {
+  const res = await live()[0]!.get("/fleet");
+  if (!res.ok) return null;
+  const v = (await res.json()) as { leases: { handle: string; node: string }[] };
+  return v.leases.find((l) => l.handle === "worker")?.node ?? null;
+}
+
+async function messages(): Promise<{ id: string; author: string; body: string; thread_parent: string | null }[]> {
+  const res = await live()[0]!.get("/chat/channels/general/messages?limit=500");
+  if (!res.ok) throw new Error(`messages: ${res.status}`);
+  return ((await res.json()) as { messages: { id: string; author: string; body: string; thread_parent: string | null }[] }).messages;
+}
+
+test("paused: mail waits through a drain of the holder, and every conversation is answered after resume", async () => {
+  const first = await waitFor("worker held", holder);
+  const other = members.find((n) => n.id !== first)!;
+  // Paused from a node that does not hold the seat.
+  // Through the CLI, as a person would.
+  const cli = Bun.spawnSync([process.execPath, resolve(import.meta.dir, "../../src/main.ts"), "agents", "pause", "worker", "--url", other.apiUrl, "--token", TEST_TOKEN, "--json"]);
+  expect(cli.exitCode).toBe(0);
+  expect((JSON.parse(cli.stdout.toString()) as { paused: { by: string } }).paused.by).toBe("test");
+  const shown = (await (await other.get("/agents/worker")).json()) as { paused: { by: string } | null };
+  expect(shown.paused?.by).toBe("test");
+  await waitFor("the holder put the inbox on hold", async () => (fleet.node(first).events("seat_hold_set").some((e) => e.seat === "worker") ? true : null));
+
+  const bodies = ["@worker one", "@worker two", "@worker three", "@worker four"];
+  for (const b of bodies) expect((await other.post("/chat/channels/general/messages", { body: b, author: "founder" })).status).toBeLessThan(300);
+  await Bun.sleep(QUIET_MS);
+  expect((await messages()).filter((m) => m.author === "worker")).toEqual([]);
+
+  // Drain the holder: the seat moves, and stays paused where it lands.
+  expect(await fleet.node(first).stop()).toBe(0);
+  const second = await waitFor("worker held elsewhere", async () => {
+    const h = await holder();
+    return h !== null && h !== first ? h : null;
+  });
+  await waitFor("the new holder attached the seat", async () => (fleet.node(second).events("seat_attached").some((e) => e.seat === "worker") ? true : null));
+  expect(fleet.node(second).events("seat_attached").find((e) => e.seat === "worker")?.holds).toEqual(["pause"]);
+  await Bun.sleep(QUIET_MS);
+  expect((await messages()).filter((m) => m.author === "worker")).toEqual([]);
+
+  const resumed = await fleet.node(second).post("/agents/worker/resume", {});
+  expect(resumed.status).toBe(200);
+  const answered = await waitFor("every message answered", async () => {
+    const all = await messages();
+    const asked = all.filter((m) => m.author === "founder" && bodies.includes(m.body));
+    const replies = all.filter((m) => m.author === "worker");
+    return asked.length === bodies.length && asked.every((q) => replies.some((r) => r.thread_parent === q.id)) ? { asked, replies } : null;
+  });
+  // Each conversation answered once, in the order asked.
+  expect(answered.replies.map((r) => r.body)).toEqual(bodies.map((b) => `ok ${b}`));
+  expect(answered.replies.map((r) => r.thread_parent)).toEqual(answered.asked.map((q) => q.id));
+  expect(answered.replies).toHaveLength(bodies.length);
+
+  // The audit log on each node names what its API was asked.
+  const audit = (await (await other.get("/audit")).json()) as { entries: { action: string; token_id: string; status: number }[] };
+  expect(audit.entries.find((e) => e.action === "agent.pause")).toMatchObject({ token_id: "test", status: 200 });
+  const audit2 = (await (await fleet.node(second).get("/audit")).json()) as { entries: { action: string }[] };
+  expect(audit2.entries.some((e) => e.action === "agent.resume")).toBe(true);
+}, 240_000);
