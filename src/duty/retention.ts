@@ -3,6 +3,7 @@
 // deletes, so a peer running the same sweep is harmless. A table this build does not have
 // (yet) is passed over, so a rule can be listed before the table lands.
 import type { Database } from "bun:sqlite";
+import { DIARY_CAP } from "../memory/store.ts";
 
 export interface RetentionRule {
   table: string;
@@ -22,6 +23,26 @@ export interface RetentionRule {
 export const EPISODES_PER_SEAT_MAX = 1_000;
 
 export const RETENTION_RULES: readonly RetentionRule[] = [
+  {
+    // The seat diary's cap (src/memory/store.ts DIARY_CAP, with its reason): the oldest
+    // notes beyond it go. Not replicated, like every memory delete: a later hydration may
+    // bring dropped notes back and the next sweep drops them again. Each node's own copies
+    // are also capped by MemorySync.capDiaries.
+    table: "memory_diary",
+    horizon: `newest ${DIARY_CAP} notes per seat`,
+    why: "recall and memory_search read a seat's newer notes; older knowledge belongs in the knowledge base",
+    sweep(db) {
+      return db
+        .query(
+          `DELETE FROM memory_diary WHERE rowid IN (
+             SELECT rowid FROM (
+               SELECT rowid, ROW_NUMBER() OVER (PARTITION BY handle ORDER BY created_at DESC, seq DESC, rowid DESC) AS n FROM memory_diary
+             ) WHERE n > $max
+           )`,
+        )
+        .run({ $max: DIARY_CAP }).changes;
+    },
+  },
   {
     table: "episodes",
     horizon: `newest ${EPISODES_PER_SEAT_MAX} per seat`,
