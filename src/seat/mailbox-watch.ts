@@ -34,7 +34,11 @@ export type DeafReason =
   /** The consumer counts mail (pending or ack-pending) the stream cannot show: the replica cannot read its own messages. */
   | "mail_unreadable"
   /** Mail pending while the seat sat idle across a whole check, the pointer not moving. */
-  | "pending_not_delivered";
+  | "pending_not_delivered"
+  /** Deliveries outstanding while the holder ran nothing across a whole check: someone
+   * else's (a fenced predecessor's lingering pull took them) — they would wait out the
+   * 30-minute ack wait. */
+  | "ack_pending_elsewhere";
 
 export type MailboxVerdict = { deaf: false } | { deaf: true; reason: DeafReason; detail: string };
 
@@ -63,6 +67,9 @@ export function judgeMailbox({ now, previous, idle }: JudgeInput): MailboxVerdic
   }
   if (idle && now.num_pending > 0 && previous.num_pending > 0 && now.delivered_seq === previous.delivered_seq) {
     return { deaf: true, reason: "pending_not_delivered", detail: `${now.num_pending} pending, delivered pointer still at ${now.delivered_seq} a check later, the seat idle` };
+  }
+  if (idle && now.num_ack_pending > 0 && previous.num_ack_pending > 0 && now.ack_floor_seq === previous.ack_floor_seq && now.delivered_seq === previous.delivered_seq) {
+    return { deaf: true, reason: "ack_pending_elsewhere", detail: `${now.num_ack_pending} delivered and unsettled above ack floor ${now.ack_floor_seq} a check later, the holder running nothing` };
   }
   return { deaf: false };
 }

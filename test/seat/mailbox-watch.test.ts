@@ -21,6 +21,8 @@ describe("judgeMailbox", () => {
     ["mail passed by the pointer but ack-pending: a turn holds it", { ...ok, delivered_seq: 12, first_unacked_seq: 11, num_ack_pending: 1 }, { ...ok, delivered_seq: 12, first_unacked_seq: 11, num_ack_pending: 1 }, false, null],
     ["a different passed message each time: moving, not stuck", { ...ok, delivered_seq: 12, first_unacked_seq: 11 }, { ...ok, delivered_seq: 13, first_unacked_seq: 12 }, false, null],
     ["pending while idle, the pointer still", { ...ok, num_pending: 2, first_unacked_seq: 11 }, { ...ok, num_pending: 2, first_unacked_seq: 11 }, true, "pending_not_delivered"],
+    ["deliveries outstanding while the holder ran nothing, twice: a stale pull elsewhere has them", { ...ok, ack_floor_seq: 9, num_ack_pending: 2, first_unacked_seq: 10 }, { ...ok, ack_floor_seq: 9, num_ack_pending: 2, first_unacked_seq: 10 }, true, "ack_pending_elsewhere"],
+    ["deliveries outstanding while a turn runs: its own", { ...ok, ack_floor_seq: 9, num_ack_pending: 2, first_unacked_seq: 10 }, { ...ok, ack_floor_seq: 9, num_ack_pending: 2, first_unacked_seq: 10 }, false, null],
     ["pending while busy: a long turn", { ...ok, num_pending: 2, first_unacked_seq: 11 }, { ...ok, num_pending: 2, first_unacked_seq: 11 }, false, null],
     ["pending, the pointer moving: delivering", { ...ok, num_pending: 2, first_unacked_seq: 11 }, { ...ok, num_pending: 2, delivered_seq: 11, first_unacked_seq: 12 }, true, null],
   ];
