@@ -173,6 +173,12 @@ export class NodeEngine {
     return this.stopped ? null : this.db;
   }
 
+  /** The model a provider key calls ("scripted" for the offline provider), null if no such key. */
+  modelOf(llm: string): string | null {
+    const p = this.company.providers.llm[llm];
+    return p ? (p.type === "scripted" ? "scripted" : p.model) : null;
+  }
+
   get currentOrg(): Org {
     return this.org;
   }

@@ -45,6 +45,7 @@ import { NodeEngine } from "./engine.ts";
 import { agentsGroup } from "../api/routes/agents.ts";
 import { dashboardGroup } from "../api/dashboard/index.ts";
 import { metricsGroup } from "../api/routes/metrics.ts";
+import { orgGroup } from "../api/routes/org.ts";
 import { NodeMetrics } from "../metrics/node-metrics.ts";
 import { observedLogger } from "../metrics/observed-logger.ts";
 import { eventsGroup } from "../api/routes/events.ts";
@@ -585,8 +586,11 @@ export class CrewletNode {
           resume: (h) => controls.resume(h),
           stop: (h, by) => controls.requestStop(h, by, this.clock.now(), randomUUID()),
         },
+        model: (llm) => engine.modelOf(llm),
+        tools: (h) => engine.turns.toolsFor(h).map((t) => t.name),
       }),
       auditGroup(audit),
+      orgGroup({ org: () => engine.currentOrg }),
       ...(roles.includes("ingress") && engine.budgets ? [budgetsGroup({ seats: () => (this.company ? agentSeats(this.company).map((s) => s.handle) : []), status: (h) => engine.budgets!.status(h) })] : []),
       ...(roles.includes("ingress") ? [schedulesGroup({ company: () => this.company, fires: coord.slot("fires"), clock: this.clock })] : []),
       ...fleetGroups({

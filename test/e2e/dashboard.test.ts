@@ -35,6 +35,28 @@ async function rows(page: Page, caption: RegExp): Promise<string[][]> {
   return table.locator("tbody tr").evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll("th, td")].map((c) => (c.textContent ?? "").trim())));
 }
 
+/** Each card of the org chart: handle, whether a person, state word, holder and open work lines. */
+async function orgCards(page: Page) {
+  return page.locator(".org-tree .seat-card").evaluateAll((els) =>
+    els.map((e) => ({
+      handle: e.getAttribute("data-handle") ?? "",
+      human: e.classList.contains("human"),
+      state: (e.querySelector(".seat-state")?.textContent ?? "").trim(),
+      holder: [...e.querySelectorAll(".seat-line")].map((l) => l.textContent ?? "").find((t) => t.startsWith("on ") || t === "no holder") ?? null,
+      open: [...e.querySelectorAll(".seat-line")].map((l) => l.textContent ?? "").find((t) => t.includes("open work")) ?? null,
+      units: [...e.querySelectorAll(".seat-units .chip")].map((c) => c.textContent ?? ""),
+    })),
+  );
+}
+
+/** The handle of the card whose branch holds `handle`'s card, or null at the top. */
+async function parentOf(page: Page, handle: string): Promise<string | null> {
+  return page.locator(`.org-tree .seat-card[data-handle="${handle}"]`).evaluate((card) => {
+    const li = card.parentElement?.parentElement?.closest("li");
+    return li?.querySelector(":scope > .seat-card")?.getAttribute("data-handle") ?? null;
+  });
+}
+
 async function until<T>(what: string, check: () => Promise<T | null | undefined | false>): Promise<T> {
   const deadline = Date.now() + SEE_MS;
   for (;;) {
@@ -81,7 +103,31 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
   await page.getByLabel("API token", { exact: true }).fill(TEST_TOKEN);
   await page.getByRole("button", { name: "Open dashboard" }).click();
 
+  // The org chart is the landing view: the company as a tree by who manages whom, each
+  // agent seat a card with its state, holder and open work; the founder shown as a person.
+  await page.getByRole("heading", { name: "Org chart", level: 2 }).waitFor({ timeout: SEE_MS });
+  const cards = await until("five seat cards, the four agents held", async () => {
+    const c = await orgCards(page);
+    return c.length === 5 && c.filter((x) => x.holder === "on node-1").length === 4 ? c : null;
+  });
+  expect(cards.map((c) => c.handle).sort()).toEqual(["ceo", "cto", "engineer", "founder", "pm"]);
+  const founder = cards.find((c) => c.handle === "founder")!;
+  expect(founder.human).toBe(true);
+  expect(founder.state).toBe("person");
+  for (const c of cards.filter((x) => !x.human)) {
+    expect(c.state).toBe("idle");
+    expect(c.open).toBe("0 open work items");
+  }
+  // The tree: @ceo at the top, @cto and @pm under @ceo, @engineer under @cto.
+  expect(await page.locator(".org-tree > li > .seat-card").evaluateAll((els) => els.map((e) => e.getAttribute("data-handle")))).toEqual(["ceo", "founder"]);
+  expect(await parentOf(page, "cto")).toBe("ceo");
+  expect(await parentOf(page, "pm")).toBe("ceo");
+  expect(await parentOf(page, "engineer")).toBe("cto");
+  expect(cards.find((c) => c.handle === "cto")!.units).toContain("leads Engineering");
+  await page.screenshot({ path: SCREENSHOT.replace(/\.png$/, "-org.png"), fullPage: true });
+
   // Fleet: the one node, and the four agent seats held on it.
+  await page.getByRole("link", { name: "Fleet" }).click();
   await page.getByRole("heading", { name: "Fleet", level: 2 }).waitFor({ timeout: SEE_MS });
   const leases = await until("four seat leases", async () => {
     const r = await rows(page, /Who holds each agent seat/);
@@ -149,6 +195,54 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
   expect(facts).toContain("in progress");
 
   await page.screenshot({ path: SCREENSHOT, fullPage: true });
+
+  // Back on the org chart the work shows on the cards: one open item each for @cto and @pm.
+  await page.getByRole("link", { name: "Org", exact: true }).click();
+  await until("open work on @cto's and @pm's cards", async () => {
+    const c = await orgCards(page);
+    const of = (h: string) => c.find((x) => x.handle === h)?.open;
+    return of("cto") === "1 open work item" && of("pm") === "1 open work item" && of("ceo") === "0 open work items";
+  });
+  // At a phone's width the chart still fits the screen.
+  await page.setViewportSize({ width: 390, height: 844 });
+  expect(await page.evaluate<number>("document.documentElement.scrollWidth")).toBeLessThanOrEqual(390);
+  await page.screenshot({ path: SCREENSHOT.replace(/\.png$/, "-org-390.png"), fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 900 });
+
+  // A click on @cto's card opens its agent page: what the company file says, who holds it,
+  // its tools, its open work and the turn it ran, with dates absolute on hover.
+  await page.locator('.seat-card[data-handle="cto"]').click();
+  await page.getByRole("heading", { name: "@cto", level: 2 }).waitFor({ timeout: SEE_MS });
+  expect(new URL(page.url()).hash).toBe("#agent/cto");
+  const cto = await until("@cto's facts with its tools", async () => {
+    const f = await page.locator(".facts").evaluate((dl) => {
+      const out: Record<string, string> = {};
+      for (const dt of dl.querySelectorAll("dt")) out[dt.textContent ?? ""] = (dt.nextElementSibling?.textContent ?? "").trim();
+      return out;
+    }).catch(() => null);
+    return f && f.Tools?.includes("work_create") ? f : null;
+  });
+  expect(cto.Goal).toBe("Own the technical roadmap and the engineering team.");
+  expect(cto.Model).toBe("offline · scripted");
+  expect(cto.Manager).toBe("@ceo");
+  expect(cto.Reports).toBe("@engineer");
+  expect(cto.Holder).toMatch(/^node-1 · epoch \d+ · since (just now|\d+ min ago)$/);
+  expect(cto.State).toBe("idle");
+  const hover = await page.locator(".facts time").first().getAttribute("title");
+  expect(hover).toMatch(/\d{4}/); // the absolute date, year included
+  const openWork = await rows(page, /Open work assigned to @cto/);
+  expect(openWork.length).toBe(1);
+  expect(openWork[0]![0]).toMatch(/^ENG-\d+$/);
+  expect(openWork[0]![2]).toBe("in progress");
+  const turns = await until("@cto's turn in its recent turns", async () => {
+    const r = await rows(page, /Recent turns of @cto/);
+    return r.length >= 1 ? r : null;
+  });
+  expect(turns[0]![4]).toContain(openWork[0]![0]);
+  await page.screenshot({ path: SCREENSHOT.replace(/\.png$/, "-agent.png"), fullPage: true });
+  // Its manager is one click away.
+  await page.locator(".facts").getByRole("link", { name: "@ceo" }).click();
+  await page.getByRole("heading", { name: "@ceo", level: 2 }).waitFor({ timeout: SEE_MS });
 
   // The feed saw @ceo's turn start, call its tools and complete, as it happened.
   const feedLines = await until("@ceo's turn in the event feed", async () => {

@@ -176,12 +176,11 @@ document.addEventListener("visibilitychange", () => {
 
 function table(caption, headers, rows, empty) {
   if (rows.length === 0) return h("p", { class: "muted" }, empty);
+  // A wide table scrolls in its own box on a narrow screen rather than widening the page.
   return h(
-    "table",
-    {},
-    h("caption", {}, caption),
-    h("thead", {}, h("tr", {}, headers.map((t) => h("th", { scope: "col" }, t)))),
-    h("tbody", {}, rows),
+    "div",
+    { class: "table-wrap" },
+    h("table", {}, h("caption", {}, caption), h("thead", {}, h("tr", {}, headers.map((t) => h("th", { scope: "col" }, t)))), h("tbody", {}, rows)),
   );
 }
 
@@ -296,6 +295,204 @@ function agentsView() {
       );
     },
   };
+}
+
+// ---- dates -----------------------------------------------------------------------------
+
+/** "just now", "5 min ago", "3 h ago", "2 d ago" (or "in …" ahead). */
+function relative(ms, now = Date.now()) {
+  const d = Math.round((now - ms) / 1000);
+  const ahead = d < 0;
+  const s = Math.abs(d);
+  const words = s < 45 ? null : s < 3600 ? `${Math.round(s / 60)} min` : s < 86400 ? `${Math.round(s / 3600)} h` : `${Math.round(s / 86400)} d`;
+  if (words === null) return "just now";
+  return ahead ? `in ${words}` : `${words} ago`;
+}
+
+/** A time as a person reads it: relative in the text, the absolute date and time on hover. */
+function when(at) {
+  if (at === null || at === undefined) return h("span", { class: "muted" }, "—");
+  const d = new Date(at);
+  if (Number.isNaN(d.getTime())) return h("span", { class: "muted" }, "—");
+  const absolute = d.toLocaleString("en-GB", { weekday: "short", day: "numeric", month: "short", year: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
+  return h("time", { datetime: d.toISOString(), title: absolute }, relative(d.getTime()));
+}
+
+// ---- Org chart -------------------------------------------------------------------------
+
+/** Work that is still someone's to do. */
+const OPEN_WORK = new Set(["todo", "in_progress", "in_review"]);
+
+/** A seat's state as its card shows it: a word, and the class that colours it. */
+function seatState(agent) {
+  if (!agent) return { word: "person", cls: "human" };
+  if (!agent.holder) return { word: "unheld", cls: "unheld" };
+  const t = agent.turns;
+  if (!t) return { word: `on ${agent.turns_known_on}`, cls: "elsewhere" };
+  if (t.busy) return { word: "working", cls: "working" };
+  if (t.last_outcome === "failed" || t.last_outcome === "retry") return { word: "failing", cls: "failing" };
+  return { word: "idle", cls: "idle" };
+}
+
+function orgView() {
+  const root = h("div");
+  return {
+    title: "Org chart",
+    root,
+    async refresh() {
+      const [org, { agents }, work] = await Promise.all([api("/org"), api("/agents"), readPages("/work", "after", undefined)]);
+      const agentOf = new Map(agents.map((a) => [a.handle, a]));
+      const open = new Map();
+      for (const w of work) if (w.assignee && OPEN_WORK.has(w.status)) open.set(w.assignee, (open.get(w.assignee) ?? 0) + 1);
+      const seatOf = new Map(org.seats.map((s) => [s.handle, s]));
+      const unitName = new Map(org.units.map((u) => [u.id, u]));
+      const leads = new Map();
+      for (const u of org.units) if (u.lead) leads.set(u.lead, [...(leads.get(u.lead) ?? []), u.name]);
+
+      function card(s) {
+        const agent = agentOf.get(s.handle);
+        const st = seatState(s.kind === "human" ? null : agent);
+        const n = open.get(s.handle) ?? 0;
+        const units = s.units.map((id) => unitName.get(id)?.name ?? id);
+        const body = [
+          h("span", { class: "seat-name" }, s.name),
+          h("span", { class: "seat-handle" }, `@${s.handle}`),
+          h("span", { class: `seat-state st-${st.cls}` }, st.word),
+          s.kind === "human" ? null : h("span", { class: "seat-line" }, agent?.holder ? `on ${agent.holder.node}` : "no holder"),
+          h("span", { class: "seat-line" }, `${n} open work item${n === 1 ? "" : "s"}`),
+          units.length || leads.has(s.handle)
+            ? h("span", { class: "seat-units" }, [...(leads.get(s.handle) ?? []).map((u) => `leads ${u}`), ...units.filter((u) => !(leads.get(s.handle) ?? []).includes(u))].map((u) => h("span", { class: "chip" }, u)))
+            : null,
+        ];
+        return s.kind === "human"
+          ? h("div", { class: "seat-card human", "data-handle": s.handle }, body)
+          : h("a", { class: `seat-card card-${st.cls}`, href: `#agent/${encodeURIComponent(s.handle)}`, "data-handle": s.handle, "aria-label": `@${s.handle}, ${s.name}: ${st.word}, ${n} open work` }, body);
+      }
+      // The tree follows `manages`; a report whose manager is not a seat stands at the top.
+      const seen = new Set();
+      function branch(s, depth) {
+        seen.add(s.handle);
+        const reports = s.reports.map((r) => seatOf.get(r)).filter((r) => r && !seen.has(r.handle));
+        // Bounded by the org's size: each seat is drawn once.
+        return h("li", {}, card(s), reports.length && depth < org.seats.length ? h("ul", {}, reports.map((r) => branch(r, depth + 1))) : null);
+      }
+      const roots = org.seats.filter((s) => !s.manager || !seatOf.has(s.manager));
+      const tree = h("ul", { class: "org-tree", "aria-label": `${org.company.name} by who manages whom` }, roots.map((s) => branch(s, 0)));
+      const unitRows = org.units.map((u) =>
+        h(
+          "tr",
+          {},
+          h("th", { scope: "row" }, u.name),
+          h("td", {}, u.lead ? h("a", { href: `#agent/${encodeURIComponent(u.lead)}` }, `@${u.lead}`) : h("span", { class: "muted" }, "none")),
+          h("td", {}, chips(u.roles.map((r) => `@${r}`))),
+          h("td", {}, u.channel ? `#${u.channel}` : "—"),
+          h("td", {}, u.project ?? "—"),
+        ),
+      );
+      root.replaceChildren(
+        h("p", { class: "mission" }, h("strong", {}, org.company.name), ` — ${org.company.mission}`),
+        tree,
+        h("h3", {}, "Units"),
+        table("Units and their leads", ["Unit", "Lead", "Members", "Channel", "Project"], unitRows, "This company has no units."),
+      );
+    },
+  };
+}
+
+// ---- Agent page ------------------------------------------------------------------------
+
+function agentView(arg) {
+  let handle = arg;
+  const root = h("div");
+  const view = {
+    title: `@${arg ?? "?"}`,
+    root,
+    select(next) {
+      if (next && next !== handle) {
+        handle = next;
+        root.replaceChildren();
+        $("view-title").textContent = `@${next}`;
+      }
+    },
+    async refresh() {
+      if (!handle) {
+        root.replaceChildren(h("p", {}, "No agent named. Pick one on the ", h("a", { href: "#org" }, "org chart"), "."));
+        return;
+      }
+      let a;
+      try {
+        a = await api(`/agents/${encodeURIComponent(handle)}`);
+      } catch (err) {
+        if (err.code !== "unknown_seat") throw err;
+        root.replaceChildren(h("p", { class: "error" }, `No agent seat @${handle} in this company.`), h("p", {}, h("a", { href: "#org" }, "Back to the org chart")));
+        return;
+      }
+      const [memory, work] = await Promise.all([
+        api(`/agents/${encodeURIComponent(handle)}/memory`).catch((err) => {
+          if (err instanceof AuthError) throw err;
+          return { state: "unavailable", reason: err.message, memory: null };
+        }),
+        readPages("/work", "after", undefined),
+      ]);
+      const st = seatState(a);
+      const t = a.turns;
+      const facts = h(
+        "dl",
+        { class: "facts" },
+        h("dt", {}, "State"),
+        h("dd", {}, h("span", { class: `seat-state st-${st.cls}` }, st.word)),
+        h("dt", {}, "Goal"),
+        h("dd", {}, a.goal || "—"),
+        h("dt", {}, "Backstory"),
+        h("dd", {}, a.backstory || h("span", { class: "muted" }, "none given")),
+        h("dt", {}, "Model"),
+        h("dd", {}, a.llm ? `${a.llm}${a.model ? ` · ${a.model}` : ""}` : "—"),
+        h("dt", {}, "Manager"),
+        h("dd", {}, a.manager ? h("a", { href: `#agent/${encodeURIComponent(a.manager)}` }, `@${a.manager}`) : "nobody"),
+        h("dt", {}, "Reports"),
+        h("dd", {}, a.reports.length ? a.reports.flatMap((r, i) => [i ? ", " : "", h("a", { href: `#agent/${encodeURIComponent(r)}` }, `@${r}`)]) : "none"),
+        h("dt", {}, "Holder"),
+        h("dd", {}, a.holder ? [`${a.holder.node} · epoch ${a.holder.epoch} · since `, when(a.holder.since)] : "nobody holds this seat now"),
+        h("dt", {}, "Tools"),
+        h("dd", {}, a.tools ? chips(a.tools) : h("span", { class: "muted" }, a.holder ? `known on ${a.holder.node}, its holder` : "known once a node holds the seat")),
+        h("dt", {}, "MCP servers"),
+        h("dd", {}, a.mcp_servers.length ? chips(a.mcp_servers) : "none"),
+        h("dt", {}, "Turns"),
+        h("dd", {}, t ? [`${count(t.turns)} · ${count(t.input_tokens)} tokens in / ${count(t.output_tokens)} out · last `, when(t.last_turn_at), t.last_outcome ? ` (${t.last_outcome})` : ""] : h("span", { class: "muted" }, a.holder ? `known on ${a.holder.node}` : "—")),
+        h("dt", {}, "Last error"),
+        h("dd", { class: t?.last_error ? "error" : "" }, t?.last_error ? [when(t.last_error_at), ` · ${t.last_error}`] : "none"),
+      );
+      const mine = work.filter((w) => w.assignee === handle && OPEN_WORK.has(w.status));
+      const workRows = mine.map((w) => h("tr", {}, h("th", { scope: "row" }, h("a", { href: `#work/${encodeURIComponent(w.key)}` }, w.key)), h("td", {}, w.title), h("td", {}, w.status.replace("_", " ")), h("td", {}, when(w.updated_at ?? w.created_at))));
+      const m = memory.memory;
+      const memoryPart = !m
+        ? h("p", { class: "muted" }, memory.state === "no_holder" ? "Nobody holds this seat, so nobody can read its memory now." : `Memory unavailable: ${memory.reason ?? memory.state}.`)
+        : h(
+            "div",
+            {},
+            h("h4", {}, "Diary"),
+            m.diary.length ? h("ul", { class: "plain" }, m.diary.map((d) => h("li", {}, when(d.created_at), ` · ${d.content}`))) : h("p", { class: "muted" }, "Nothing noted yet."),
+            h("h4", {}, "Counterparties"),
+            m.counterparties.length
+              ? h("ul", { class: "plain" }, m.counterparties.map((c) => h("li", {}, `${c.counterparty} · ${c.interactions} interaction${c.interactions === 1 ? "" : "s"} · last `, when(c.last_seen), c.note ? ` · ${c.note}` : "")))
+              : h("p", { class: "muted" }, "Nobody yet."),
+          );
+      const episodes = m ? [...m.episodes].sort((x, y) => y.created_at - x.created_at) : [];
+      const turnRows = episodes.map((e) => h("tr", {}, h("td", {}, when(e.created_at)), h("td", {}, e.outcome), h("td", {}, e.counterparty ?? "—"), h("td", {}, e.summary || "—"), h("td", {}, e.work_items.length ? chips(e.work_items) : "—")));
+      root.replaceChildren(
+        h("p", { class: "back" }, h("a", { href: "#org" }, "← Org chart")),
+        h("h3", { class: "agent-name" }, a.name),
+        facts,
+        h("h3", {}, "Open work"),
+        table(`Open work assigned to @${handle}`, ["Item", "Title", "Status", "Updated"], workRows, "No open work."),
+        h("h3", {}, "Recent turns"),
+        m ? table(`Recent turns of @${handle}`, ["When", "Outcome", "With", "Summary", "Work"], turnRows, "No turns remembered yet.") : h("p", { class: "muted" }, "Read from the seat's memory, which is unavailable now."),
+        h("h3", {}, "Memory"),
+        memoryPart,
+      );
+    },
+  };
+  return view;
 }
 
 // ---- Chat ------------------------------------------------------------------------------
@@ -690,12 +887,12 @@ function eventsView() {
 
 // ---- views, navigation, sign-in -------------------------------------------------------
 
-const VIEWS = { fleet: fleetView, agents: agentsView, chat: chatView, work: workView, events: eventsView };
+const VIEWS = { org: orgView, agent: agentView, fleet: fleetView, agents: agentsView, chat: chatView, work: workView, events: eventsView };
 
 function parseHash() {
   const [name, ...rest] = location.hash.replace(/^#/, "").split("/");
   const arg = rest.length ? decodeURIComponent(rest.join("/")) : null;
-  return VIEWS[name] ? { name, arg } : { name: "fleet", arg: null };
+  return VIEWS[name] ? { name, arg } : { name: "org", arg: null };
 }
 
 function show() {

@@ -21,6 +21,26 @@ export interface AgentsSource {
     resume(handle: string): Promise<{ changed: boolean }>;
     stop(handle: string, by: string): Promise<{ by: string; at: number; id?: string }>;
   };
+  /** The model a provider key names ("scripted" for the offline provider), null if unknown. */
+  model?(llm: string): string | null;
+  /** Tool names a seat held here is offered (builtins, integrations, its MCP servers' tools). */
+  tools?(handle: string): string[];
+}
+
+/** What the company file says of a seat, for its agent page. */
+function profile(src: AgentsSource, handle: string, here: boolean) {
+  const seat = src.org().agentSeat(handle)!;
+  return {
+    goal: seat.goal,
+    backstory: seat.backstory,
+    llm: seat.llm ?? null,
+    model: seat.llm ? (src.model?.(seat.llm) ?? null) : null,
+    reports: [...seat.reports],
+    units: [...seat.units],
+    mcp_servers: Object.keys(seat.mcp_servers),
+    // A seat's MCP tools are known only where its servers run: its holder.
+    tools: here && src.tools ? src.tools(handle) : null,
+  };
 }
 
 async function describe(src: AgentsSource, handles: string[]) {
@@ -63,7 +83,7 @@ export function agentsGroup(src: AgentsSource): RouteGroup {
         const handle = c.req.param("handle");
         if (!src.org().agentSeat(handle)) throw new ApiError(404, "unknown_seat", `no agent seat "${handle}" in this company`, "handle");
         const [agent] = await describe(src, [handle]);
-        return c.json(agent);
+        return c.json({ ...agent!, ...profile(src, handle, agent!.holder?.node === src.nodeId) });
       });
       const controls = src.controls;
       if (controls) {
