@@ -88,17 +88,19 @@ test("a scrape after a scripted turn history parses and has the named series", a
   expect((await fetch(`${node.apiUrl}/metrics`)).status).toBe(401);
 
   await askCeoForAPlan(node.apiUrl);
-  const res = await fetch(`${node.apiUrl}/metrics`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } });
-  expect(res.status).toBe(200);
-  expect(res.headers.get("content-type")).toContain("text/plain; version=0.0.4");
-  const text = await res.text();
-  strictLines(text);
-  const fams = parsePrometheusTextFormat(text);
-
-  // @ceo answered, then @cto and @pm picked up their items: three turns at least.
-  const turns = family(fams, "crewlet_turns_total");
+  // @ceo answered, then @cto and @pm picked up their items: three turns at least. The
+  // items read in progress once the pick-up's tool ran; its turn completes just after.
+  const { text, fams, turns } = await until("three completed turns in a scrape", async () => {
+    const res = await fetch(`${node.apiUrl}/metrics`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toContain("text/plain; version=0.0.4");
+    const text = await res.text();
+    strictLines(text);
+    const fams = parsePrometheusTextFormat(text);
+    const turns = family(fams, "crewlet_turns_total");
+    return sum(turns) >= 3 ? { text, fams, turns } : null;
+  });
   expect(turns.type).toBe("COUNTER");
-  expect(sum(turns)).toBeGreaterThanOrEqual(3);
   expect(turns.metrics.every((m) => m.labels?.node === "node-1" && typeof m.labels?.outcome === "string")).toBe(true);
   // @ceo's turn created two work items and posted: tool calls, all ok.
   expect(sum(family(fams, "crewlet_tool_calls_total"), (l) => l.ok === "true")).toBeGreaterThanOrEqual(2);
