@@ -8,13 +8,14 @@ import type { Queue } from "./contract.ts";
 import { parseMailbox, seatMailboxes, type MailboxName } from "./topics.ts";
 
 /**
- * Mailbox creations in flight at once. On an R3 stream one consumer create is a raft
- * proposal answered after ~0.4 s, so the walk is bound by latency, not work: at 32 in
- * flight 2,000 seats (6,000 mailboxes) took ~90 s on R3. 128 in flight is a quarter of the
- * way to the 2,000-seat target without nearing the server's JetStream API queue (it sheds
- * requests only past thousands pending), and each is one small request on one connection.
+ * Mailbox creations in flight at once, per node. On an R3 stream a consumer create is a
+ * proposal the meta leader orders, so the walk is bound by its throughput: ~45 creates/s on
+ * a loaded 2-core box with three members walking at once. What is in flight waits in its
+ * queue, and a request still queued after the JetStream API timeout (5 s) fails the walk:
+ * 128 a node (384 queued) timed out ~1,000 of 6,000. 48 a node is ~144 queued, ~3 s at that
+ * rate, inside the timeout; alone on R1 the walk is CPU-bound and more buys nothing.
  */
-export const MAILBOX_CREATE_CONCURRENCY = 128;
+export const MAILBOX_CREATE_CONCURRENCY = 48;
 
 export interface MailboxWalkResult {
   count: number;
@@ -46,10 +47,16 @@ export async function ensureSeatMailboxes(
   } catch (err) {
     log.warn("seat_mailbox_list_failed", { error: err as Error });
   }
-  const todo = all.filter((box) => {
+  const missing = all.filter((box) => {
     const ref = parseMailbox(box.subject, box.group);
     return !ref || !have.has(`${ref.handle}\u0000${ref.kind}`);
   });
+  // Members booting together walk the same list: each starting at its own random point
+  // means they mostly propose different consumers, and a create that finds a peer's mailbox
+  // with the same settings is answered without a raft write (servers 2.10+), where three
+  // walks in one order proposed every consumer three times at once (seen: timeouts on R3).
+  const from = Math.floor(Math.random() * missing.length);
+  const todo = [...missing.slice(from), ...missing.slice(0, from)];
   let next = 0;
   const failures: string[] = [];
   const worker = async () => {
