@@ -94,6 +94,17 @@ test("a refused key: the person sees the notice and their message marked failed;
   expect(error).toMatch(/^\d\d:\d\d · /);
   expect(error).not.toContain("sk-e2e-secret-key-123456");
 
+  // The org chart marks @cto failing; its agent page shows the error, dated, and no secret.
+  await page.getByRole("link", { name: "Org", exact: true }).click();
+  const ctoCard = page.locator('.seat-card[data-handle="cto"]');
+  await until("@cto's card marked failing", async () => (await ctoCard.locator(".seat-state").textContent().catch(() => null)) === "failing");
+  await ctoCard.click();
+  const lastError = page.locator(".facts dt", { hasText: "Last error" }).locator("xpath=following-sibling::dd[1]");
+  await until("@cto's last error on its page", async () => ((await lastError.textContent().catch(() => "")) ?? "").includes("HTTP 401"));
+  expect(await lastError.textContent()).not.toContain("sk-e2e-secret-key-123456");
+  expect(await lastError.locator("time").getAttribute("title")).toMatch(/\d{4}/);
+  expect(await page.content()).not.toContain("sk-e2e-secret-key-123456");
+
   // A streamed answer, watched live in the Events view of a second tab.
   const feed = await context.newPage();
   feed.on("pageerror", (err) => problems.push(`feed page error: ${err.message}`));
