@@ -57,25 +57,41 @@ export async function ensureSeatMailboxes(
   // walks in one order proposed every consumer three times at once (seen: timeouts on R3).
   const from = Math.floor(Math.random() * missing.length);
   const todo = [...missing.slice(from), ...missing.slice(0, from)];
-  let next = 0;
-  const failures: string[] = [];
-  const worker = async () => {
-    while (next < todo.length) {
-      const box = todo[next++]!;
-      try {
-        await queue.ensureMailbox(box.subject, box.group);
-      } catch (err) {
-        failures.push(`${box.group}: ${err instanceof Error ? err.message : String(err)}`);
-      }
-    }
-  };
-  const workers = Math.max(1, Math.min(concurrency, todo.length));
-  await Promise.all(Array.from({ length: workers }, worker));
+  const created = todo.length;
+  let failed = await createEach(queue, todo, concurrency);
+  if (failed.length > 0) {
+    // A create that timed out in a burst (the meta leader's queue past the API timeout) has
+    // often been made meanwhile or finds a quieter queue: one more round for those only, at
+    // a quarter of the concurrency, before the walk fails.
+    log.warn("seat_mailbox_create_retrying", { failed: failed.length, of: todo.length, first: failed[0]!.error });
+    failed = await createEach(queue, failed.map((f) => f.box), Math.max(1, Math.floor(concurrency / WALK_RETRY_CONCURRENCY_DIVISOR)));
+  }
+  const failures = failed.map((f) => `${f.box.group}: ${f.error}`);
   const elapsed_ms = clock.now() - started_ms;
   if (failures.length > 0) {
     log.error("seat_mailbox_create_failed", { failed: failures.length, of: todo.length, first: failures[0] });
     throw new Error(`creating seat mailboxes: ${failures.length} of ${todo.length} failed; first: ${failures[0]}`);
   }
-  log.info("seat_mailbox_created", { count: all.length, seats: all.length / 3, created: todo.length, present: all.length - todo.length, elapsed_ms });
+  log.info("seat_mailbox_created", { count: all.length, seats: all.length / 3, created, present: all.length - created, elapsed_ms });
   return { count: all.length, elapsed_ms };
+}
+
+/** The walk's one retry round runs at this fraction of its concurrency (see above). */
+const WALK_RETRY_CONCURRENCY_DIVISOR = 4;
+
+async function createEach(queue: Queue, boxes: readonly MailboxName[], concurrency: number): Promise<{ box: MailboxName; error: string }[]> {
+  let next = 0;
+  const failed: { box: MailboxName; error: string }[] = [];
+  const worker = async () => {
+    while (next < boxes.length) {
+      const box = boxes[next++]!;
+      try {
+        await queue.ensureMailbox(box.subject, box.group);
+      } catch (err) {
+        failed.push({ box, error: err instanceof Error ? err.message : String(err) });
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, boxes.length)) }, worker));
+  return failed;
 }
