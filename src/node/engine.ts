@@ -18,6 +18,7 @@ import type { Tool } from "../agent/tools/contract.ts";
 import type { AnswerBack } from "../agent/turn.ts";
 import type { Queue } from "../queue/contract.ts";
 import type { SeatHooks } from "../seat/host.ts";
+import type { KeyCooldowns } from "../agent/providers/contract.ts";
 import { budgetAlerter } from "../spend/alert.ts";
 import { BudgetCounters } from "../spend/counters.ts";
 import { BudgetGate } from "../spend/gate.ts";
@@ -55,6 +56,8 @@ export interface EngineOptions {
   /** Tools the integrations offer a seat, and their answer back (src/integrations). */
   extraTools?: (handle: string) => readonly Tool[];
   answerBack?: AnswerBack;
+  /** The fleet's shared key cooldowns (src/spend/cooldowns.ts): providers skip a cooling key. */
+  cooldowns?: KeyCooldowns;
   /** crewlet_budgets: the fleet's spend counters (src/spend); null: spend is not capped here. */
   budgets?: KvSlot | null;
   /** Secrets configured elsewhere (API tokens, broker secrets) that a provider's error
@@ -79,7 +82,7 @@ export class NodeEngine {
   constructor(private readonly o: EngineOptions) {
     this.org = buildOrg(o.company);
     this.company = o.company;
-    this.providers = buildProviders(o.company.providers.llm, o.clock, { secrets: this.secretsOf(o.company) });
+    this.providers = buildProviders(o.company.providers.llm, o.clock, { secrets: this.secretsOf(o.company), cooldowns: o.cooldowns });
     void probeProviders(o.company.providers.llm, o.clock, o.log);
     this.db = new Database(join(o.storeDir, NODE_DB_FILE), { create: true, strict: true });
     // WAL: turns write episodes while the API reads them.
@@ -155,7 +158,7 @@ export class NodeEngine {
   setCompany(company: Company): void {
     this.org = buildOrg(company);
     this.company = company;
-    this.providers = buildProviders(company.providers.llm, this.o.clock, { secrets: this.secretsOf(company) });
+    this.providers = buildProviders(company.providers.llm, this.o.clock, { secrets: this.secretsOf(company), cooldowns: this.o.cooldowns });
     void probeProviders(company.providers.llm, this.o.clock, this.o.log);
   }
 

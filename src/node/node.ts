@@ -12,6 +12,8 @@ import { AuditLog, AUDIT_RETENTION_MS } from "../api/audit.ts";
 import { auditGroup } from "../api/routes/audit.ts";
 import { MAINTENANCE_TICK_MS } from "../duty/duties.ts";
 import { PAUSE_HOLD, SeatControls } from "../seat/controls.ts";
+import { SharedCooldowns } from "../spend/cooldowns.ts";
+import { publishEventSink } from "../agent/index.ts";
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { connect, type NatsConnection } from "nats";
@@ -361,7 +363,12 @@ export class CrewletNode {
     await this.whileClusterForms("estate", () => estate.start());
 
     this.step("engine");
+    // A 429 on one node rests that key on every node (crewlet_cooldowns, mirrored here).
+    const cooldowns = new SharedCooldowns({ slot: coord.slot("cooldowns"), clock: this.clock, log: this.log, events: publishEventSink(queue, this.log, () => this.clock.now()), node_id: this.nodeId });
+    await cooldowns.start();
+    this.onStop(() => cooldowns.stop());
     this.engine = new NodeEngine({
+      cooldowns,
       nodeId: this.nodeId,
       storeDir,
       company: this.company ?? EMPTY_COMPANY,

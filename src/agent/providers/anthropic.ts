@@ -1,6 +1,7 @@
 // The anthropic provider: the Messages API with tool use. Tool results travel as
 // tool_result blocks inside one user message (consecutive results merge, as the API
 // requires alternating roles). Responses are zod-parsed.
+import type { KeyCooldowns } from "./contract.ts";
 import { z } from "zod";
 import type { Clock } from "../../clock.ts";
 import { ProviderError, type ChatMessage, type Completion, type CompletionRequest, type Provider } from "./contract.ts";
@@ -26,6 +27,8 @@ export interface AnthropicOptions {
   redact?: Redact;
   random?: () => number;
   clock: Clock;
+  /** The fleet's shared key cooldowns (a key another node saw 429 on is passed over). */
+  cooldowns?: KeyCooldowns;
 }
 
 const responseSchema = z.object({
@@ -99,15 +102,10 @@ export function anthropicProvider(opts: AnthropicOptions): Provider {
       };
       const start = next_key++;
       return callWithRetries(
-        (attempt) => ({
-          url,
-          headers: {
-            "x-api-key": keyFor(opts.api_keys, start, attempt)!,
-            "anthropic-version": ANTHROPIC_VERSION,
-            ...(stream ? { accept: "text/event-stream" } : {}),
-          },
-          body,
-        }),
+        (attempt) => {
+          const key = keyFor(opts.api_keys, start, attempt, opts.cooldowns && ((k) => opts.cooldowns!.cooling(opts.name, k)))!;
+          return { url, headers: { "x-api-key": key, "anthropic-version": ANTHROPIC_VERSION, ...(stream ? { accept: "text/event-stream" } : {}) }, body, key };
+        },
         async (answer) => {
           if (stream) return assembleAnthropic(opts.name, sseFrames(opts.name, answer.chunks()), req.onText);
           return parseAnthropicResponse(opts.name, await answer.text(), redact);

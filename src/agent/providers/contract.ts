@@ -70,6 +70,14 @@ export interface Completion {
   usage: Usage;
 }
 
+/** The fleet's shared key cooldowns: a 429 on one node rests that key on every node. */
+export interface KeyCooldowns {
+  /** True while `key` of `provider` is cooling (a local mirror: never waits on the store). */
+  cooling(provider: string, key: string): boolean;
+  /** Rests `key` for `for_ms` fleet-wide; `reason` is what the events say. Never throws. */
+  cool(provider: string, key: string, for_ms: number, reason: string): void;
+}
+
 export interface Provider {
   /** The provider key under providers.llm (for events and errors). */
   readonly name: string;

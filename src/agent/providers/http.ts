@@ -6,7 +6,7 @@
 import { connect as netConnect } from "node:net";
 import type { Clock, Timer } from "../../clock.ts";
 import type { z } from "zod";
-import { ProviderError, type RetrySpend } from "./contract.ts";
+import { ProviderError, type KeyCooldowns, type RetrySpend } from "./contract.ts";
 import { noRedaction, type Redact } from "./redact.ts";
 
 /**
@@ -92,6 +92,8 @@ export interface PostSpec {
   url: string;
   headers: Record<string, string>;
   body: unknown;
+  /** The API key this attempt uses (a 429 puts it in the shared cooldown). Never logged. */
+  key?: string;
 }
 
 export interface CallOptions {
@@ -256,6 +258,7 @@ export interface RetryOptions extends CallOptions {
   /** API keys the call may rotate through: a 401/403 tries the next at once. */
   keys: number;
   random?: () => number;
+  cooldowns?: KeyCooldowns;
 }
 
 /** What both wires' providers share about how a call is made and retried. */
@@ -265,6 +268,8 @@ export interface WireSettings {
   retry_budget_ms?: number;
   redact?: Redact;
   random?: () => number;
+  /** The fleet's shared key cooldowns (src/spend/cooldowns.ts). */
+  cooldowns?: KeyCooldowns;
 }
 
 /** One call's retry options from its provider's settings and the turn's request. */
@@ -279,6 +284,7 @@ export function retryOptions(w: WireSettings, timeouts: Timeouts, keys: number, 
     budget_ms: w.retry_budget_ms ?? RETRY_BUDGET_MS,
     keys: Math.max(1, keys),
     random: w.random,
+    cooldowns: w.cooldowns,
   };
 }
 
@@ -302,6 +308,11 @@ export async function callWithRetries<T>(build: (attempt: number) => PostSpec, c
       const answer = await post(spec, opts);
       if (answer.status >= 200 && answer.status < 300) return await consume(answer);
       retry_after = answer.retry_after;
+      if (answer.status === 429 && spec.key !== undefined && opts.cooldowns) {
+        // The key rests fleet-wide until the server's Retry-After, else the backoff's ceiling.
+        const for_ms = retryDelayMs(retry_after, attempt, opts.clock.now(), () => 1);
+        opts.cooldowns.cool(opts.provider, spec.key, for_ms, retry_after !== null ? `429, Retry-After ${retry_after}` : `429, backoff ${for_ms} ms`);
+      }
       const body = redact(await answer.text().catch(() => ""));
       last = new ProviderError(opts.provider, "http", redact(`HTTP ${answer.status} from ${spec.url}: ${body.slice(0, ERROR_BODY_CHARS)}`), answer.status, attempt, body);
     } catch (err) {
@@ -333,10 +344,19 @@ export async function callWithRetries<T>(build: (attempt: number) => PostSpec, c
   throw last ?? new ProviderError(opts.provider, "network", "no attempt was made");
 }
 
-/** The key for an attempt: rotate through the list so a rate-limited key rests. */
-export function keyFor(keys: readonly string[], start: number, attempt: number): string | undefined {
+/** The key for an attempt: rotate through the list so a rate-limited key rests, and pass
+ * over a key the fleet has cooling (`skip`) while another is ready; all cooling: the
+ * rotation's own pick (the call's backoff waits it out). */
+export function keyFor(keys: readonly string[], start: number, attempt: number, skip?: (key: string) => boolean): string | undefined {
   if (keys.length === 0) return undefined;
-  return keys[(start + attempt - 1) % keys.length];
+  const first = (start + attempt - 1) % keys.length;
+  if (skip) {
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[(first + i) % keys.length]!;
+      if (!skip(k)) return k;
+    }
+  }
+  return keys[first];
 }
 
 /** A provider's answer body, zod-parsed; a bad one names the field it got wrong. */

@@ -6,7 +6,7 @@ import type { Clock } from "../../clock.ts";
 import type { ProviderConfig } from "../../config/company.ts";
 import type { Logger } from "../../log.ts";
 import { anthropicProvider } from "./anthropic.ts";
-import { ProviderError, type Completion, type CompletionRequest, type Provider } from "./contract.ts";
+import { ProviderError, type Completion, type CompletionRequest, type KeyCooldowns, type Provider } from "./contract.ts";
 import { worthFallback } from "./failure.ts";
 import { CONNECT_TIMEOUT_MS, endpointUrl, probeConnect, type Timeouts } from "./http.ts";
 import { openAiProvider } from "./openai.ts";
@@ -25,7 +25,7 @@ function timeoutsOf(cfg: HttpConfig): Partial<Timeouts> {
   return t;
 }
 
-function buildOne(key: string, cfg: ProviderConfig, clock: Clock, redact: Redact, random?: () => number): Provider {
+function buildOne(key: string, cfg: ProviderConfig, clock: Clock, redact: Redact, random?: () => number, cooldowns?: KeyCooldowns): Provider {
   switch (cfg.type) {
     case "openai":
     case "anthropic": {
@@ -41,6 +41,7 @@ function buildOne(key: string, cfg: ProviderConfig, clock: Clock, redact: Redact
         redact,
         random,
         clock,
+        cooldowns,
       };
       return cfg.type === "openai" ? openAiProvider(common) : anthropicProvider({ ...common, max_tokens: cfg.max_tokens });
     }
@@ -74,6 +75,8 @@ export interface BuildOptions {
   secrets?: readonly string[];
   /** The backoff's jitter source (tests pin it; default Math.random). */
   random?: () => number;
+  /** The fleet's shared key cooldowns: every provider skips a key another node saw 429 on. */
+  cooldowns?: KeyCooldowns;
 }
 
 /**
@@ -84,7 +87,7 @@ export interface BuildOptions {
 export function buildProviders(llm: Readonly<Record<string, ProviderConfig>>, clock: Clock, opts: BuildOptions = {}): Map<string, Provider> {
   const redact = redactor([...providerSecrets(llm), ...(opts.secrets ?? [])]);
   const bare = new Map<string, Provider>();
-  for (const [key, cfg] of Object.entries(llm)) bare.set(key, buildOne(key, cfg, clock, redact, opts.random));
+  for (const [key, cfg] of Object.entries(llm)) bare.set(key, buildOne(key, cfg, clock, redact, opts.random, opts.cooldowns));
   const out = new Map<string, Provider>();
   for (const key of bare.keys()) {
     const chain: string[] = [key];

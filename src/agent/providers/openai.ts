@@ -2,6 +2,7 @@
 // OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp server). Responses are
 // zod-parsed: an endpoint that answers 200 with the wrong shape is an error naming the
 // field, not a turn built on undefined.
+import type { KeyCooldowns } from "./contract.ts";
 import { z } from "zod";
 import type { Clock } from "../../clock.ts";
 import { ProviderError, parseArguments, type ChatMessage, type Completion, type CompletionRequest, type Provider } from "./contract.ts";
@@ -23,6 +24,8 @@ export interface OpenAiOptions {
   redact?: Redact;
   random?: () => number;
   clock: Clock;
+  /** The fleet's shared key cooldowns (a key another node saw 429 on is passed over). */
+  cooldowns?: KeyCooldowns;
 }
 
 const responseSchema = z.object({
@@ -111,10 +114,10 @@ export function openAiProvider(opts: OpenAiOptions): Provider {
       const start = next_key++;
       return callWithRetries(
         (attempt) => {
-          const key = keyFor(opts.api_keys, start, attempt);
+          const key = keyFor(opts.api_keys, start, attempt, opts.cooldowns && ((k) => opts.cooldowns!.cooling(opts.name, k)));
           const headers: Record<string, string> = key === undefined ? {} : { authorization: `Bearer ${key}` };
           if (stream) headers.accept = "text/event-stream";
-          return { url, headers, body };
+          return { url, headers, body, key };
         },
         async (answer) => {
           if (stream) return assembleOpenAi(opts.name, sseFrames(opts.name, answer.chunks()), req.onText);
