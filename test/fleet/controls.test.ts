@@ -104,9 +104,12 @@ test("paused: mail waits through a drain of the holder, and every conversation i
     const replies = all.filter((m) => m.author === "worker");
     return asked.length === bodies.length && asked.every((q) => replies.some((r) => r.thread_parent === q.id)) ? { asked, replies } : null;
   });
-  // Each conversation answered once, in the order asked.
-  expect(answered.replies.map((r) => r.body)).toEqual(bodies.map((b) => `ok ${b}`));
-  expect(answered.replies.map((r) => r.thread_parent)).toEqual(answered.asked.map((q) => q.id));
+  // Each message is its own conversation (a top-level post): each is answered exactly once,
+  // in its own thread. Order is promised per conversation, not across them — the seat runs
+  // one turn per conversation of a backlog, and those may finish in any order.
+  for (const q of answered.asked) {
+    expect(answered.replies.filter((r) => r.thread_parent === q.id).map((r) => r.body)).toEqual([`ok ${q.body}`]);
+  }
   expect(answered.replies).toHaveLength(bodies.length);
 
   // The audit log on each node names what its API was asked.
