@@ -7,6 +7,7 @@
 // This is THE path for "a turn ending with a reason told to the person": a refusal for
 // spend, a pause or a stop (later issues) builds its own cause words and calls
 // Notifier.tell the same way.
+import { MAX_MESSAGE_BYTES, MAX_WORK_BODY_BYTES, truncateToBytes } from "../estate/records.ts";
 import { EstateInvalid, EstateUnavailable } from "../estate/router.ts";
 import type { Logger } from "../log.ts";
 import type { Trigger } from "../org/trigger.ts";
@@ -141,11 +142,11 @@ export class Notifier {
         const m = await this.o.estate.read({ q: "chat.message", id: chat.refs.message_id! });
         const root = m ? (m.thread_parent ?? m.id) : chat.refs.message_id!;
         result = await writeResult(
-          () => this.o.estate.write("chat", { op: "chat.post", channel: chat.refs.channel!, author: seat, body: text, thread_parent: root, mentions: [], dm: null }),
+          () => this.o.estate.write("chat", { op: "chat.post", channel: chat.refs.channel!, author: seat, body: truncateToBytes(text, MAX_MESSAGE_BYTES), thread_parent: root, mentions: [], dm: null }),
           (o) => o,
         );
       } else {
-        result = await writeResult(() => this.o.estate.write("tracker", { op: "work.comment", key: work!.refs.work_key!, author: seat, body: text }), (o) => o);
+        result = await writeResult(() => this.o.estate.write("tracker", { op: "work.comment", key: work!.refs.work_key!, author: seat, body: truncateToBytes(text, MAX_WORK_BODY_BYTES) }), (o) => o);
       }
       if (result.is_error && !result.reached) throw new Error(result.content);
       await this.o.ledger?.recordNotice({ seat, turn_id, node: this.o.node_id, event_id: target.event_id });

@@ -4,6 +4,7 @@
 import type { EventSink } from "../agent/events.ts";
 import type { EstatePort } from "../agent/tools/estate-port.ts";
 import { dmChannelId } from "../estate/mentions.ts";
+import { MAX_MESSAGE_BYTES, truncateToBytes } from "../estate/records.ts";
 import type { Logger } from "../log.ts";
 import type { Org } from "../org/org.ts";
 import { MICROS, scopeName } from "./budget.ts";
@@ -41,7 +42,7 @@ export function budgetAlerter(o: { events: EventSink; estate: EstatePort; org: (
         op: "chat.post",
         channel,
         author: handle,
-        body: alertWords(a, o.timezone()),
+        body: truncateToBytes(alertWords(a, o.timezone()), MAX_MESSAGE_BYTES),
         thread_parent: null,
         mentions: [],
         dm: existing ? null : { members: [handle, manager] },
