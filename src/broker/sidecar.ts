@@ -42,6 +42,12 @@ const POLL_MS = 25;
 const STOP_GRACE_MS = 10_000;
 /** A wedged predecessor gets the same grace as our own child. */
 const PREDECESSOR_GRACE_MS = STOP_GRACE_MS;
+/** A SIGKILLed nats-server's leader thread reads as a zombie (so its pid reads as gone) while
+ * its other threads are still exiting and holding the listening sockets; seen as a restart
+ * right after a kill -9 refusing "another process answers" on its own ports. After a
+ * predecessor of ours, the ports get this long to be let go before they count as foreign. */
+const PREDECESSOR_PORT_RELEASE_MS = 5_000;
+const PORT_RECHECK_MS = 50;
 /** Kept for the death report: enough to show nats-server's own last words. */
 const LAST_LINES = 20;
 /** A log line longer than this is cut: one runaway line must not grow our memory. */
@@ -65,32 +71,43 @@ export function wrapperArgv(which: (cmd: string) => string | null): { argv: stri
 const SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const whichSystem = (cmd: string) => Bun.which(cmd, { PATH: `${process.env.PATH ?? ""}:${SYSTEM_PATH}` });
 
-async function stopPredecessor(spec: SidecarSpec, log: Logger, clock: Clock): Promise<void> {
+/** Stops a predecessor the pid file names; true when the file named one (stale or stopped),
+ * so its ports may still be on their way to being released. */
+async function stopPredecessor(spec: SidecarSpec, log: Logger, clock: Clock): Promise<boolean> {
   const read = readPidFile(spec.pidFile);
   if (!read.ok) {
     log.warn("nats_pidfile_unreadable", { path: spec.pidFile, error: read.error });
     removePidFile(spec.pidFile);
-    return;
+    return true;
   }
   const prev = read.value;
-  if (!prev) return;
+  if (!prev) return false;
   const argv = readCmdline(prev.pid);
   if (!isOurSidecar(argv, spec.configFile)) {
     // Gone, or the pid now belongs to some other program: nothing of ours to stop.
     log.info("nats_pidfile_stale", { pid: prev.pid });
     removePidFile(spec.pidFile);
-    return;
+    return true;
   }
   log.warn("nats_predecessor_found", { pid: prev.pid, config: spec.configFile });
   const how = await stopProcess(prev.pid, clock, PREDECESSOR_GRACE_MS);
   if (how === "stuck") throw new BrokerError(`a previous nats-server (pid ${prev.pid}) on ${spec.configFile} would not stop, even on SIGKILL`);
   log.info("nats_predecessor_stopped", { pid: prev.pid, how });
   removePidFile(spec.pidFile);
+  return true;
 }
 
-async function refuseBusyPorts(spec: SidecarSpec): Promise<void> {
+async function busyListeners(spec: SidecarSpec) {
   const busy = await Promise.all(spec.listeners.map(async (l) => ((await portAnswers(l.host, l.port)) ? l : null)));
-  const taken = busy.filter((l) => l !== null);
+  return busy.filter((l) => l !== null);
+}
+
+async function refuseBusyPorts(spec: SidecarSpec, clock: Clock, release_ms: number): Promise<void> {
+  let taken = await busyListeners(spec);
+  for (let waited = 0; taken.length > 0 && waited < release_ms; waited += PORT_RECHECK_MS) {
+    await clock.sleep(PORT_RECHECK_MS);
+    taken = await busyListeners(spec);
+  }
   if (taken.length > 0) {
     const names = taken.map((l) => `${l.name} ${l.host}:${l.port}`).join(", ");
     throw new BrokerError(`another process already answers on ${names}; it is not this node's nats-server (no pid file names it), so refusing to start beside it`);
@@ -135,8 +152,8 @@ async function fetchJson(url: string): Promise<{ status: number; body: unknown }
 export async function startSidecar(spec: SidecarSpec, deps: { log: Logger; clock: Clock }): Promise<Sidecar> {
   const { log, clock } = deps;
   mkdirSync(dirname(spec.pidFile), { recursive: true });
-  await stopPredecessor(spec, log, clock);
-  await refuseBusyPorts(spec);
+  const hadPredecessor = await stopPredecessor(spec, log, clock);
+  await refuseBusyPorts(spec, clock, hadPredecessor ? PREDECESSOR_PORT_RELEASE_MS : 0);
 
   const wrap = wrapperArgv(whichSystem);
   if (!wrap.pdeathsig) {
