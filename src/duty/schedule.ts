@@ -87,6 +87,8 @@ export const fireRecordSchema = z.object({
   owner: z.string(),
   claimed_at: z.number(),
   published_at: z.number().nullable(),
+  /** The fleet's config revision (activation pointer epoch) the fire was judged against. */
+  revision: z.number().int().optional(),
 });
 export type FireRecord = z.infer<typeof fireRecordSchema>;
 

@@ -62,12 +62,25 @@ export const FIRE_STALE_MS = 30_000;
  * find nothing due and wait another full tick. */
 const DUE_SLACK_MS = 5;
 
+/** The fleet's current revision as the store has it: the activation pointer's epoch and its company. */
+export interface CurrentRevision {
+  epoch: number;
+  company: Company;
+}
+
 export interface SchedulerOptions {
   owner: string;
   fires: KvSlot;
   queue: Pick<Queue, "publish">;
-  /** The active company (the node's applied revision). */
+  /** The node's applied company: only for when the next tick is due (a hint, never a fire). */
   company: () => Company | null;
+  /**
+   * The fleet's current revision, read from the store at each tick and again just before a
+   * publish. A node behind the fleet's revision (its follower not yet applied) would
+   * otherwise fire a schedule the current revision disables or removes. Without it (tests
+   * of the fire rules alone) the tick evaluates `company()`.
+   */
+  current?: () => Promise<CurrentRevision | null>;
   clock: Clock;
   log: Logger;
   /** Bound on each store and broker call (see bound.ts); defaults to 10 s. */
@@ -123,15 +136,19 @@ export class Scheduler implements DutyWork {
 
   async tick(ctx: DutyContext): Promise<string> {
     this.beat = () => ctx.beat();
-    const company = this.o.company();
+    // Judged against the fleet's revision, never this node's applied one: unknown is not
+    // an answer (a store that did not answer fails the tick; the next one tries again).
+    const current = this.o.current ? await this.call("revision read", () => this.o.current!()) : null;
+    const company = this.o.current ? (current?.company ?? null) : this.o.company();
     if (!company) return "no company";
+    const revision = current?.epoch ?? null;
     let fired = 0;
     let failed = 0;
     for (const s of effectiveSchedules(company)) {
       if (ctx.signal.aborted) break;
       ctx.beat();
       try {
-        if (await this.evaluate(s)) fired++;
+        if (await this.evaluate(s, revision)) fired++;
       } catch (err) {
         failed++;
         this.o.log.warn("schedule_evaluate_failed", { schedule: s.id, error: err as Error });
@@ -142,7 +159,7 @@ export class Scheduler implements DutyWork {
   }
 
   /** One schedule: true when this call fired it. */
-  private async evaluate(s: EffectiveSchedule): Promise<boolean> {
+  private async evaluate(s: EffectiveSchedule, revision: number | null): Promise<boolean> {
     const now = this.o.clock.now();
     const entry = await this.call("cursor get", () => this.o.fires.get(cursorKey(s.id)));
     const cursor = entry ? decodeJson(cursorSchema, entry.value) : null;
@@ -162,7 +179,7 @@ export class Scheduler implements DutyWork {
     const missed = due.count - 1;
     let fired: Awaited<ReturnType<Scheduler["fire"]>>;
     try {
-      fired = await this.fire(s, due.latest, missed, now);
+      fired = await this.fire(s, due.latest, missed, now, revision);
     } catch (err) {
       // The cursor stays where it was, so the next tick fires this instant again; the last
       // fire says how this attempt went.
@@ -170,7 +187,7 @@ export class Scheduler implements DutyWork {
       await this.writeCursor(s.id, entry!.revision, { ...cursor, last_fire: { instant: due.latest, fired_at: now, outcome: "publish_failed", missed, detail } }).catch(() => undefined);
       throw err;
     }
-    if (fired === "not_ours") return false;
+    if (fired === "not_ours" || fired === "revision_moved") return false;
     await this.writeCursor(s.id, entry!.revision, {
       instant: due.latest,
       disabled: false,
@@ -187,9 +204,10 @@ export class Scheduler implements DutyWork {
     instant: number,
     missed: number,
     now: number,
-  ): Promise<"not_ours" | { published: boolean; record: NonNullable<Cursor["last_fire"]> }> {
+    judged_at: number | null,
+  ): Promise<"not_ours" | "revision_moved" | { published: boolean; record: NonNullable<Cursor["last_fire"]> }> {
     const key = fireKey(s.id, instant);
-    const mine: FireRecord = { state: "claimed", owner: this.o.owner, claimed_at: now, published_at: null };
+    const mine: FireRecord = { state: "claimed", owner: this.o.owner, claimed_at: now, published_at: null, ...(judged_at !== null ? { revision: judged_at } : {}) };
     let revision: number;
     try {
       revision = await this.call("fire claim", () => this.o.fires.create(key, encodeJson(mine)));
@@ -210,6 +228,16 @@ export class Scheduler implements DutyWork {
       });
       if (revision < 0) return "not_ours";
       this.o.log.warn("schedule_fire_taken_over", { schedule: s.id, instant: new Date(instant).toISOString(), from: rec.owner });
+    }
+    // The last look before the trigger leaves: a revision activated since this tick read
+    // the fleet's (a schedule disabled or removed a moment ago) is judged again next tick,
+    // which takes this claim back (its owner is this incarnation) if the schedule still fires.
+    if (judged_at !== null && this.o.current) {
+      const now_current = await this.call("revision re-read", () => this.o.current!());
+      if (now_current?.epoch !== judged_at) {
+        this.o.log.info("schedule_fire_withheld", { schedule: s.id, instant: new Date(instant).toISOString(), judged_at_revision: judged_at, current_revision: now_current?.epoch ?? null });
+        return "revision_moved";
+      }
     }
     const trigger = scheduleTrigger(s, instant, missed);
     try {

@@ -95,7 +95,8 @@ export class CompanyRevisions {
     private readonly log: Logger,
   ) {}
 
-  private async pointer(): Promise<{ digest: string; epoch: number } | null> {
+  /** The activation pointer alone (one read): which revision is current, and its epoch. */
+  async pointer(): Promise<{ digest: string; epoch: number } | null> {
     const ptr = await this.config.get(ACTIVE_KEY);
     if (!ptr || ptr.operation !== "put") return null;
     return { digest: pointerSchema.parse(JSON.parse(dec.decode(ptr.value))).digest, epoch: ptr.revision };
@@ -284,4 +285,23 @@ export class RevisionFollower {
       this.log.error("config_apply_failed", { digest: active.digest, epoch: active.epoch, error: err as Error });
     }
   }
+}
+
+/**
+ * The fleet's current revision, read from the store on every call: the pointer each time
+ * (one read), the body only when the pointer names another digest than last time (a body
+ * parse costs milliseconds on a large company; the scheduler asks every second).
+ */
+export function currentRevisionReader(revisions: Pick<CompanyRevisions, "pointer" | "read">): () => Promise<{ epoch: number; company: Company } | null> {
+  let cached: { digest: string; company: Company } | null = null;
+  return async () => {
+    const ptr = await revisions.pointer();
+    if (!ptr) return null;
+    if (cached?.digest !== ptr.digest) {
+      const body = await revisions.read(ptr.digest);
+      if (!body) throw new Error(`active revision ${ptr.digest} has no body in crewlet_config`);
+      cached = { digest: ptr.digest, company: body.company };
+    }
+    return { epoch: ptr.epoch, company: cached.company };
+  };
 }

@@ -6,7 +6,7 @@ import type { Clock } from "../clock.ts";
 import type { Company } from "../config/company.ts";
 import type { CoordinationHandle } from "../coord/index.ts";
 import { DUTY_CLAIM_BOUND_MS, DutyRunner } from "../duty/runner.ts";
-import { Scheduler } from "../duty/scheduler.ts";
+import { Scheduler, type CurrentRevision } from "../duty/scheduler.ts";
 import type { Logger } from "../log.ts";
 import type { Queue } from "../queue/contract.ts";
 import type { Watchdog } from "../seat/watchdog.ts";
@@ -23,6 +23,8 @@ export interface NodeDutiesOptions {
   coord: CoordinationHandle;
   queue: Queue;
   company: () => Company | null;
+  /** The fleet's current revision (the scheduler judges each fire against it). */
+  currentRevision: () => Promise<CurrentRevision | null>;
   roster: () => Promise<Roster>;
   nodeDb: () => Database | null;
   /** Tier A `testing` (test-only shortenings; refused at load outside tests). */
@@ -48,7 +50,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
   // bound: one hung call is an error the tick handles, never a loop the watchdog ends the
   // process for.
   const callBound = () => Math.min(DUTY_CLAIM_BOUND_MS, Math.floor(o.coord.lease_ttl_ms / 3));
-  const scheduler = new Scheduler({ owner, fires: o.coord.slot("fires"), queue: o.queue, company: o.company, clock: o.clock, log, call_bound_ms: callBound });
+  const scheduler = new Scheduler({ owner, fires: o.coord.slot("fires"), queue: o.queue, company: o.company, current: o.currentRevision, clock: o.clock, log, call_bound_ms: callBound });
   const sweep = new MailboxSweep({
     // The retirement's own owner: the seat lease it claims is never a seat host's, and its
     // lineage (`{node}:retire.`) is not this store's, so no seat host of this node — this

@@ -40,7 +40,7 @@ import { mailbox } from "../queue/topics.ts";
 import { brokerPlanFor } from "./broker-plan.ts";
 import { handOffStreamLeaders } from "../broker/handoff.ts";
 import { decideSeed, SeedMemory } from "./company-seed.ts";
-import { CompanyRevisions, companyDigest, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "./company-revisions.ts";
+import { CompanyRevisions, companyDigest, currentRevisionReader, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "./company-revisions.ts";
 import { DataNodesView } from "./data-nodes.ts";
 import { judgePosture } from "./posture.ts";
 import { NodeEngine } from "./engine.ts";
@@ -524,6 +524,7 @@ export class CrewletNode {
         coord,
         queue,
         company: () => this.company,
+        currentRevision: currentRevisionReader(revisions),
         // The roster the mailbox sweep judges by: the revision the fleet's pointer names,
         // and only once this node has applied it (unknown is never absent).
         roster: async () => {

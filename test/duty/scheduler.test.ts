@@ -170,6 +170,65 @@ describe("scheduler duty", () => {
     expect(h.sink.events("schedule_catch_up")).toHaveLength(0);
   });
 
+  test("a node behind the fleet's revision does not fire a schedule the current revision disabled", async () => {
+    const on = company([{ id: "beat", cron: "* * * * * *", seat: "ops", prompt: "ping" }]);
+    const off = company([{ id: "beat", cron: "* * * * * *", seat: "ops", prompt: "ping", enabled: false }]);
+    const h = await setup(on);
+    // This node applied `on` (epoch 1) and has not heard of epoch 2 yet, which disables it.
+    let fleet = { epoch: 1, company: on };
+    const a = new Scheduler({ owner: "a:1", fires: h.coord.node().slot("fires"), queue: h.queue, company: () => on, current: async () => fleet, clock: h.clock, log: h.log });
+    await a.tick(ctx());
+    await h.clock.advance(1000);
+    await a.tick(ctx());
+    await h.clock.advance(10);
+    expect(h.got).toHaveLength(1);
+    fleet = { epoch: 2, company: off };
+    for (let i = 0; i < 5; i++) {
+      await h.clock.advance(1000);
+      await a.tick(ctx());
+    }
+    await h.clock.advance(10);
+    expect(h.got).toHaveLength(1);
+    // Without the fleet's revision (the old behaviour) the stale company fires: the test can fail.
+    const stale = new Scheduler({ owner: "b:1", fires: h.coord.node().slot("fires"), queue: h.queue, company: () => on, clock: h.clock, log: h.log });
+    await h.clock.advance(1000);
+    await stale.tick(ctx());
+    await h.clock.advance(1000);
+    await stale.tick(ctx());
+    await h.clock.advance(10);
+    expect(h.got.length).toBeGreaterThan(1);
+  });
+
+  test("a revision activated between the fire claim and the publish withholds the fire; the claim is the claimer's to take back", async () => {
+    const on = company([{ id: "beat", cron: "* * * * * *", seat: "ops", prompt: "ping" }]);
+    const off = company([{ id: "beat", cron: "* * * * * *", seat: "ops", prompt: "ping", enabled: false }]);
+    const h = await setup(on);
+    const reads: number[] = [];
+    let next: { epoch: number; company: Company }[] = [];
+    const current = async () => {
+      const r = next.shift() ?? { epoch: 3, company: off };
+      reads.push(r.epoch);
+      return r;
+    };
+    const a = new Scheduler({ owner: "a:1", fires: h.coord.node().slot("fires"), queue: h.queue, company: () => on, current, clock: h.clock, log: h.log });
+    next = [{ epoch: 1, company: on }];
+    await a.tick(ctx()); // cursor starts
+    await h.clock.advance(1000);
+    // The tick reads epoch 1 (enabled) and claims; the re-read before the publish sees epoch 2.
+    next = [{ epoch: 1, company: on }, { epoch: 2, company: off }];
+    await a.tick(ctx());
+    await h.clock.advance(10);
+    expect(h.got).toHaveLength(0);
+    expect(h.sink.events("schedule_fire_withheld")).toHaveLength(1);
+    // Re-enabled at epoch 3 before the next tick: the withheld instant is still due and the
+    // claim (this incarnation's) is taken back and fired once.
+    next = [{ epoch: 3, company: on }, { epoch: 3, company: on }];
+    await a.tick(ctx());
+    await h.clock.advance(10);
+    expect(h.got).toHaveLength(1);
+    expect(reads).toEqual([1, 1, 2, 3, 3]);
+  });
+
   test("under the runner, the tick wakes at the due instant: fire latency is a few ms", async () => {
     const h = await setup(company([{ id: "beat", cron: "*/7 * * * * *", seat: "ops", prompt: "ping" }]));
     const runner = new DutyRunner({ node_id: "a", store: h.coord.node().duties, clock: h.clock, log: h.log, duties: [h.scheduler("a:x")] });
