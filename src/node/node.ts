@@ -51,6 +51,7 @@ import { orgGroup } from "../api/routes/org.ts";
 import { NodeMetrics } from "../metrics/node-metrics.ts";
 import { observedLogger } from "../metrics/observed-logger.ts";
 import { eventsGroup } from "../api/routes/events.ts";
+import { chatStreamGroup } from "../api/routes/chat-stream.ts";
 import { configGroup } from "../api/routes/config.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
 import { storeIdentity } from "./store-identity.ts";
@@ -581,7 +582,7 @@ export class CrewletNode {
     });
     this.mountApi(auth, [
       ...(roles.includes("ingress") ? estate.routeGroups : []),
-      ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log }), integrations.routeGroup()] : []),
+      ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log }), chatStreamGroup({ nc, router: estate.router, clock: this.clock, log: this.log }), integrations.routeGroup()] : []),
       memoryGroup({ org: () => engine.currentOrg, reads: memoryReads }),
       agentsGroup({
         nodeId: this.nodeId,

@@ -1,3 +1,4 @@
+// GET /events: the backlog, newest first in pages (src/api/event-backlog.ts).
 // GET /events/stream: the engine's events (turn_started, tool_called, turn_completed,
 // seat_claimed …) as Server-Sent Events, read live from CREWLET_EVENTS. Each client gets
 // its own ordered consumer starting at new messages: nothing is acknowledged or kept for
@@ -6,12 +7,17 @@
 import { Hono } from "hono";
 import { DeliverPolicy, ReplayPolicy, type ConsumerMessages, type JsMsg, type NatsConnection } from "nats";
 import { z } from "zod";
-import type { Clock, Timer } from "../../clock.ts";
+import type { Clock } from "../../clock.ts";
 import type { Logger } from "../../log.ts";
 import { EVENTS_SUBJECTS, STREAM_EVENTS } from "../../queue/topics.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, parseQuery } from "../errors.ts";
+import { BACKLOG_PAGE_MAX, eventName, readBacklog } from "../event-backlog.ts";
+import { openSse, sseFrame } from "../sse.ts";
+import { handle } from "../../estate/records.ts";
+
+export { sseFrame };
 
 export interface EventsSource {
   nc: NatsConnection;
@@ -40,12 +46,13 @@ const EVENT_PREFIX = EVENTS_SUBJECTS.slice(0, -1); // "crewlet.events."
 /** One event body: a JSON object ({event, at, …fields}); anything else on the subject is skipped. */
 const eventBody = z.record(z.string(), z.unknown());
 
-const encoder = new TextEncoder();
-
-/** One SSE frame; `name` is a subject's tail (no newlines), data one line of JSON. */
-export function sseFrame(name: string, data: unknown): Uint8Array {
-  return encoder.encode(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`);
-}
+const backlogQuery = z.strictObject({
+  before: z.coerce.number().int().min(1).optional(),
+  limit: z.coerce.number().int().min(1).max(BACKLOG_PAGE_MAX).default(50),
+  kind: eventName.optional(),
+  seat: handle.optional(),
+  since: z.coerce.number().int().min(0).optional(),
+});
 
 /** The frame for one stream message, or null when it is not an event we can show. */
 export function eventFrame(subject: string, payload: Uint8Array): Uint8Array | null {
@@ -68,50 +75,33 @@ export function eventsGroup(src: EventsSource): RouteGroup {
     prefix: "/events",
     routes: (auth) => {
       const app = new Hono<AuthEnv>();
+      app.get("/", auth.require("state:read"), async (c) => {
+        const q = parseQuery(c, backlogQuery);
+        try {
+          const js = src.nc.jetstream({ timeout: JS_API_TIMEOUT_MS });
+          const jsm = await src.nc.jetstreamManager({ checkAPI: false, timeout: JS_API_TIMEOUT_MS });
+          return c.json(await readBacklog({ js, jsm }, q));
+        } catch (err) {
+          if (err instanceof ApiError) throw err;
+          src.log.warn("events_backlog_failed", { error: err as Error });
+          throw new ApiError(503, "events_unavailable", "the event backlog cannot be read right now; retry shortly");
+        }
+      });
       app.get("/stream", auth.require("state:read"), async (c) => {
         if (open >= EVENT_STREAMS_MAX) throw new ApiError(503, "too_many_streams", `this node already streams events to ${EVENT_STREAMS_MAX} clients; close a tab and retry`);
         open++;
         let messages: ConsumerMessages | null = null;
-        let keepalive: Timer | null = null;
-        let closed = false;
-        let dropped = 0;
-        let controller!: ReadableStreamDefaultController<Uint8Array>;
-        const close = () => {
-          if (closed) return;
-          closed = true;
-          open--;
-          keepalive?.cancel();
-          messages?.stop();
-          try {
-            controller.close();
-          } catch {
-            // already closed or errored by the client going
-          }
-          src.log.debug("events_stream_closed", { dropped });
-        };
-        const send = (frame: Uint8Array) => {
-          if (closed) return;
-          // desiredSize counts free slots in the bounded queue; at zero the client is behind.
-          if ((controller.desiredSize ?? 0) <= 0) {
-            dropped++;
-            return;
-          }
-          if (dropped > 0) {
-            controller.enqueue(sseFrame("dropped", dropped));
-            dropped = 0;
-          }
-          controller.enqueue(frame);
-        };
-        const body = new ReadableStream<Uint8Array>(
-          {
-            start: (ctl) => {
-              controller = ctl;
-            },
-            cancel: close,
+        const sse = openSse({
+          clock: src.clock,
+          signal: c.req.raw.signal,
+          buffer_max: EVENT_BUFFER_MAX,
+          keepalive_ms: KEEPALIVE_MS,
+          onClose: (dropped) => {
+            open--;
+            messages?.stop();
+            src.log.debug("events_stream_closed", { dropped });
           },
-          new CountQueuingStrategy({ highWaterMark: EVENT_BUFFER_MAX }),
-        );
-        c.req.raw.signal.addEventListener("abort", close, { once: true });
+        });
         try {
           const js = src.nc.jetstream({ timeout: JS_API_TIMEOUT_MS });
           const consumer = await js.consumers.get(STREAM_EVENTS, {
@@ -124,30 +114,19 @@ export function eventsGroup(src: EventsSource): RouteGroup {
             max_messages: PULL_MAX_MESSAGES,
             callback: (m: JsMsg) => {
               const frame = eventFrame(m.subject, m.data);
-              if (frame) send(frame);
+              if (frame) sse.send(frame);
             },
           });
         } catch (err) {
-          close();
+          sse.close();
           src.log.warn("events_stream_failed", { error: err as Error });
           throw new ApiError(503, "events_unavailable", "the event stream cannot be read right now; retry shortly");
         }
         // The connection closing (the node stopping) ends the stream for its client.
-        void messages.closed().then(close, close);
-        if (c.req.raw.signal.aborted) close();
-        send(sseFrame("ready", { stream: STREAM_EVENTS }));
-        keepalive = src.clock.setInterval(() => {
-          // A client that is behind has data coming; it needs no keepalive.
-          if (!closed && (controller.desiredSize ?? 0) > 0) controller.enqueue(encoder.encode(": keepalive\n\n"));
-        }, KEEPALIVE_MS);
-        return new Response(body, {
-          status: 200,
-          headers: {
-            "content-type": "text/event-stream; charset=utf-8",
-            "cache-control": "no-cache, no-transform",
-            "x-accel-buffering": "no",
-          },
-        });
+        void messages.closed().then(sse.close, sse.close);
+        if (sse.closed) messages.stop();
+        sse.send(sseFrame("ready", { stream: STREAM_EVENTS }));
+        return sse.response();
       });
       return app;
     },
