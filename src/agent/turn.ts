@@ -316,6 +316,8 @@ export class TurnEngine {
       turn_id: state.turn_id,
       trigger_ids: ran,
       conversation,
+      // Who asked: the dashboard's sentences ("cto answered ana in #general").
+      from: toRun[toRun.length - 1]!.from,
       work_key,
     });
 
@@ -431,6 +433,8 @@ export class TurnEngine {
       epoch: req.epoch,
       turn_id: state.turn_id,
       trigger_ids: ran,
+      conversation,
+      from: toRun[toRun.length - 1]!.from,
       rounds: state.rounds,
       tool_calls: state.tool_calls,
       tokens: { input: state.usage.input_tokens, output: state.usage.output_tokens },

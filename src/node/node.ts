@@ -52,6 +52,7 @@ import { NodeMetrics } from "../metrics/node-metrics.ts";
 import { observedLogger } from "../metrics/observed-logger.ts";
 import { eventsGroup } from "../api/routes/events.ts";
 import { chatStreamGroup } from "../api/routes/chat-stream.ts";
+import { seatEventTap } from "./seat-events.ts";
 import { configGroup } from "../api/routes/config.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
 import { storeIdentity } from "./store-identity.ts";
@@ -160,6 +161,8 @@ export class CrewletNode {
   private readyFlag = false;
   private stopping: Promise<number> | null = null;
   private readonly stopCallbacks: (() => Promise<void> | void)[] = [];
+  /** Republishes the seat host's claims and releases as events (src/node/seat-events.ts), once the queue exists. */
+  private seatEvents: ((event: string, fields: Record<string, unknown>) => void) | null = null;
   private resolveStopped!: (code: number) => void;
   /** Resolves with the exit code once the node has stopped, for whatever reason. */
   readonly stopped: Promise<number>;
@@ -168,7 +171,10 @@ export class CrewletNode {
     this.nodeId = opts.loaded.nodeId;
     this.clock = opts.clock ?? systemClock;
     this.metrics = new NodeMetrics(this.nodeId, this.clock);
-    this.log = observedLogger(opts.log, (event, fields) => this.metrics.observe(event, fields));
+    this.log = observedLogger(opts.log, (event, fields) => {
+      this.metrics.observe(event, fields);
+      this.seatEvents?.(event, fields);
+    });
     this.startedAt = this.clock.now();
     this.stopped = new Promise((r) => (this.resolveStopped = r));
   }
@@ -294,6 +300,7 @@ export class CrewletNode {
     const decidesStreams = brokerKind(c) !== "leaf";
     this.queue = new JetStreamQueue({ nc, replicas, clock: this.clock, log: this.log, decidesStreams });
     const queue = this.queue;
+    this.seatEvents = seatEventTap(publishEventSink(queue, this.log, () => this.clock.now()), this.nodeId);
     await this.whileClusterForms("streams", () => queue.ensureStreams());
     // Registered first, so it runs last of the components: after the seats are handed
     // over, the last pulls must end before the connection does (see JetStreamQueue.close).

@@ -113,6 +113,9 @@ describe("the default company (scripted provider)", () => {
     const done = r.events.named("turn_completed")[0]!;
     expect(started).toMatchObject({ seat: "ceo", node: "node-a", epoch: 1, trigger_ids: [trigger.event_id] });
     expect(done).toMatchObject({ seat: "ceo", outcome: "completed", rounds: 2, tool_calls: 2, settle: "ack" });
+    // Who asked and where, on both: the dashboard says "ceo answered founder in #general".
+    expect(started).toMatchObject({ from: trigger.from, conversation: trigger.conversation });
+    expect(done).toMatchObject({ from: trigger.from, conversation: trigger.conversation });
     expect(r.episodes.recent("ceo", 10).length).toBe(1);
 
     // The node died before the ack: the successor (another node) gets the redelivery.
