@@ -1,0 +1,11 @@
+// Types of event-sentences.js (plain JavaScript run in the browser) for its bun tests.
+export type Level = "ok" | "info" | "warn" | "error";
+export interface Held {
+  node: string;
+  released: string | null;
+}
+export function place(conversation: unknown): string;
+export function seatTracker(): { observe(name: string, body: Record<string, unknown>): Held | null };
+export function describeEvent(name: string, body: Record<string, unknown>, before?: Held | null): { text: string; level: Level };
+export function plain(name: string, body: Record<string, unknown>): string;
+export function details(body: Record<string, unknown>): string[];
