@@ -90,6 +90,9 @@ test("pages: put, get, search", async () => {
   const conflict = await call("PUT", "/pages/eng-docs/Runbook", { body: "x", base_revision: 0 });
   expect(conflict.status).toBe(409);
   expect(await conflict.json()).toMatchObject({ error: { code: "revision_conflict", field: "base_revision" } });
+  // The spaces, for the dashboard's knowledge browser.
+  const spaces = (await (await call("GET", "/pages/containers", undefined, { token: READER })).json()) as { containers: { key: string; name: string }[] };
+  expect(spaces.containers.map((c) => c.key)).toContain("eng-docs");
 }, TEST_TIMEOUT_MS);
 
 test("chat: channels, post with mentions, a DM opened by its first message, paging", async () => {

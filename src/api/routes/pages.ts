@@ -1,5 +1,5 @@
 // The knowledge base: GET /pages?container=&q= (a list, or a ranked search with snippets),
-// GET /pages/{container}/{title}, PUT /pages/{container}/{title}.
+// GET /pages/containers (its spaces), GET /pages/{container}/{title}, PUT /pages/{container}/{title}.
 import { Hono } from "hono";
 import { z } from "zod";
 import type { RouteGroup } from "../app.ts";
@@ -64,6 +64,7 @@ export function pagesRoutes(router: EstateRouter): RouteGroup {
         const last = listed.length === limit ? listed[listed.length - 1] : undefined;
         return c.json({ pages: listed, next: last ? encodePagesCursor([last.container, last.title]) : null });
       });
+      app.get("/containers", auth.require("state:read"), async (c) => c.json({ containers: await estateCall(() => router.read({ q: "pages.containers" })) }));
       app.get("/:container/:title", auth.require("state:read"), async (c) => {
         const container = param(containerKey, c.req.param("container"), "container");
         const title = param(pageTitle, c.req.param("title"), "title");
