@@ -41,6 +41,7 @@ afterAll(async () => {
 interface Frame {
   event: string;
   data: string;
+  id: string | null;
 }
 
 /** Reads SSE frames off a response body, skipping comment lines. */
@@ -57,7 +58,7 @@ function frames(res: Response) {
           if (raw.startsWith(":")) continue;
           const event = /^event: (.*)$/m.exec(raw)?.[1] ?? "message";
           const data = /^data: (.*)$/m.exec(raw)?.[1] ?? "";
-          return { event, data };
+          return { event, data, id: /^id: (.*)$/m.exec(raw)?.[1] ?? null };
         }
         const { value, done } = await reader.read();
         if (done) throw new Error("the stream ended");
@@ -107,6 +108,8 @@ test("events published after a client connects arrive in order; what is not an e
   const second = await f.next();
   expect(second.event).toBe("turn_completed");
   expect(JSON.parse(second.data).rounds).toBe(2);
+  // Each event's id is its stream sequence (what GET /events calls seq); the garbage between took one.
+  expect(Number(second.id)).toBe(Number(first.id) + 2);
   await f.cancel();
 });
 

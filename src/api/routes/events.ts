@@ -54,8 +54,10 @@ const backlogQuery = z.strictObject({
   since: z.coerce.number().int().min(0).optional(),
 });
 
-/** The frame for one stream message, or null when it is not an event we can show. */
-export function eventFrame(subject: string, payload: Uint8Array): Uint8Array | null {
+/** The frame for one stream message, or null when it is not an event we can show. Its SSE
+ * id is the stream sequence, so a client can tell a live event from one it read in the
+ * backlog (GET /events gives the same `seq`). */
+export function eventFrame(subject: string, payload: Uint8Array, seq?: number): Uint8Array | null {
   if (!subject.startsWith(EVENT_PREFIX)) return null;
   const name = subject.slice(EVENT_PREFIX.length);
   if (!/^[\w.-]{1,128}$/.test(name)) return null;
@@ -66,7 +68,8 @@ export function eventFrame(subject: string, payload: Uint8Array): Uint8Array | n
     return null;
   }
   const parsed = eventBody.safeParse(raw);
-  return parsed.success ? sseFrame(name, parsed.data) : null;
+  if (!parsed.success) return null;
+  return seq === undefined ? sseFrame(name, parsed.data) : new Uint8Array([...new TextEncoder().encode(`id: ${seq}\n`), ...sseFrame(name, parsed.data)]);
 }
 
 export function eventsGroup(src: EventsSource): RouteGroup {
@@ -113,7 +116,7 @@ export function eventsGroup(src: EventsSource): RouteGroup {
           messages = await consumer.consume({
             max_messages: PULL_MAX_MESSAGES,
             callback: (m: JsMsg) => {
-              const frame = eventFrame(m.subject, m.data);
+              const frame = eventFrame(m.subject, m.data, m.seq);
               if (frame) sse.send(frame);
             },
           });
