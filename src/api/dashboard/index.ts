@@ -8,7 +8,15 @@ import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
 import pageText from "./page.html" with { type: "text" };
 import styleText from "./dashboard.css" with { type: "text" };
-import scriptText from "./dashboard.client.js" with { type: "text" };
+import coreJs from "./client/core.client.js" with { type: "text" };
+import fleetJs from "./client/fleet.client.js" with { type: "text" };
+import agentsJs from "./client/agents.client.js" with { type: "text" };
+import orgJs from "./client/org.client.js" with { type: "text" };
+import agentJs from "./client/agent.client.js" with { type: "text" };
+import chatJs from "./client/chat.client.js" with { type: "text" };
+import workJs from "./client/work.client.js" with { type: "text" };
+import eventsJs from "./client/events.client.js" with { type: "text" };
+import bootJs from "./client/boot.client.js" with { type: "text" };
 
 /** bun-types types every `.html` import as an HTMLBundle; a text import is a string. */
 function asText(asset: unknown, name: string): string {
@@ -20,6 +28,25 @@ function asText(asset: unknown, name: string): string {
 function contentName(base: string, ext: string, body: string): string {
   return `${base}.${createHash("sha256").update(body).digest("hex").slice(0, 12)}.${ext}`;
 }
+
+/**
+ * The browser script's parts in the order they are joined into one module: the core
+ * (helpers, API, refresh loop, view registry, routing) first, one part per view, and the
+ * start last, once every view has registered. No build step: the parts are plain
+ * JavaScript sharing one module scope, so a part may use any top-level name of another.
+ */
+const PARTS: ReadonlyArray<readonly [string, unknown]> = [
+  ["core", coreJs],
+  ["fleet", fleetJs],
+  ["agents", agentsJs],
+  ["org", orgJs],
+  ["agent", agentJs],
+  ["chat", chatJs],
+  ["work", workJs],
+  ["events", eventsJs],
+  ["boot", bootJs],
+];
+const scriptText = PARTS.map(([name, text]) => `// ---- client/${name}.client.js\n${asText(text, `client/${name}.client.js`)}`).join("\n");
 
 interface Asset {
   body: string;

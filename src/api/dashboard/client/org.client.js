@@ -1,0 +1,68 @@
+// ---- Org chart -------------------------------------------------------------------------
+
+function orgView() {
+  const root = h("div");
+  return {
+    title: "Org chart",
+    root,
+    async refresh() {
+      const [org, { agents }, work] = await Promise.all([api("/org"), api("/agents"), readPages("/work", "after", undefined)]);
+      const agentOf = new Map(agents.map((a) => [a.handle, a]));
+      const open = new Map();
+      for (const w of work) if (w.assignee && OPEN_WORK.has(w.status)) open.set(w.assignee, (open.get(w.assignee) ?? 0) + 1);
+      const seatOf = new Map(org.seats.map((s) => [s.handle, s]));
+      const unitName = new Map(org.units.map((u) => [u.id, u]));
+      const leads = new Map();
+      for (const u of org.units) if (u.lead) leads.set(u.lead, [...(leads.get(u.lead) ?? []), u.name]);
+
+      function card(s) {
+        const agent = agentOf.get(s.handle);
+        const st = seatState(s.kind === "human" ? null : agent);
+        const n = open.get(s.handle) ?? 0;
+        const units = s.units.map((id) => unitName.get(id)?.name ?? id);
+        const body = [
+          h("span", { class: "seat-name" }, s.name),
+          h("span", { class: "seat-handle" }, `@${s.handle}`),
+          h("span", { class: `seat-state st-${st.cls}` }, st.word),
+          s.kind === "human" ? null : h("span", { class: "seat-line" }, agent?.holder ? `on ${agent.holder.node}` : "no holder"),
+          h("span", { class: "seat-line" }, `${n} open work item${n === 1 ? "" : "s"}`),
+          units.length || leads.has(s.handle)
+            ? h("span", { class: "seat-units" }, [...(leads.get(s.handle) ?? []).map((u) => `leads ${u}`), ...units.filter((u) => !(leads.get(s.handle) ?? []).includes(u))].map((u) => h("span", { class: "chip" }, u)))
+            : null,
+        ];
+        return s.kind === "human"
+          ? h("div", { class: "seat-card human", "data-handle": s.handle }, body)
+          : h("a", { class: `seat-card card-${st.cls}`, href: `#agent/${encodeURIComponent(s.handle)}`, "data-handle": s.handle, "aria-label": `@${s.handle}, ${s.name}: ${st.word}, ${n} open work` }, body);
+      }
+      // The tree follows `manages`; a report whose manager is not a seat stands at the top.
+      const seen = new Set();
+      function branch(s, depth) {
+        seen.add(s.handle);
+        const reports = s.reports.map((r) => seatOf.get(r)).filter((r) => r && !seen.has(r.handle));
+        // Bounded by the org's size: each seat is drawn once.
+        return h("li", {}, card(s), reports.length && depth < org.seats.length ? h("ul", {}, reports.map((r) => branch(r, depth + 1))) : null);
+      }
+      const roots = org.seats.filter((s) => !s.manager || !seatOf.has(s.manager));
+      const tree = h("ul", { class: "org-tree", "aria-label": `${org.company.name} by who manages whom` }, roots.map((s) => branch(s, 0)));
+      const unitRows = org.units.map((u) =>
+        h(
+          "tr",
+          {},
+          h("th", { scope: "row" }, u.name),
+          h("td", {}, u.lead ? h("a", { href: `#agent/${encodeURIComponent(u.lead)}` }, `@${u.lead}`) : h("span", { class: "muted" }, "none")),
+          h("td", {}, chips(u.roles.map((r) => `@${r}`))),
+          h("td", {}, u.channel ? `#${u.channel}` : "—"),
+          h("td", {}, u.project ?? "—"),
+        ),
+      );
+      root.replaceChildren(
+        h("p", { class: "mission" }, h("strong", {}, org.company.name), ` — ${org.company.mission}`),
+        tree,
+        h("h3", {}, "Units"),
+        table("Units and their leads", ["Unit", "Lead", "Members", "Channel", "Project"], unitRows, "This company has no units."),
+      );
+    },
+  };
+}
+
+registerView("org", orgView);
