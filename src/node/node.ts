@@ -35,7 +35,8 @@ import { JetStreamQueue } from "../queue/jetstream.ts";
 import { ensureRegisteredMailboxes } from "../duty/mailbox-registry.ts";
 import { SeatHost, type SeatGrant, type SeatHooks } from "../seat/host.ts";
 import { Watchdog } from "../seat/watchdog.ts";
-import { MailboxWatch } from "../seat/mailbox-watch.ts";
+import type { MailboxWatch } from "../seat/mailbox-watch.ts";
+import { watchHeldMailboxes } from "../seat/mailbox-wiring.ts";
 import { mailbox } from "../queue/topics.ts";
 import { brokerPlanFor } from "./broker-plan.ts";
 import { handOffStreamLeaders } from "../broker/handoff.ts";
@@ -424,6 +425,7 @@ export class CrewletNode {
       hooks: withInboxReclaim(engine.hooks(), queue, this.log),
       watchdog: this.watchdog,
       deafSeats: () => this.mailboxWatch?.deaf() ?? [],
+      onProbe: (h, id) => this.mailboxWatch?.heard(h, id),
     });
     const seats = this.seats;
     // A person's controls: pauses mirrored (the held seats' inboxes on hold), stops heard.
@@ -455,17 +457,7 @@ export class CrewletNode {
     this.onStop(() => memoryReads.stop());
     await seats.start(this.company ? agentSeats(this.company) : []);
     // Each held seat's inbox is checked against the broker (deaf seats: alarm and heal).
-    const watch = new MailboxWatch({
-      port: {
-        inspect: (h) => queue.inspectMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group),
-        reset: (h) => queue.resetMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group),
-      },
-      held: () => seats.health().held,
-      idle: (h) => { const s = seats.seatState(h); return s?.phase === "established" && s.attached && !engine.status(h).busy; },
-      handBack: (h) => seats.release(h, "mailbox_deaf"),
-      clock: this.clock,
-      log: this.log,
-    });
+    const watch = watchHeldMailboxes({ queue, seats, busy: (h) => engine.status(h).busy, clock: this.clock, log: this.log });
     this.mailboxWatch = watch;
     watch.start();
     this.onStop(() => watch.stop());

@@ -491,6 +491,34 @@ export class JetStreamQueue implements Queue {
   }
 
   /**
+   * Rewinds a mailbox's consumer to the first message its subject still stores (the
+   * deaf-seat heal for a seat whose probe went unheard, seat/mailbox-watch.ts): under
+   * interest retention with one consumer per subject, everything stored for the subject is
+   * unacknowledged, so this delivers again all of it — including mail the delivered
+   * pointer passed or stands beyond (a pointer ahead of the stream's last sequence makes
+   * every new message land behind it, never delivered: issue 11's deaf seats). With
+   * nothing stored, the pointer is set just past the stream's last sequence, read before
+   * the subject is looked up, so a message published meanwhile lands at or above it. The
+   * completion ledger skips what already ran. False when this broker does not know the
+   * reset call (nats-server < 2.14); throws when the consumer is gone (the hand-back's
+   * re-attach creates it again).
+   */
+  async rewindMailbox(subject: string, group: string): Promise<boolean> {
+    const stream = mustStream(subject);
+    const jsm = await this.jsm();
+    const last = (await jsm.streams.info(stream)).state.last_seq;
+    const reply = await this.nc.request(`$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ seq: 1, next_by_subj: subject }), { timeout: 10_000 });
+    const body = MsgGetReply.parse(JSON.parse(new TextDecoder().decode(reply.data)));
+    if (body.error && body.error.err_code !== NO_MESSAGE_FOUND) throw new Error(`queue: reading ${subject} from its start: ${body.error.description}`);
+    const seq = body.message?.seq ?? last + 1;
+    const reset = await this.nc.request(`$JS.API.CONSUMER.RESET.${stream}.${durableName(group)}`, JSON.stringify({ seq }), { timeout: 10_000 });
+    if (reset.data.length === 0) return false; // a 503 status: nobody serves the call
+    const answer = z.object({ error: z.object({ code: z.number(), description: z.string() }).optional() }).parse(JSON.parse(new TextDecoder().decode(reset.data)));
+    if (answer.error) throw new Error(`queue: rewinding mailbox ${group} to ${seq}: ${answer.error.description} (${answer.error.code})`);
+    return true;
+  }
+
+  /**
    * Before a cluster member leaves gracefully: every attached mailbox whose consumer leader
    * is this member (`serverName`, its sidecar's server_name) is stepped down, and each waits
    * (bounded, LEADER_HANDOFF_WITHIN_MS) until a peer leads it. Call it BEFORE the attachments

@@ -9,9 +9,10 @@ import { randomBytes } from "node:crypto";
 import type { Clock } from "../clock.ts";
 import { LEASE_PROTOCOL, type LeaseStore, type LeaseView } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
-import { defer, type Attachment, type BatchHandler, type Delivery, type Handler, type Outcome, type Queue } from "../queue/contract.ts";
+import { ack, defer, nak, type Attachment, type BatchHandler, type Delivery, type Handler, type Outcome, type Queue } from "../queue/contract.ts";
 import { mailbox } from "../queue/topics.ts";
 import { BoundedLeaseStore } from "./bounded-store.ts";
+import { probeIdOf } from "./mailbox-watch.ts";
 import { DutyLoop } from "./loop.ts";
 import {
   CLAIMS_IN_FLIGHT,
@@ -153,6 +154,10 @@ export interface SeatHostOptions {
   /** Held seats whose mailbox the broker no longer delivers (MailboxWatch.deaf), shown on
    * the presence row, /health and the Fleet view. */
   deafSeats?: () => string[];
+  /** An inbox delivery carrying the probe header (seat/mailbox-watch.ts) was taken off a
+   * seat's inbox here. The host acks every probe on sight, whoever holds the seat, and
+   * runs nothing for it: a probe is never shown to the agent nor counted as mail. */
+  onProbe?: (handle: string, id: string) => void;
 }
 
 export type SeatPhase = "establishing" | "established" | "releasing" | "undead";
@@ -179,6 +184,8 @@ interface SeatState {
   undead: { since_ms: number; attempts: number; heartbeats: number; info: ReleaseInfo; retrying: boolean } | null;
   /** Aborted when the host stops waiting for this grant's turns. */
   cancel: AbortController;
+  /** Local clock, ms: when the inbox handler last finished a delivery or drain (0: never). */
+  settled_at_ms: number;
 }
 
 export interface HealthSeats {
@@ -240,6 +247,10 @@ export interface SeatStateView {
   attached: boolean;
   /** Local clock, ms: when the last renew that succeeded was sent. */
   renewed_at_ms: number;
+  /** The inbox is attached and taking mail: not quiesced, no handler running. */
+  taking_mail: boolean;
+  /** Local clock, ms: when the inbox handler last finished (0: never). */
+  settled_at_ms: number;
 }
 
 export type ClaimOutcome = "claimed" | "held" | "protocol" | "unknown" | "skipped" | "failed";
@@ -479,21 +490,39 @@ export class SeatHost {
   }
 
   private screened(handle: string, epoch: number, handler: InboxHandler): Handler {
-    return async (delivery) => {
-      if (!this.admitted(handle, epoch)) return defer(`seat "${handle}" is not owned here`);
-      const out = await handler(delivery, this.turnContext(handle, epoch));
-      if (out.kind === "defer") this.recordDeferral(handle, epoch);
-      return out;
-    };
+    const batch = this.screenedBatch(handle, epoch, async (ds, turn) => [await handler(ds[0]!, turn)]);
+    return async (delivery) => (await batch([delivery]))[0]!;
   }
 
-  /** The same screening for a whole drain: it runs as one, or is deferred as one. */
+  /** The same screening for a whole drain: it runs as one, or is deferred as one. Probes
+   * are taken out first: acked, reported, never run. */
   private screenedBatch(handle: string, epoch: number, handler: BatchInboxHandler): BatchHandler {
     return async (deliveries) => {
-      if (!this.admitted(handle, epoch)) return deliveries.map(() => defer(`seat "${handle}" is not owned here`));
-      const outs = await handler(deliveries, this.turnContext(handle, epoch));
-      if (outs.some((o) => o.kind === "defer")) this.recordDeferral(handle, epoch);
-      return outs;
+      const outs: Outcome[] = deliveries.map(() => ack());
+      const mail: number[] = [];
+      deliveries.forEach((d, i) => {
+        const probe = probeIdOf(d.headers);
+        if (probe === null) mail.push(i);
+        else this.opts.onProbe?.(handle, probe);
+      });
+      try {
+        if (mail.length === 0) return outs;
+        if (!this.admitted(handle, epoch)) {
+          for (const i of mail) outs[i] = defer(`seat "${handle}" is not owned here`);
+          return outs;
+        }
+        const ran = await handler(
+          mail.map((i) => deliveries[i]!),
+          this.turnContext(handle, epoch),
+        );
+        // An answer shorter than the mail hands the rest back unrun, as the queue would.
+        mail.forEach((i, k) => (outs[i] = ran[k] ?? nak()));
+        if (ran.some((o) => o.kind === "defer")) this.recordDeferral(handle, epoch);
+        return outs;
+      } finally {
+        const s = this.seats.get(handle);
+        if (s && s.epoch === epoch) s.settled_at_ms = this.clock.now();
+      }
     };
   }
 
@@ -800,6 +829,7 @@ export class SeatHost {
       deferred: false,
       undead: null,
       cancel: new AbortController(),
+      settled_at_ms: 0,
     };
     this.seats.set(handle, s);
     this.log.info("seat_claimed", { seat: handle, epoch: s.epoch });
@@ -1106,6 +1136,8 @@ export class SeatHost {
       stale: s.stale,
       attached: s.attachment !== null,
       renewed_at_ms: s.last_renew_ok_ms,
+      taking_mail: s.attachment !== null && !s.attachment.quiesced && s.attachment.inFlight === 0,
+      settled_at_ms: s.settled_at_ms,
     };
   }
 

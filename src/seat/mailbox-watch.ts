@@ -9,8 +9,19 @@
 // completion ledger skips what already ran); a seat still deaf at the next check is handed
 // back (released) for a fresh attach, here or on a peer.
 //
-// judgeMailbox is pure and decides from two snapshots a check apart; MailboxWatch is the
-// thin loop around it.
+// The snapshots infer; the probe proves. A consumer whose pointer stands beyond the
+// stream's last sequence, or one that is gone, counts nothing wrong — every new message
+// lands behind the pointer, or nowhere, and the counters read zero. So the holder also
+// publishes a probe into each seat's inbox on a cadence (PROBE_EVERY_MS): a message
+// carrying the PROBE_HEADER, which the seat host acks on sight without a turn (never shown
+// to the agent, never counted as mail) and reports back here. A probe not back within
+// PROBE_HEARD_WITHIN_MS of the seat being ready to take it makes the seat deaf
+// (`probe_unheard`), healed first by rewinding the consumer to the first message its
+// subject still stores (everything unacknowledged is delivered again), then by handing the
+// seat back; a probe heard again clears it.
+//
+// judgeMailbox and judgeProbe are pure; MailboxWatch is the thin loop around them.
+import { randomUUID } from "node:crypto";
 import type { Clock, Timer } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { MailboxSnapshot } from "../queue/contract.ts";
@@ -28,6 +39,69 @@ export const MAILBOX_CHECK_EVERY_MS = 15_000;
 /** Seats inspected at once: a check of many seats stays a trickle, never a burst. */
 const CHECK_CONCURRENCY = 4;
 
+/** The header that makes an inbox message a probe; its value is the probe's id. */
+export const PROBE_HEADER = "Crewlet-Probe";
+/**
+ * How often each held seat is probed. A probe is one stream write, one delivery and one
+ * ack, each a replicated write on R3 — the same traffic as one chat message with no turn.
+ * At 2,000 seats that is 2,000 probes a minute across the fleet (~33/s, ~100 raft
+ * proposals/s), the load bench/scale.ts drives as its "one message per seat per minute"
+ * and the fleet is sized for; faster would double the fleet's idle broker traffic for a
+ * verdict the snapshot rules already give in 30 s for every fault they can see. The probe
+ * is for the faults they cannot (a pointer beyond the stream, a consumer gone), alarmed
+ * within PROBE_EVERY_MS + two checks (≤ 90 s) instead of never. Seats are staggered over
+ * the period (by handle), never probed together.
+ */
+export const PROBE_EVERY_MS = 60_000;
+/**
+ * How long a probe may stay unheard while its seat is ready to take it (attached, not
+ * quiesced, no drain running) before the seat is deaf. A healthy idle seat's pull waits at
+ * the broker and takes a probe within milliseconds; a pull the broker lost (a consumer
+ * leader change) is re-asked after PULL_EXPIRES_MS (5 s). Four times that is slack for a
+ * box at load 30+ without alarming on an election. Judged at the watch's checks, so the
+ * verdict comes at the second check after the probe (30 s).
+ */
+export const PROBE_HEARD_WITHIN_MS = 20_000;
+
+/** An inbox delivery is a probe (the seat host acks it without a turn). */
+export function probeIdOf(headers: Record<string, string>): string | null {
+  for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() === PROBE_HEADER.toLowerCase()) return v;
+  return null;
+}
+
+export type ProbeVerdict = "heard" | "waiting" | "unheard";
+
+export interface ProbeInput {
+  sent_ms: number;
+  heard: boolean;
+  /** The seat is ready to take mail now (attached, not quiesced, nothing in flight). */
+  ready: boolean;
+  /** The latest moment the seat was seen not ready or finished a drain (its pull was
+   * then made again): the probe's clock starts at the later of this and sent_ms. */
+  busy_until_ms: number;
+  now_ms: number;
+  /** The bound (PROBE_HEARD_WITHIN_MS unless a test says otherwise). */
+  within_ms?: number;
+}
+
+/**
+ * A probe is unheard once its seat has been ready to take it for PROBE_HEARD_WITHIN_MS
+ * without it arriving. A seat busy with a drain, quiesced (stale renew, a pause) or not
+ * attached cannot take it, so that time does not count: a probe behind a backlog waits.
+ */
+export function judgeProbe(p: ProbeInput): ProbeVerdict {
+  if (p.heard) return "heard";
+  if (!p.ready) return "waiting";
+  return p.now_ms - Math.max(p.sent_ms, p.busy_until_ms) >= (p.within_ms ?? PROBE_HEARD_WITHIN_MS) ? "unheard" : "waiting";
+}
+
+/** Where a seat's probe cycle starts in the period: spread by handle, stable per seat. */
+export function probeOffsetMs(handle: string, every_ms = PROBE_EVERY_MS): number {
+  let h = 2166136261;
+  for (let i = 0; i < handle.length; i++) h = Math.imul(h ^ handle.charCodeAt(i), 16777619) >>> 0;
+  return h % every_ms;
+}
+
 export type DeafReason =
   /** Mail stored at or below the delivered pointer, above the ack floor, with nothing ack-pending: passed over, never delivered. */
   | "pointer_passed_mail"
@@ -38,7 +112,9 @@ export type DeafReason =
   /** Deliveries outstanding while the holder ran nothing across a whole check: someone
    * else's (a fenced predecessor's lingering pull took them) — they would wait out the
    * 30-minute ack wait. */
-  | "ack_pending_elsewhere";
+  | "ack_pending_elsewhere"
+  /** A probe published into the inbox did not come back while the seat was ready to take it. */
+  | "probe_unheard";
 
 export type MailboxVerdict = { deaf: false } | { deaf: true; reason: DeafReason; detail: string };
 
@@ -79,6 +155,19 @@ export interface MailboxPort {
   inspect(handle: string): Promise<MailboxSnapshot>;
   /** Delivers again everything above the ack floor; false when the broker cannot (older server). */
   reset(handle: string): Promise<boolean>;
+  /** Publishes a probe with this id into the seat's inbox. Absent: no probes. */
+  probe?(handle: string, id: string): Promise<void>;
+  /** Delivers again everything the seat's inbox still stores (the probe's heal); false when
+   * the broker cannot. Absent: reset is used. */
+  rewind?(handle: string): Promise<boolean>;
+}
+
+/** How ready a held seat is to take a probe, from its holder. */
+export interface SeatReadiness {
+  /** Attached, not quiesced, no drain running. */
+  ready: boolean;
+  /** When its last drain (or delivery) finished; 0 when none yet. */
+  settled_at_ms: number;
 }
 
 export interface MailboxWatchOptions {
@@ -89,9 +178,13 @@ export interface MailboxWatchOptions {
   idle: (handle: string) => boolean;
   /** Gives the seat back (a fresh attach, here or on a peer). */
   handBack: (handle: string) => Promise<void>;
+  /** The seat's readiness to take a probe (required for probes). */
+  readiness?: (handle: string) => SeatReadiness | null;
   clock: Clock;
   log: Logger;
   every_ms?: number;
+  probe_every_ms?: number;
+  probe_heard_within_ms?: number;
 }
 
 interface Watched {
@@ -100,14 +193,56 @@ interface Watched {
   /** 0: healthy; 1: reset done, awaiting the next check; 2: handed back. */
   healing: 0 | 1 | 2;
   deaf: { reason: DeafReason; since: number } | null;
+  /** The probe out now, if any. */
+  probe: { id: string; sent_ms: number } | null;
+  probe_due_ms: number;
+  /** The last check at which the seat could not take a probe. */
+  not_ready_ms: number;
 }
 
 export class MailboxWatch {
   private readonly state = new Map<string, Watched>();
   private timer: Timer | null = null;
   private running: Promise<void> | null = null;
+  /** Probe ids are `{this watch}-{n}`: a probe left in a mailbox by another process, or an
+   * earlier probe of this one, never counts as this one's. */
+  private readonly probePrefix = randomUUID().slice(0, 8);
+  private probeCount = 0;
+  private readonly counts = { sent: 0, heard: 0, unheard: 0 };
 
   constructor(private readonly o: MailboxWatchOptions) {}
+
+  private get probing(): boolean {
+    return this.o.port.probe !== undefined && this.o.readiness !== undefined;
+  }
+
+  /** Probes sent, heard back and judged unheard by this watch since it started. */
+  probeCounts(): { sent: number; heard: number; unheard: number } {
+    return { ...this.counts };
+  }
+
+  /**
+   * The seat host took a probe off `handle`'s inbox (and acked it). Only the probe this
+   * watch has out for that seat counts; any other (an earlier one, another process's) is
+   * stale and ignored.
+   */
+  heard(handle: string, id: string): void {
+    const w = this.state.get(handle);
+    if (!w || w.probe?.id !== id) {
+      this.o.log.debug("seat_probe_stale", { seat: handle, probe: id });
+      return;
+    }
+    const now = this.o.clock.now();
+    this.counts.heard++;
+    this.o.log.debug("seat_probe_heard", { seat: handle, probe: id, rtt_ms: now - w.probe.sent_ms });
+    w.probe = null;
+    w.probe_due_ms = now + (this.o.probe_every_ms ?? PROBE_EVERY_MS);
+    if (w.deaf?.reason === "probe_unheard") {
+      this.o.log.info("seat_mailbox_hearing", { seat: handle, deaf_ms: now - w.deaf.since, healed_by: w.healing === 1 ? "rewind" : "hand_back" });
+      w.deaf = null;
+      w.healing = 0;
+    }
+  }
 
   start(): void {
     this.timer = this.o.clock.setInterval(() => {
@@ -135,9 +270,57 @@ export class MailboxWatch {
     }
   }
 
+  private watched(handle: string): Watched {
+    let w = this.state.get(handle);
+    if (!w) {
+      const now = this.o.clock.now();
+      const every = this.o.probe_every_ms ?? PROBE_EVERY_MS;
+      w = { previous: null, previousIdle: false, healing: 0, deaf: null, probe: null, probe_due_ms: now + probeOffsetMs(handle, every), not_ready_ms: now };
+      this.state.set(handle, w);
+    }
+    return w;
+  }
+
   private async checkSeat(handle: string): Promise<void> {
-    const w = this.state.get(handle) ?? { previous: null, previousIdle: false, healing: 0, deaf: null };
-    this.state.set(handle, w);
+    const w = this.watched(handle);
+    const snapshot = await this.snapshotVerdict(handle, w);
+    const verdict = snapshot?.deaf ? snapshot : await this.probeStep(handle, w);
+    if (!verdict.deaf) {
+      // What cleared is what alarmed: a snapshot alarm by a good snapshot, a probe alarm by
+      // a probe heard (see heard).
+      if (w.deaf && w.deaf.reason !== "probe_unheard" && snapshot && !snapshot.deaf) {
+        this.o.log.info("seat_mailbox_hearing", { seat: handle, deaf_ms: this.o.clock.now() - w.deaf.since, healed_by: w.healing === 1 ? "reset" : "hand_back" });
+        w.deaf = null;
+        w.healing = 0;
+      }
+      return;
+    }
+    w.deaf ??= { reason: verdict.reason, since: this.o.clock.now() };
+    const byProbe = verdict.reason === "probe_unheard";
+    const heal = w.healing === 0 ? (byProbe ? "rewind" : "reset") : "hand_back";
+    this.o.log.error("seat_mailbox_deaf", { seat: handle, reason: verdict.reason, detail: verdict.detail, heal });
+    // A heal starts the judgement afresh: the next verdict needs two new checks, or a new probe.
+    w.previous = null;
+    w.probe = null;
+    w.probe_due_ms = this.o.clock.now();
+    if (w.healing === 0) {
+      const call = byProbe && this.o.port.rewind ? () => this.o.port.rewind!(handle) : () => this.o.port.reset(handle);
+      const done = await call().catch((err: unknown) => {
+        this.o.log.warn("seat_mailbox_reset_failed", { seat: handle, heal, error: (err as Error).message });
+        return false;
+      });
+      if (done) {
+        w.healing = 1;
+        this.o.log.info("seat_mailbox_reset", { seat: handle, reason: verdict.reason, heal });
+        return;
+      }
+    }
+    w.healing = 2;
+    await this.o.handBack(handle).catch((err: unknown) => this.o.log.warn("seat_mailbox_hand_back_failed", { seat: handle, error: (err as Error).message }));
+  }
+
+  /** The snapshot rules' verdict; null when there is none this time (first check, no answer). */
+  private async snapshotVerdict(handle: string, w: Watched): Promise<MailboxVerdict | null> {
     const idleBefore = this.o.idle(handle);
     let snap: MailboxSnapshot;
     try {
@@ -146,38 +329,46 @@ export class MailboxWatch {
       // The broker did not answer (an election): no verdict this time, and no stale pair.
       this.o.log.debug("seat_mailbox_check_failed", { seat: handle, error: (err as Error).message });
       w.previous = null;
-      return;
+      return null;
     }
     const idle = idleBefore && this.o.idle(handle) && w.previousIdle;
     const previous = w.previous;
     w.previous = snap;
     w.previousIdle = idleBefore && this.o.idle(handle);
     // The first check (or the first after a heal) only sets the baseline: no verdict either way.
-    if (previous === null) return;
-    const verdict = judgeMailbox({ now: snap, previous, idle });
-    if (!verdict.deaf) {
-      if (w.deaf) this.o.log.info("seat_mailbox_hearing", { seat: handle, deaf_ms: this.o.clock.now() - w.deaf.since, healed_by: w.healing === 1 ? "reset" : "hand_back" });
-      w.deaf = null;
-      w.healing = 0;
-      return;
+    if (previous === null) return null;
+    return judgeMailbox({ now: snap, previous, idle });
+  }
+
+  /** Judges the probe out for this seat, or sends the next one when it is due. */
+  private async probeStep(handle: string, w: Watched): Promise<MailboxVerdict> {
+    if (!this.probing) return { deaf: false };
+    const now = this.o.clock.now();
+    const r = this.o.readiness!(handle);
+    const ready = r?.ready ?? false;
+    if (!ready) w.not_ready_ms = now;
+    if (w.probe) {
+      const busy_until_ms = Math.max(w.not_ready_ms, r?.settled_at_ms ?? 0);
+      if (judgeProbe({ sent_ms: w.probe.sent_ms, heard: false, ready, busy_until_ms, now_ms: now, within_ms: this.o.probe_heard_within_ms }) !== "unheard") return { deaf: false };
+      const waited = now - Math.max(w.probe.sent_ms, busy_until_ms);
+      this.counts.unheard++;
+      return { deaf: true, reason: "probe_unheard", detail: `probe ${w.probe.id} sent ${now - w.probe.sent_ms} ms ago not delivered, the seat ready to take it for ${waited} ms` };
     }
-    w.deaf ??= { reason: verdict.reason, since: this.o.clock.now() };
-    const heal = w.healing === 0 ? "reset" : "hand_back";
-    this.o.log.error("seat_mailbox_deaf", { seat: handle, reason: verdict.reason, detail: verdict.detail, heal });
-    // A heal starts the judgement afresh: the next verdict needs two new checks.
-    w.previous = null;
-    if (w.healing === 0) {
-      const done = await this.o.port.reset(handle).catch((err: unknown) => {
-        this.o.log.warn("seat_mailbox_reset_failed", { seat: handle, error: (err as Error).message });
-        return false;
-      });
-      if (done) {
-        w.healing = 1;
-        this.o.log.info("seat_mailbox_reset", { seat: handle, reason: verdict.reason });
-        return;
-      }
+    if (!ready || now < w.probe_due_ms) return { deaf: false };
+    const id = `${this.probePrefix}-${++this.probeCount}`;
+    // Out before the publish returns: the seat host can take it before the broker's ack is back.
+    const probe = { id, sent_ms: now };
+    w.probe = probe;
+    try {
+      await this.o.port.probe!(handle, id);
+    } catch (err) {
+      // Not published (an election): no probe out, the next check tries again.
+      if (w.probe === probe) w.probe = null;
+      this.o.log.debug("seat_probe_failed", { seat: handle, error: (err as Error).message });
+      return { deaf: false };
     }
-    w.healing = 2;
-    await this.o.handBack(handle).catch((err: unknown) => this.o.log.warn("seat_mailbox_hand_back_failed", { seat: handle, error: (err as Error).message }));
+    this.counts.sent++;
+    this.o.log.debug("seat_probe_sent", { seat: handle, probe: id });
+    return { deaf: false };
   }
 }

@@ -6,7 +6,7 @@ import { FakeClock, systemClock } from "../../src/clock.ts";
 import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { durableName, mailbox } from "../../src/queue/topics.ts";
-import { judgeMailbox, MailboxWatch, MAILBOX_CHECK_EVERY_MS, type DeafReason, type MailboxSnapshot } from "../../src/seat/mailbox-watch.ts";
+import { judgeMailbox, judgeProbe, MailboxWatch, MAILBOX_CHECK_EVERY_MS, PROBE_EVERY_MS, PROBE_HEADER, PROBE_HEARD_WITHIN_MS, probeIdOf, probeOffsetMs, type DeafReason, type MailboxSnapshot, type ProbeVerdict } from "../../src/seat/mailbox-watch.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
 
 const ok: MailboxSnapshot = { num_pending: 0, num_ack_pending: 0, delivered_seq: 10, ack_floor_seq: 10, first_unacked_seq: null };
@@ -104,6 +104,172 @@ describe("MailboxWatch", () => {
     for (let i = 0; i < 10 && r.watch.deaf().length === 0; i++) await Bun.sleep(1);
     expect(r.watch.deaf()).toEqual(["s1"]);
     await r.watch.stop();
+  });
+});
+
+describe("judgeProbe", () => {
+  const W = PROBE_HEARD_WITHIN_MS;
+  const cases: [string, { sent_ms: number; heard: boolean; ready: boolean; busy_until_ms: number; now_ms: number }, ProbeVerdict][] = [
+    ["heard", { sent_ms: 0, heard: true, ready: true, busy_until_ms: 0, now_ms: 10 * W }, "heard"],
+    ["unheard, the seat ready the whole bound", { sent_ms: 0, heard: false, ready: true, busy_until_ms: 0, now_ms: W }, "unheard"],
+    ["unheard, not yet the bound", { sent_ms: 0, heard: false, ready: true, busy_until_ms: 0, now_ms: W - 1 }, "waiting"],
+    ["unheard, the seat busy now: a drain holds the pull", { sent_ms: 0, heard: false, ready: false, busy_until_ms: 0, now_ms: 10 * W }, "waiting"],
+    ["unheard, a drain ended inside the bound: its next pull may be on its way", { sent_ms: 0, heard: false, ready: true, busy_until_ms: 5 * W, now_ms: 5 * W + W - 1 }, "waiting"],
+    ["unheard, ready for the bound since the last drain", { sent_ms: 0, heard: false, ready: true, busy_until_ms: 5 * W, now_ms: 6 * W }, "unheard"],
+  ];
+  for (const [name, input, want] of cases) test(name, () => expect(judgeProbe(input)).toBe(want));
+
+  test("the probe header is found whatever its case; other mail is not a probe", () => {
+    expect(probeIdOf({ [PROBE_HEADER]: "x-1" })).toBe("x-1");
+    expect(probeIdOf({ "crewlet-probe": "x-2" })).toBe("x-2");
+    expect(probeIdOf({ "Nats-Msg-Id": "m" })).toBeNull();
+  });
+
+  test("seats are spread over the period, each at a stable point", () => {
+    const offsets = Array.from({ length: 200 }, (_, i) => probeOffsetMs(`agent-${i}`));
+    for (const o of offsets) expect(o >= 0 && o < PROBE_EVERY_MS).toBe(true);
+    expect(probeOffsetMs("agent-7")).toBe(probeOffsetMs("agent-7"));
+    // Spread: no tenth of the period holds more than a quarter of the seats.
+    const buckets = new Array(10).fill(0);
+    for (const o of offsets) buckets[Math.floor((o / PROBE_EVERY_MS) * 10)]++;
+    expect(Math.max(...buckets)).toBeLessThan(50);
+  });
+});
+
+describe("MailboxWatch probes", () => {
+  function rig(o: { rewindWorks?: boolean } = {}) {
+    const clock = new FakeClock(0);
+    const log = memoryLogger();
+    const calls: string[] = [];
+    const sent: string[] = [];
+    const held = new Set(["s1"]);
+    let ready = true;
+    let settled = 0;
+    let deliver = true;
+    // eslint-disable-next-line prefer-const
+    let watch: MailboxWatch;
+    watch = new MailboxWatch({
+      port: {
+        inspect: async () => ok,
+        reset: async (h) => (calls.push(`reset ${h}`), true),
+        rewind: async (h) => (calls.push(`rewind ${h}`), o.rewindWorks ?? true),
+        probe: async (h, id) => {
+          sent.push(id);
+          // A live inbox hands it to the host, which reports it back.
+          if (deliver && ready) queueMicrotask(() => watch.heard(h, id));
+        },
+      },
+      held: () => [...held],
+      idle: () => ready,
+      readiness: () => ({ ready, settled_at_ms: settled }),
+      handBack: async (h) => {
+        calls.push(`hand back ${h}`);
+        held.delete(h);
+      },
+      clock,
+      log: log.log,
+    });
+    const checkAt = async (t: number) => {
+      await clock.advance(t - clock.now());
+      await watch.checkOnce();
+      await Bun.sleep(0);
+    };
+    return {
+      watch, log, calls, sent, clock, checkAt,
+      set: (x: { ready?: boolean; deliver?: boolean; settled?: number }) => {
+        if (x.ready !== undefined) ready = x.ready;
+        if (x.deliver !== undefined) deliver = x.deliver;
+        if (x.settled !== undefined) settled = x.settled;
+      },
+    };
+  }
+  const first = probeOffsetMs("s1");
+
+  test("a healthy seat: one probe per period, each heard, never deaf", async () => {
+    const r = rig();
+    await r.checkAt(0);
+    expect(r.sent.length).toBe(0); // not due before its offset in the period
+    for (let t = first; t < first + 5 * PROBE_EVERY_MS; t += MAILBOX_CHECK_EVERY_MS) await r.checkAt(t);
+    expect(r.sent.length).toBe(5);
+    expect(r.watch.probeCounts()).toEqual({ sent: 5, heard: 5, unheard: 0 });
+    expect(r.watch.deaf()).toEqual([]);
+    expect(r.log.sink.events("seat_mailbox_deaf")).toEqual([]);
+  });
+
+  test("a probe that never comes back: deaf (probe_unheard), rewound; heard again → hearing", async () => {
+    const r = rig();
+    r.set({ deliver: false });
+    await r.checkAt(0);
+    await r.checkAt(first); // sent
+    expect(r.sent.length).toBe(1);
+    await r.checkAt(first + PROBE_HEARD_WITHIN_MS - 1);
+    expect(r.watch.deaf()).toEqual([]);
+    await r.checkAt(first + PROBE_HEARD_WITHIN_MS);
+    expect(r.watch.deaf()).toEqual(["s1"]);
+    expect(r.log.sink.events("seat_mailbox_deaf").map((l) => [l.fields.reason, l.fields.heal])).toEqual([["probe_unheard", "rewind"]]);
+    expect(r.calls).toEqual(["rewind s1"]);
+    // The rewind healed it: the next probe (at once, not a period later) comes back.
+    r.set({ deliver: true });
+    await r.checkAt(first + PROBE_HEARD_WITHIN_MS + 1);
+    expect(r.sent.length).toBe(2);
+    expect(r.watch.deaf()).toEqual([]);
+    expect(r.log.sink.events("seat_mailbox_hearing").map((l) => l.fields.healed_by)).toEqual(["rewind"]);
+  });
+
+  test("still unheard after the rewind → the seat is handed back", async () => {
+    const r = rig();
+    r.set({ deliver: false });
+    await r.checkAt(0); // first seen: its probe is due at its offset in the period
+    await r.checkAt(first);
+    await r.checkAt(first + PROBE_HEARD_WITHIN_MS);
+    await r.checkAt(first + PROBE_HEARD_WITHIN_MS + 1); // the next probe
+    await r.checkAt(first + 2 * PROBE_HEARD_WITHIN_MS + 1);
+    expect(r.calls).toEqual(["rewind s1", "hand back s1"]);
+    await r.checkAt(first + 3 * PROBE_HEARD_WITHIN_MS);
+    expect(r.watch.deaf()).toEqual([]); // no longer held here
+  });
+
+  test("a broker that cannot rewind → handed back at once", async () => {
+    const r = rig({ rewindWorks: false });
+    r.set({ deliver: false });
+    await r.checkAt(0); // first seen: its probe is due at its offset in the period
+    await r.checkAt(first);
+    await r.checkAt(first + PROBE_HEARD_WITHIN_MS);
+    expect(r.calls).toEqual(["rewind s1", "hand back s1"]);
+  });
+
+  test("time the seat could not take the probe does not count: busy, quiesced, draining", async () => {
+    const r = rig();
+    // Not ready when due: no probe is sent.
+    r.set({ ready: false, deliver: false });
+    await r.checkAt(0);
+    await r.checkAt(first);
+    expect(r.sent.length).toBe(0);
+    r.set({ ready: true });
+    await r.checkAt(first + 1); // sent now
+    expect(r.sent.length).toBe(1);
+    r.set({ ready: false });
+    await r.checkAt(first + PROBE_HEARD_WITHIN_MS + 1); // busy at the bound: waiting
+    r.set({ ready: true });
+    await r.checkAt(first + PROBE_HEARD_WITHIN_MS + 2); // ready again, but only just
+    expect(r.watch.deaf()).toEqual([]);
+    // A drain finishing restarts the clock too (its next pull takes the probe).
+    r.set({ settled: first + 2 * PROBE_HEARD_WITHIN_MS });
+    await r.checkAt(first + 2 * PROBE_HEARD_WITHIN_MS + 2);
+    expect(r.watch.deaf()).toEqual([]);
+    await r.checkAt(first + 3 * PROBE_HEARD_WITHIN_MS + 2);
+    expect(r.watch.deaf()).toEqual(["s1"]);
+  });
+
+  test("a probe not this watch's own (an earlier process's, a stale one) clears nothing", async () => {
+    const r = rig();
+    r.set({ deliver: false });
+    await r.checkAt(0); // first seen: its probe is due at its offset in the period
+    await r.checkAt(first);
+    r.watch.heard("s1", "someone-else-1");
+    await r.checkAt(first + PROBE_HEARD_WITHIN_MS);
+    expect(r.watch.deaf()).toEqual(["s1"]);
+    expect(r.log.sink.events("seat_probe_stale").length).toBe(1);
   });
 });
 

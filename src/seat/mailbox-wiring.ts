@@ -1,0 +1,61 @@
+// The deaf-seat watch wired to a seat host and the JetStream queue: what a node runs
+// (src/node/node.ts) and what the real-process tests run, so both prove the same wiring.
+// Each held seat's inbox is judged by the snapshot rules and by a probe (mailbox-watch.ts);
+// the host hands every probe it takes off an inbox to `heard`.
+import type { Clock } from "../clock.ts";
+import type { Logger } from "../log.ts";
+import type { MailboxSnapshot } from "../queue/contract.ts";
+import { mailbox } from "../queue/topics.ts";
+import type { SeatHost } from "./host.ts";
+import { MailboxWatch, PROBE_HEADER } from "./mailbox-watch.ts";
+
+/** A probe's body: what a build that predates probes reads (and acks as an invalid trigger). */
+const PROBE_BODY = new TextEncoder().encode("crewlet mailbox probe");
+
+/** The queue calls the watch rides on (JetStreamQueue). */
+export interface MailboxQueue {
+  inspectMailbox(subject: string, group: string): Promise<MailboxSnapshot>;
+  resetMailbox(subject: string, group: string): Promise<boolean>;
+  rewindMailbox(subject: string, group: string): Promise<boolean>;
+  publish(subject: string, data: Uint8Array, opts?: { headers?: Record<string, string> }): Promise<unknown>;
+}
+
+export interface HeldMailboxWatchOptions {
+  queue: MailboxQueue;
+  seats: Pick<SeatHost, "health" | "seatState" | "release">;
+  /** A turn runs on the seat now (the engine's view; the attachment's is read as well). */
+  busy?: (handle: string) => boolean;
+  clock: Clock;
+  log: Logger;
+  /** Cadences; the shipped constants unless a test says otherwise. */
+  every_ms?: number;
+  probe_every_ms?: number;
+  probe_heard_within_ms?: number;
+}
+
+export function watchHeldMailboxes(o: HeldMailboxWatchOptions): MailboxWatch {
+  const inbox = (h: string) => mailbox(h, "inbox");
+  return new MailboxWatch({
+    port: {
+      inspect: (h) => o.queue.inspectMailbox(inbox(h).subject, inbox(h).group),
+      reset: (h) => o.queue.resetMailbox(inbox(h).subject, inbox(h).group),
+      rewind: (h) => o.queue.rewindMailbox(inbox(h).subject, inbox(h).group),
+      probe: async (h, id) => void (await o.queue.publish(inbox(h).subject, PROBE_BODY, { headers: { [PROBE_HEADER]: id } })),
+    },
+    held: () => o.seats.health().held,
+    idle: (h) => {
+      const s = o.seats.seatState(h);
+      return s?.phase === "established" && s.attached && !(o.busy?.(h) ?? false);
+    },
+    readiness: (h) => {
+      const s = o.seats.seatState(h);
+      return s ? { ready: s.phase === "established" && s.taking_mail && !(o.busy?.(h) ?? false), settled_at_ms: s.settled_at_ms } : null;
+    },
+    handBack: (h) => o.seats.release(h, "mailbox_deaf"),
+    clock: o.clock,
+    log: o.log,
+    every_ms: o.every_ms,
+    probe_every_ms: o.probe_every_ms,
+    probe_heard_within_ms: o.probe_heard_within_ms,
+  });
+}
