@@ -34,6 +34,8 @@ const ACTIONS: [string, RegExp, string][] = [
   ["POST", /^\/deadletters\/[^/]+\/replay$/, "deadletter.replay"],
   ["DELETE", /^\/deadletters\/[^/]+$/, "deadletter.delete"],
   ["POST", /^\/estate\/[^/]+\/skip$/, "estate.skip"],
+  ["POST", /^\/estate\/[^/]+\/hold$/, "estate.hold"],
+  ["POST", /^\/estate\/[^/]+\/release$/, "estate.release"],
 ];
 
 export function actionOf(method: string, path: string): string {

@@ -71,6 +71,9 @@ export const SLOT_BUCKETS: Record<SlotName, BucketSpec> = {
   // A person's controls (pauses): fleet state that must survive restarts and moves, so
   // none; resume deletes the record.
   controls: { name: "crewlet_controls", max_age_ms: 0 },
+  // The state-log trim's records: operator holds (kept until released), each domain's last
+  // conclusion and the copies it remembers. A hold must outlive any outage, so none.
+  estate: { name: "crewlet_estate", max_age_ms: 0 },
 };
 
 export { DEFAULT_LEASE_TTL_MS };

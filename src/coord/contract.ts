@@ -125,7 +125,7 @@ export interface KvSlot {
   watch(onEntry: (entry: KvEntry) => void, opts?: { key?: string; includeCurrent?: boolean }): Promise<KvWatch>;
 }
 
-export const SLOT_NAMES = ["config", "status", "ledger", "claims", "mailboxes", "fires", "rate", "budgets", "cooldowns", "controls"] as const;
+export const SLOT_NAMES = ["config", "status", "ledger", "claims", "mailboxes", "fires", "rate", "budgets", "cooldowns", "controls", "estate"] as const;
 export type SlotName = (typeof SLOT_NAMES)[number];
 
 export interface Coordination {

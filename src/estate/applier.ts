@@ -68,6 +68,8 @@ export class DomainApplier {
   private iter: ConsumerMessages | null = null;
   private loop: Promise<void> | null = null;
   private closed = false;
+  /** Stopped for a restore from a snapshot: the loop ends and does not start until resume(). */
+  private suspended = false;
   /** The record being held and since when: kept across restarts so the grace is not reset. */
   private held: { seq: number; since_ms: number } | null = null;
   /** Clock ms of the last time the position moved (the stall judgement reads it). */
@@ -88,7 +90,7 @@ export class DomainApplier {
 
   /** Starts following the log (idempotent while a loop runs). */
   start(): void {
-    if (this.closed || this.loop) return;
+    if (this.closed || this.suspended || this.loop) return;
     this.loop = this.run().finally(() => {
       this.loop = null;
     });
@@ -103,6 +105,27 @@ export class DomainApplier {
   async restart(): Promise<void> {
     this.iter?.stop();
     await this.loop;
+    this.start();
+  }
+
+  /**
+   * Ends the loop following the log and keeps it ended (a restore replaces the domain's rows
+   * and checkpoint underneath): resolves once no apply can run.
+   */
+  async suspend(): Promise<void> {
+    this.suspended = true;
+    this.iter?.stop();
+    await this.loop;
+  }
+
+  /** After a restore: the position is the checkpoint's again, and the loop follows the log from it. */
+  resume(): void {
+    this.suspended = false;
+    this.appliedSeq = this.readCheckpoint()?.applied_seq ?? 0;
+    this.held = null;
+    this._status = { kind: "starting" };
+    this.lastMovedAt = this.o.clock.now();
+    this.wake();
     this.start();
   }
 
@@ -147,7 +170,7 @@ export class DomainApplier {
 
   private async run(): Promise<void> {
     const stream = stateLogStream(this.domain);
-    while (!this.closed) {
+    while (!this.closed && !this.suspended) {
       try {
         if (!(await this.checkStream(stream))) return;
         // A held record stays the copy's state until it is applied, across restarts.
@@ -161,6 +184,7 @@ export class DomainApplier {
         this.iter = iter;
         if (this.closed) iter.stop();
         for await (const m of iter) {
+          if (this.suspended || this.closed) break;
           if (m.seq <= this.appliedSeq) continue;
           if (!this.applyOne(m.seq, m.data) && !(await this.skipIfMarked(m.seq))) {
             iter.stop();
@@ -173,7 +197,7 @@ export class DomainApplier {
       } finally {
         this.iter = null;
       }
-      if (this.closed) return;
+      if (this.closed || this.suspended) return;
       await this.o.clock.sleep(RESTART_BACKOFF_MS);
     }
   }

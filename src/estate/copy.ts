@@ -12,6 +12,16 @@ import type { Floor, ReadAnswer, WriteAnswer } from "./rpc.ts";
 import { DOMAINS, type Domain } from "./schema.ts";
 import { judgeCopy, type Judgement } from "./soundness.ts";
 import type { StateLog } from "./statelog.ts";
+import { restoreDomain, type SnapshotStore } from "./snapshot.ts";
+import { rmSync } from "node:fs";
+
+/**
+ * Between two restore attempts of one domain that failed (no snapshot yet, the bucket
+ * unreachable, a snapshot that does not join the log): each attempt downloads the whole
+ * snapshot, so not at every 5 s check; half a minute still repairs within a minute or two
+ * of the cause clearing.
+ */
+export const RESTORE_RETRY_MS = 30_000;
 
 /**
  * How long an executor waits for its own applier to reach a record it just appended before
@@ -59,6 +69,8 @@ export interface CopyOptions {
   stall_ms?: number;
   /** Called after a record is applied (the wake feed waits on it). */
   onApplied?: (domain: Domain, seq: number) => void;
+  /** Where a copy below the log restores from; without it such a copy stays wrong. */
+  snapshots?: SnapshotStore;
 }
 
 export class EstateCopy {
@@ -72,6 +84,10 @@ export class EstateCopy {
   private progressAt: Record<Domain, number>;
   private timer: Timer | null = null;
   private checking = false;
+  /** A restore under way per domain, and when the last one failed (retried after RESTORE_RETRY_MS). */
+  private restoring: Record<Domain, Promise<void> | null> = { tracker: null, pages: null, chat: null };
+  private restoreFailedAt: Record<Domain, number | null> = { tracker: null, pages: null, chat: null };
+  private restoreChain: Promise<void> = Promise.resolve();
   private closed = false;
 
   constructor(private readonly o: CopyOptions) {
@@ -104,6 +120,7 @@ export class EstateCopy {
     // Answer "out of service" from here on rather than reach a database being closed.
     this.closed = true;
     this.timer?.cancel();
+    await Promise.all(DOMAINS.map((d) => this.restoring[d]?.catch(() => undefined)));
     await Promise.all(DOMAINS.map((d) => this.appliers[d].stop()));
     this.sqlite.close();
   }
@@ -131,12 +148,27 @@ export class EstateCopy {
 
   private async checkDomain(domain: Domain): Promise<void> {
     const applier = this.appliers[domain];
-    let logState: { first_seq: number; last_seq: number } | null = null;
+    // A restore owns the domain until it ends: nothing here may restart its applier.
+    if (this.restoring[domain]) return;
+    let logState: { first_seq: number; last_seq: number; created: string } | null = null;
     try {
       logState = await this.o.stateLog.position(domain);
       this.logLast[domain] = logState.last_seq;
     } catch {
       // The log did not answer: judged on local facts alone this time.
+    }
+    // Below the log: records this copy never applied were trimmed away, and applying more
+    // cannot fix it. With a snapshot store, restore from a healthy copy's snapshot.
+    if (logState !== null && logState.first_seq > applier.applied + 1 && logState.last_seq > applier.applied && this.o.snapshots) {
+      const failed = this.restoreFailedAt[domain];
+      if (failed === null || this.o.clock.now() - failed >= RESTORE_RETRY_MS) {
+        // One restore at a time per copy (each downloads the whole snapshot), in turn.
+        const run = this.restoreChain.then(() => this.restore(domain, logState));
+        this.restoreChain = run.catch(() => undefined);
+        this.restoring[domain] = run.finally(() => {
+          this.restoring[domain] = null;
+        });
+      }
     }
     const now = this.o.clock.now();
     if (applier.lastMovedAt > this.progressAt[domain]) this.progressAt[domain] = applier.lastMovedAt;
@@ -167,6 +199,53 @@ export class EstateCopy {
     if (this.outOfService[domain] !== null) {
       this.outOfService[domain] = null;
       this.o.log.info("estate_copy_served", { domain, applied: applier.applied, lag: j.lag });
+    }
+  }
+
+  /**
+   * Restores `domain` from the stored snapshot, then the applier replays the log's tail from
+   * the snapshot's position. Nothing is destroyed before the restore is in hand: the
+   * snapshot is downloaded (digest checked) and judged first — it must follow this log's
+   * generation, join the log (its position at least the log's first record − 1), be ahead
+   * of this copy and match this build's schema; only then is the applier stopped and the
+   * domain replaced in one immediate transaction. Out of service meanwhile (its callers are
+   * served by peers); the check brings it back once it reads sound.
+   */
+  private async restore(domain: Domain, log: { first_seq: number; last_seq: number; created: string }): Promise<void> {
+    const snapshots = this.o.snapshots!;
+    const applier = this.appliers[domain];
+    const from = applier.applied;
+    const reason = `below the log: it starts at ${log.first_seq}, this copy applied only to ${from}; restoring from a snapshot`;
+    if (this.outOfService[domain] === null) this.o.log.error("estate_copy_not_served", { domain, reason, applied: from });
+    this.outOfService[domain] = reason;
+    this.o.log.warn("estate_copy_restore_started", { domain, applied: from, log_first: log.first_seq, log_last: log.last_seq });
+    let fetched: Awaited<ReturnType<SnapshotStore["fetch"]>> = null;
+    try {
+      fetched = await snapshots.fetch();
+      if (!fetched) throw new Error("no snapshot is stored yet (the trim uploads one before it purges)");
+      const m = fetched.meta;
+      const position = m.positions[domain];
+      if (position === undefined) throw new Error(`the snapshot holds no ${domain} checkpoint`);
+      if (m.generations[domain] !== log.created) throw new Error(`the snapshot follows log generation ${m.generations[domain]}, the log is ${log.created}`);
+      if (position + 1 < log.first_seq) throw new Error(`the snapshot is at ${position}, the log starts at ${log.first_seq}: it does not join the log (a newer one is due)`);
+      if (position <= from) throw new Error(`the snapshot is at ${position}, not ahead of this copy (${from})`);
+      const ours = this.sqlite.query<{ m: number | null }, []>("SELECT MAX(id) AS m FROM estate_migrations").get()?.m ?? 0;
+      if (m.migration !== ours) throw new Error(`the snapshot's schema is at migration ${m.migration}, this copy's at ${ours}`);
+      if (this.closed) return;
+      await applier.suspend();
+      try {
+        if (this.closed) return;
+        restoreDomain(this.sqlite, fetched.path, domain);
+      } finally {
+        if (!this.closed) applier.resume();
+      }
+      this.restoreFailedAt[domain] = null;
+      this.o.log.info("estate_copy_restored", { domain, from, to: position, log_first: log.first_seq, snapshot_taken_by: m.taken_by, snapshot_taken_at: m.taken_at });
+    } catch (err) {
+      this.restoreFailedAt[domain] = this.o.clock.now();
+      this.o.log.error("estate_copy_restore_failed", { domain, applied: from, error: err as Error, retry_in_ms: RESTORE_RETRY_MS });
+    } finally {
+      if (fetched) rmSync(fetched.path, { force: true });
     }
   }
 

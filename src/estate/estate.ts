@@ -18,6 +18,9 @@ import { RECORD_VERSION } from "./records.ts";
 import { EstateRouter } from "./router.ts";
 import type { Domain } from "./schema.ts";
 import { seedRecords } from "./seed.ts";
+import { SnapshotStore } from "./snapshot.ts";
+import { releaseHold, retentionView, takeHold, type HoldResult, type RetentionView } from "./retention-records.ts";
+import type { KvSlot } from "../coord/contract.ts";
 import { EstateServer } from "./serve.ts";
 import { StateLog } from "./statelog.ts";
 import { WakeFeeds, type WakeClaims } from "./wake.ts";
@@ -39,6 +42,8 @@ export interface EstateOptions {
   dataNodes: () => readonly string[] | Promise<readonly string[]>;
   /** The `claims` coordination slot (coord.slot("claims")): wake de-duplication past the inbox window. */
   claims?: WakeClaims;
+  /** The `estate` coordination slot: operator holds and the trim's conclusions (GET /estate, hold/release). */
+  retention?: KvSlot;
   /** Tuning for tests and the bench; every default is the shipped number. */
   tuning?: {
     check_interval_ms?: number;
@@ -57,8 +62,18 @@ export interface EstateHealth {
   domains: Record<Domain, DomainHealth> | null;
 }
 
+/** A data node's applied position per domain (its presence row publishes it), or null without a copy. */
+export function appliedPositions(h: EstateHealth): Record<string, number> | null {
+  if (!h.domains) return null;
+  return Object.fromEntries(Object.entries(h.domains).map(([d, x]) => [d, x.applied]));
+}
+
 export interface Estate {
   router: EstateRouter;
+  /** The state logs (the trim reads and purges them). */
+  stateLog: StateLog;
+  /** Snapshots of copies: the trim uploads one before it purges; a copy below the log restores from it. Null without a copy. */
+  snapshots: SnapshotStore | null;
   routeGroups: RouteGroup[];
   /** This node's copy, or null when it holds no data. */
   copy: EstateCopy | null;
@@ -74,8 +89,10 @@ export function openEstate(o: EstateOptions): Estate {
   const isData = o.roles.includes("data");
   const stateLog = new StateLog(o.nc, log, o.clock);
   let company = o.company;
+  const snapshots = isData ? new SnapshotStore({ nc: o.nc, replicas: o.replicas, nodeId: o.nodeId, dir: o.storeDir, clock: o.clock, log }) : null;
   const copy = isData
     ? new EstateCopy({
+        snapshots: snapshots!,
         path: join(o.storeDir, ESTATE_DB_FILE),
         stateLog,
         clock: o.clock,
@@ -127,6 +144,8 @@ export function openEstate(o: EstateOptions): Estate {
   return {
     router,
     copy,
+    stateLog,
+    snapshots,
     routeGroups: [
       workRoutes(router),
       pagesRoutes(router),
@@ -134,6 +153,7 @@ export function openEstate(o: EstateOptions): Estate {
       estateAdminGroup({
         health: () => health(),
         skip: (domain, position, reason, actor) => skipRecord({ copy, stateLog, clock: o.clock, nodeId: o.nodeId }, domain, position, reason, actor),
+        ...(o.retention ? { retention: retentionAdmin(o.retention, stateLog, o.clock) } : {}),
       }),
     ],
     health,
@@ -165,5 +185,23 @@ export function openEstate(o: EstateOptions): Estate {
       await server?.stop();
       await copy?.stop();
     },
+  };
+}
+
+export interface RetentionAdmin {
+  view(): Promise<Record<Domain, RetentionView>>;
+  hold(domain: Domain, reason: string | null, actor: string): Promise<HoldResult>;
+  release(domain: Domain): Promise<HoldResult>;
+}
+
+/** The operator's side of the trim: a hold keeps the log from where it starts now. */
+function retentionAdmin(slot: KvSlot, stateLog: StateLog, clock: Clock): RetentionAdmin {
+  return {
+    view: () => retentionView(slot),
+    async hold(domain, reason, actor) {
+      const pos = await stateLog.position(domain);
+      return takeHold(slot, domain, { position: Math.max(0, pos.first_seq - 1), by: actor, at: clock.now(), reason });
+    },
+    release: (domain) => releaseHold(slot, domain),
   };
 }

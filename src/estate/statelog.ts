@@ -15,6 +15,8 @@ import type { Logger } from "../log.ts";
 import { stateLogStream, stateLogSubject, stateLogSubjects } from "../queue/topics.ts";
 import { checkRecord, decodeRecord, MAX_RECORD_BYTES, opToken, recordSubjectTokens, type LogSkip, type StateRecord } from "./records.ts";
 import { DOMAINS, type Domain } from "./schema.ts";
+import { durableName } from "../queue/topics.ts";
+import { wakeGroup } from "./wake.ts";
 
 const MINUTE_MS = 60_000;
 const NS_PER_MS = 1_000_000;
@@ -108,6 +110,8 @@ const STREAM_NAME_IN_USE = 10058;
 const ENSURE_ATTEMPTS = 3;
 /** JetStream API error: stream not found. */
 const STREAM_NOT_FOUND = 10059;
+/** JetStream API error: consumer not found. */
+const CONSUMER_NOT_FOUND = 10014;
 /** JetStream API error: no message found (a last-by-subject lookup that matched nothing). */
 const NO_MESSAGE_FOUND = 10037;
 
@@ -187,6 +191,32 @@ export class StateLog {
     const jsm = await this.jsm();
     const info = await jsm.streams.info(stateLogStream(domain));
     return { first_seq: info.state.first_seq, last_seq: info.state.last_seq, created: logGeneration(info.config.description, info.created) };
+  }
+
+  /**
+   * The last position the domain's wake feed has settled (its ack floor): records above it
+   * may still wake a seat. Null when the feed has no consumer (no data node started one).
+   */
+  async wakeAckFloor(domain: Domain): Promise<number | null> {
+    const jsm = await this.jsm();
+    try {
+      const info = await jsm.consumers.info(stateLogStream(domain), durableName(wakeGroup(domain)));
+      return info.ack_floor.stream_seq;
+    } catch (err) {
+      if (apiErrorCode(err) === CONSUMER_NOT_FOUND) return null;
+      throw err;
+    }
+  }
+
+  /**
+   * Purges every record below `first_kept` (the trim; the stream denies single deletes but
+   * not a purge). Returns how many went. Only the retention duty calls it, after a snapshot
+   * that joins the log from `first_kept` is stored.
+   */
+  async purgeBelow(domain: Domain, first_kept: number): Promise<number> {
+    const jsm = await this.jsm();
+    const r = await jsm.streams.purge(stateLogStream(domain), { seq: first_kept });
+    return r.purged;
   }
 
   /**

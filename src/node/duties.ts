@@ -1,6 +1,6 @@
 // The duties a `workers` node runs, assembled: one runner over the duty lease bucket, with
 // the scheduler and the maintenance sweep (retention + removed-seat mailbox retirement)
-// as its duties. The trim (`retention`) is not built yet.
+// and the state-log trim (`retention`, on a node holding a copy) as its duties.
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../clock.ts";
 import type { Company } from "../config/company.ts";
@@ -14,6 +14,8 @@ import type { Database } from "bun:sqlite";
 import type { TierA } from "../config/tier-a.ts";
 import { Maintenance } from "../duty/maintenance.ts";
 import { MailboxSweep, type Roster } from "../duty/retirement.ts";
+import { TrimDuty } from "../duty/trim.ts";
+import type { Estate } from "../estate/estate.ts";
 
 export interface NodeDutiesOptions {
   nodeId: string;
@@ -27,6 +29,8 @@ export interface NodeDutiesOptions {
   currentRevision: () => Promise<CurrentRevision | null>;
   roster: () => Promise<Roster>;
   nodeDb: () => Database | null;
+  /** The node's estate (a workers node holds data): the trim reads, snapshots and purges through it. */
+  estate: Estate | null;
   /** Tier A `testing` (test-only shortenings; refused at load outside tests). */
   testing?: TierA["testing"];
   clock: Clock;
@@ -76,6 +80,24 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     log,
     ...(testing.maintenance_tick_seconds !== undefined ? { tick_ms: testing.maintenance_tick_seconds * 1000 } : {}),
   });
+  const estate = o.estate;
+  const trim =
+    estate?.copy && estate.snapshots
+      ? new TrimDuty({
+          node_id: o.nodeId,
+          slot: o.coord.slot("estate"),
+          leases: o.coord.leases,
+          stateLog: estate.stateLog,
+          snapshots: estate.snapshots,
+          copy: () => estate.copy,
+          call_bound_ms: callBound,
+          clock: o.clock,
+          log,
+          ...(testing.retention_tick_seconds !== undefined ? { tick_ms: testing.retention_tick_seconds * 1000 } : {}),
+          ...(testing.retention_margin_records !== undefined ? { margin: testing.retention_margin_records } : {}),
+          ...(testing.retention_unheard_hold_seconds !== undefined ? { unheard_hold_ms: testing.retention_unheard_hold_seconds * 1000 } : {}),
+        })
+      : null;
   const runner = new DutyRunner({
     node_id: o.nodeId,
     owner,
@@ -86,7 +108,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     takeover: o.takeover,
     claim_bound_ms: callBound,
     ...(o.watchdog ? { watchdog: o.watchdog } : {}),
-    duties: [scheduler, maintenance],
+    duties: trim ? [scheduler, maintenance, trim] : [scheduler, maintenance],
   });
   runner.start();
   return {

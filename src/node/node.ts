@@ -30,7 +30,7 @@ import { deadLettersGroup } from "../api/routes/deadletters.ts";
 import { fleetGroups } from "../api/routes/fleet.ts";
 import { agentSeats, companySchema, type Company } from "../config/company.ts";
 import { createCoordination, type CoordinationHandle } from "../coord/index.ts";
-import { openEstate, type Estate } from "../estate/estate.ts";
+import { appliedPositions, openEstate, type Estate } from "../estate/estate.ts";
 import { JetStreamQueue } from "../queue/jetstream.ts";
 import { ensureRegisteredMailboxes } from "../duty/mailbox-registry.ts";
 import { SeatHost, type SeatGrant, type SeatHooks } from "../seat/host.ts";
@@ -365,6 +365,7 @@ export class CrewletNode {
       log: this.log,
       dataNodes: dataNodes.list,
       claims: coord.slot("claims"),
+      retention: coord.slot("estate"),
     });
     const estate = this.estate;
     // Registered before the start, so a boot that fails part-way still stops what started.
@@ -426,6 +427,7 @@ export class CrewletNode {
       watchdog: this.watchdog,
       deafSeats: () => this.mailboxWatch?.deaf() ?? [],
       onProbe: (h, id) => this.mailboxWatch?.heard(h, id),
+      estateApplied: () => appliedPositions(estate.health()),
     });
     const seats = this.seats;
     // A person's controls: pauses mirrored (the held seats' inboxes on hold), stops heard.
@@ -535,6 +537,7 @@ export class CrewletNode {
           return { ok: true, epoch: pointer.epoch, seats: new Set(agentSeats(pointer.company).map((s) => s.handle)) };
         },
         nodeDb: () => engine.nodeDb,
+        estate,
         testing: c.testing,
         clock: this.clock,
         log: this.log,

@@ -158,6 +158,8 @@ export interface SeatHostOptions {
    * seat's inbox here. The host acks every probe on sight, whoever holds the seat, and
    * runs nothing for it: a probe is never shown to the agent nor counted as mail. */
   onProbe?: (handle: string, id: string) => void;
+  /** A data node's applied position per estate domain, published on the presence row. */
+  estateApplied?: () => Record<string, number> | null;
 }
 
 export type SeatPhase = "establishing" | "established" | "releasing" | "undead";
@@ -219,6 +221,8 @@ export interface FleetNode {
   behind: boolean;
   /** Seats it holds whose inbox is deaf (seat/mailbox-watch.ts). */
   seat_mailbox_deaf: string[];
+  /** A data node's applied position per estate domain (what the trim's floor reads). */
+  estate_applied?: Record<string, number>;
 }
 
 export interface FleetLease {
@@ -540,7 +544,13 @@ export class SeatHost {
       seat_mailbox_deaf: this.opts.deafSeats?.() ?? [],
       seats_held: this.seatsHeldCount(),
       seats_by_group: this.seatsByGroup(),
+      ...this.estateMeta(),
     };
+  }
+
+  private estateMeta(): { estate_applied?: Record<string, number> } {
+    const applied = this.opts.estateApplied?.() ?? null;
+    return applied ? { estate_applied: applied } : {};
   }
 
   /** Seats held per placement group (healthy, establishing or leaving; not stuck ones). */
@@ -1099,6 +1109,7 @@ export class SeatHost {
       withdrawn: p.withdrawn,
       behind: p.behind ?? false,
       seat_mailbox_deaf: p.seat_mailbox_deaf,
+      ...(p.estate_applied ? { estate_applied: p.estate_applied } : {}),
     }));
     const leases: FleetLease[] = seatViews
       // A claim in flight (epoch 0 until its second write mints one) is not a tenure yet:

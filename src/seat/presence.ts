@@ -35,6 +35,8 @@ export interface PresenceMeta {
   seats_held: number;
   /** Seats held per placement group (placementKey → count), for balancing. */
   seats_by_group: Record<string, number>;
+  /** A data node's copy: applied position per estate domain (the trim's floor reads it). */
+  estate_applied?: Record<string, number>;
 }
 
 // A peer's row is input from outside: parsed, never trusted. Strictly first, so a bad
@@ -52,6 +54,7 @@ const strictMeta = z.object({
   seat_mailbox_deaf: z.array(z.string()).optional(),
   seats_held: z.number().int().nonnegative(),
   seats_by_group: z.record(z.string(), z.number().int().nonnegative()),
+  estate_applied: z.record(z.string(), z.number().int().nonnegative()).optional(),
 });
 const lenientMeta = z.object({
   roles: z.array(z.string()).catch([]),
@@ -64,6 +67,8 @@ const lenientMeta = z.object({
   seat_mailbox_deaf: z.array(z.string()).catch([]),
   seats_held: z.number().int().nonnegative().catch(0),
   seats_by_group: z.record(z.string(), z.number().int().nonnegative()).optional().catch(undefined),
+  // Unreadable reads as not said: the trim then purges nothing (unknown is never a floor).
+  estate_applied: z.record(z.string(), z.number().int().nonnegative()).optional().catch(undefined),
 });
 
 export interface PresenceRow extends PresenceFact {
@@ -73,6 +78,8 @@ export interface PresenceRow extends PresenceFact {
   /** Store clock, ms. */
   expires_at: number;
   owner: string;
+  /** Applied position per estate domain, when the row says (a data node of this build). */
+  estate_applied: Record<string, number> | null;
 }
 
 export function parsePresence(view: LeaseView, log?: Logger): PresenceRow {
@@ -97,6 +104,7 @@ export function parsePresence(view: LeaseView, log?: Logger): PresenceRow {
     started_at: meta.started_at,
     expires_at: view.expires_at,
     owner: view.owner,
+    estate_applied: meta.estate_applied ?? null,
   };
 }
 

@@ -22,6 +22,8 @@ test.each([
   ["POST", "/deadletters/42/replay", "deadletter.replay"],
   ["DELETE", "/deadletters/42", "deadletter.delete"],
   ["POST", "/estate/chat/skip", "estate.skip"],
+  ["POST", "/estate/chat/hold", "estate.hold"],
+  ["POST", "/estate/tracker/release", "estate.release"],
   ["POST", "/chat/channels/general/messages", "write"],
   ["GET", "/agents/cto/pause", "write"],
 ])("%s %s → %s", (m, p, want) => expect(actionOf(m, p)).toBe(want));

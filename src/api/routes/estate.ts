@@ -1,6 +1,9 @@
 // The estate as an operator sees it on this node: GET /estate (state:read) — each domain's
 // copy: applied position, lag, state, in service or why not; POST /estate/{domain}/skip
-// (fleet:operate) — append a skip marker for the record this node's copy is stuck on.
+// (fleet:operate) — append a skip marker for the record this node's copy is stuck on;
+// POST /estate/{domain}/hold {reason?} and /release (fleet:operate) — an operator's hold on
+// the state-log trim (kept in crewlet_estate with who and when); GET /estate also shows each
+// domain's hold and the retention duty's last conclusion (`retention`).
 import { Hono } from "hono";
 import { z } from "zod";
 import type { EstateHealth } from "../../estate/estate.ts";
@@ -11,25 +14,50 @@ import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
 import { ApiError, parseJsonBody } from "../errors.ts";
 import { callerActor } from "../../estate/http.ts";
+import type { RetentionAdmin } from "../../estate/estate.ts";
 
 export interface EstateAdminSource {
   health(): EstateHealth;
   skip(domain: Domain, position: number, reason: string, actor: string): Promise<SkipResult>;
+  retention?: RetentionAdmin;
 }
 
 const skipBody = z.strictObject({ position: logSkip.shape.position, reason: logSkip.shape.reason });
+const holdBody = z.strictObject({ reason: z.string().min(1).max(500).optional() });
+const releaseBody = z.strictObject({});
+
+function domainParam(domain: string): Domain {
+  if (!(DOMAINS as readonly string[]).includes(domain)) throw new ApiError(400, "invalid_input", `params.domain: one of ${DOMAINS.join(", ")}`, "domain");
+  return domain as Domain;
+}
 
 export function estateAdminGroup(src: EstateAdminSource): RouteGroup {
   return {
     prefix: "/estate",
     routes: (auth) => {
       const app = new Hono<AuthEnv>();
-      app.get("/", auth.require("state:read"), (c) => c.json(src.health()));
+      app.get("/", auth.require("state:read"), async (c) => {
+        const retention = src.retention ? await src.retention.view().catch((err: Error) => ({ error: `the retention records could not be read: ${err.message}` })) : undefined;
+        return c.json({ ...src.health(), ...(retention ? { retention } : {}) });
+      });
+      app.post("/:domain/hold", auth.require("fleet:operate"), async (c) => {
+        const domain = domainParam(c.req.param("domain"));
+        const b = await parseJsonBody(c, holdBody);
+        if (!src.retention) throw new ApiError(503, "unavailable", "the retention records are not reachable from this node");
+        const out = await src.retention.hold(domain, b.reason ?? null, callerActor(c));
+        return c.json({ status: out.kind, domain, ...out }, out.kind === "held" && !out.already ? 201 : 200);
+      });
+      app.post("/:domain/release", auth.require("fleet:operate"), async (c) => {
+        const domain = domainParam(c.req.param("domain"));
+        await parseJsonBody(c, releaseBody);
+        if (!src.retention) throw new ApiError(503, "unavailable", "the retention records are not reachable from this node");
+        const out = await src.retention.release(domain);
+        return c.json({ status: "released", domain, hold: out.hold }, 200);
+      });
       app.post("/:domain/skip", auth.require("fleet:operate"), async (c) => {
-        const domain = c.req.param("domain");
-        if (!(DOMAINS as readonly string[]).includes(domain)) throw new ApiError(400, "invalid_input", `params.domain: one of ${DOMAINS.join(", ")}`, "domain");
+        const domain = domainParam(c.req.param("domain"));
         const b = await parseJsonBody(c, skipBody);
-        const out = await src.skip(domain as Domain, b.position, b.reason, callerActor(c));
+        const out = await src.skip(domain, b.position, b.reason, callerActor(c));
         switch (out.kind) {
           case "not_data":
             throw new ApiError(409, "not_a_data_node", "this node holds no copy of the estate; ask a data node");
