@@ -118,13 +118,13 @@ test("a refused key: the person sees the notice and their message marked failed;
   // come 300 ms apart), then the whole answer in the thread.
   const partial = await until("the turn's first words in the event feed", async () => {
     const lines = await feed.locator(".feed li").allTextContents();
-    return lines.find((l) => l.includes("turn_text @cto") && l.includes("All "));
+    return lines.find((l) => l.includes("cto is writing:") && l.includes("All "));
   });
   expect(partial).toContain("All ");
   await page.locator(".messages > li", { hasText: "@cto and now?" }).locator(".thread li", { hasText: "All systems green." }).waitFor({ timeout: SEE_MS });
   const live = await until("the turn's whole text in the event feed", async () => {
     const lines = await feed.locator(".feed li").allTextContents();
-    return lines.find((l) => l.includes("turn_text @cto") && l.includes("All systems green."));
+    return lines.find((l) => l.includes("cto is writing:") && l.includes("All systems green."));
   });
   expect(live).toContain("All systems green.");
   expect(problems).toEqual([]);

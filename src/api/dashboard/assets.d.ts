@@ -8,3 +8,11 @@ declare module "*.client.js" {
   const text: string;
   export default text;
 }
+declare module "*.esm.js" {
+  const text: string;
+  export default text;
+}
+declare module "*.mjs" {
+  const text: string;
+  export default text;
+}

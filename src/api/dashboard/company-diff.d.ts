@@ -7,3 +7,6 @@ export interface DiffLine {
   after?: string;
 }
 export function companyDiff(before: unknown, after: unknown): { lines: DiffLine[]; truncated: number };
+/** Imported `with { type: "text" }` (src/api/dashboard/index.ts), the file's source. */
+declare const source: string;
+export default source;

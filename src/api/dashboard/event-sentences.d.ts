@@ -9,3 +9,6 @@ export function seatTracker(): { observe(name: string, body: Record<string, unkn
 export function describeEvent(name: string, body: Record<string, unknown>, before?: Held | null): { text: string; level: Level };
 export function plain(name: string, body: Record<string, unknown>): string;
 export function details(body: Record<string, unknown>): string[];
+/** Imported `with { type: "text" }` (src/api/dashboard/index.ts), the file's source. */
+declare const source: string;
+export default source;

@@ -46,7 +46,8 @@ function effort(b) {
   const parts = [];
   if (typeof b.rounds === "number") parts.push(`${n(b.rounds)} round${b.rounds === 1 ? "" : "s"}`);
   if (typeof b.tool_calls === "number") parts.push(`${n(b.tool_calls)} tool call${b.tool_calls === 1 ? "" : "s"}`);
-  if (tokens !== null) parts.push(`${n(tokens)} tokens`);
+  // A scripted model spends none: "0 tokens" would only be noise.
+  if (tokens) parts.push(`${n(tokens)} tokens`);
   return parts.length ? `(${parts.join(", ")})` : "";
 }
 

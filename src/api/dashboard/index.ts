@@ -17,6 +17,15 @@ import chatJs from "./client/chat.client.js" with { type: "text" };
 import workJs from "./client/work.client.js" with { type: "text" };
 import eventsJs from "./client/events.client.js" with { type: "text" };
 import bootJs from "./client/boot.client.js" with { type: "text" };
+import liveJs from "./client/live.client.js" with { type: "text" };
+import opsJs from "./client/ops.client.js" with { type: "text" };
+import knowledgeJs from "./client/knowledge.client.js" with { type: "text" };
+import sentencesJs from "./event-sentences.js" with { type: "text" };
+import companyDiffJs from "./company-diff.js" with { type: "text" };
+// Kept libraries, pinned in package.json, served as they ship (their ES module builds):
+// markdown to HTML, and the sanitizer every rendered page goes through.
+import markedJs from "../../../node_modules/marked/lib/marked.esm.js" with { type: "text" };
+import purifyJs from "../../../node_modules/dompurify/dist/purify.es.mjs" with { type: "text" };
 
 /** bun-types types every `.html` import as an HTMLBundle; a text import is a string. */
 function asText(asset: unknown, name: string): string {
@@ -37,6 +46,9 @@ function contentName(base: string, ext: string, body: string): string {
  */
 const PARTS: ReadonlyArray<readonly [string, unknown]> = [
   ["core", coreJs],
+  ["live", liveJs],
+  ["event-sentences", sentencesJs],
+  ["company-diff", companyDiffJs],
   ["fleet", fleetJs],
   ["agents", agentsJs],
   ["org", orgJs],
@@ -44,9 +56,21 @@ const PARTS: ReadonlyArray<readonly [string, unknown]> = [
   ["chat", chatJs],
   ["work", workJs],
   ["events", eventsJs],
+  ["ops", opsJs],
+  ["knowledge", knowledgeJs],
   ["boot", bootJs],
 ];
-const scriptText = PARTS.map(([name, text]) => `// ---- client/${name}.client.js\n${asText(text, `client/${name}.client.js`)}`).join("\n");
+/** A library's module as served: its source-map comment dropped (the map is not served). */
+function vendored(asset: unknown, name: string): string {
+  return asText(asset, name).replace(/\n\/\/# sourceMappingURL=\S+\s*$/, "\n");
+}
+const MARKED = vendored(markedJs, "marked");
+const PURIFY = vendored(purifyJs, "dompurify");
+const MARKED_NAME = contentName("marked", "js", MARKED);
+const PURIFY_NAME = contentName("purify", "js", PURIFY);
+/** The libraries the parts use by name (Marked in knowledge, DOMPurify in knowledge). */
+const IMPORTS = `import { Marked } from "./${MARKED_NAME}";\nimport DOMPurify from "./${PURIFY_NAME}";\n`;
+const scriptText = IMPORTS + PARTS.map(([name, text]) => `// ---- ${name}\n${asText(text, name)}`).join("\n");
 
 interface Asset {
   body: string;
@@ -59,6 +83,8 @@ const PAGE = asText(pageText, "page.html").replace("{{style}}", `/dashboard/${ST
 const ASSETS = new Map<string, Asset>([
   [STYLE_NAME, { body: styleText, type: "text/css; charset=utf-8" }],
   [SCRIPT_NAME, { body: scriptText, type: "text/javascript; charset=utf-8" }],
+  [MARKED_NAME, { body: MARKED, type: "text/javascript; charset=utf-8" }],
+  [PURIFY_NAME, { body: PURIFY, type: "text/javascript; charset=utf-8" }],
 ]);
 
 /**

@@ -57,7 +57,7 @@ function pad2(n) {
   return String(n).padStart(2, "0");
 }
 
-/** "08:02" today, "3 Mar 08:02" before. */
+/** "08:02" today, "3 Mar 08:02" earlier this year, "3 Mar 2025 08:02" before that. */
 function clock(at) {
   if (at === null || at === undefined) return "—";
   const d = new Date(at);
@@ -65,7 +65,8 @@ function clock(at) {
   const hm = `${pad2(d.getHours())}:${pad2(d.getMinutes())}`;
   const today = new Date();
   if (d.toDateString() === today.toDateString()) return hm;
-  return `${d.getDate()} ${d.toLocaleString("en", { month: "short" })} ${hm}`;
+  const year = d.getFullYear() === today.getFullYear() ? "" : ` ${d.getFullYear()}`;
+  return `${d.getDate()} ${d.toLocaleString("en", { month: "short" })}${year} ${hm}`;
 }
 
 function seconds(ms) {
