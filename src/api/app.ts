@@ -3,8 +3,11 @@
 //
 // In order: a node that cannot serve (booting, stopping) answers 503 with Retry-After on
 // every route but the probes; an Idempotency-Key is honoured on every write route; the
-// groups; and what matches no route is 404 (unknown path), 405 (the path exists under
-// other methods, with Allow) or 501 (a method this API implements nowhere). An error that
+// groups; and what matches no route is 405 (the path exists under other methods — whatever
+// the method, PROPFIND included — with Allow), 404 (unknown path) or 501 (an unknown path
+// asked with a method this API implements nowhere). A method Bun's HTTP parser does not
+// know (BREW, lower-case get) never reaches here: Bun closes the connection without an
+// answer (oven-sh/bun#6556; README "Security"; test/api/routes-fuzz.test.ts pins it). An error that
 // is the node's own unavailability (its NATS connection closing, its estate closed under a
 // stop) is a 503 with Retry-After, never a 500.
 import { Hono, type Context } from "hono";
@@ -75,6 +78,13 @@ function pathRegex(pattern: string): RegExp {
   return new RegExp(`^${body}/?$`);
 }
 
+/** Every (method, path pattern) the app routes, once each (middleware rows left out). */
+export function routeTable(app: Hono<AuthEnv>): { method: string; path: string }[] {
+  const seen = new Map<string, { method: string; path: string }>();
+  for (const r of app.routes) if (r.method !== "ALL") seen.set(`${r.method} ${r.path}`, { method: r.method, path: r.path });
+  return [...seen.values()];
+}
+
 export function createApp(opts: AppOptions): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
   app.onError((err, c) => {
@@ -106,19 +116,22 @@ export function createApp(opts: AppOptions): Hono<AuthEnv> {
       }
     });
   }
-    app.use("*", idempotency({ auth: opts.auth, slot: opts.idempotencySlot ?? null, log: opts.log }));
+  app.use("*", idempotency({ auth: opts.auth, slot: opts.idempotencySlot ?? null, log: opts.log }));
   app.route("/", healthRoutes(opts.health));
   for (const g of opts.groups ?? []) app.route(g.prefix, g.routes(opts.auth));
-  const routes = app.routes.filter((r) => r.method !== "ALL").map((r) => ({ method: r.method, re: pathRegex(r.path) }));
+  const table = routeTable(app);
+  // What this node serves, once: the route-fuzz test enumerates it (every route is fuzzed).
+  opts.log.debug("api_routes", { routes: table.map((r) => `${r.method} ${r.path}`) });
+  const routes = table.map((r) => ({ method: r.method, re: pathRegex(r.path) }));
   app.notFound((c) => {
     const method = c.req.method.toUpperCase();
-    if (!IMPLEMENTED_METHODS.has(method)) {
-      return c.json({ error: { code: "not_implemented", message: `method ${c.req.method} is not implemented by this API` } }, 501);
-    }
     const allowed = [...new Set(routes.filter((r) => r.re.test(c.req.path)).map((r) => r.method))].sort();
     if (allowed.length > 0) {
       c.header("Allow", allowed.join(", "));
       return c.json({ error: { code: "method_not_allowed", message: `${c.req.method} is not allowed on ${c.req.path}; allowed: ${allowed.join(", ")}` } }, 405);
+    }
+    if (!IMPLEMENTED_METHODS.has(method)) {
+      return c.json({ error: { code: "not_implemented", message: `method ${c.req.method} is not implemented by this API` } }, 501);
     }
     return c.json({ error: { code: "not_found", message: `no route ${c.req.method} ${c.req.path}` } }, 404);
   });

@@ -2,7 +2,7 @@
 // names the field; nothing a client sends may become a 500.
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { z } from "zod";
+import { z } from "zod";
 import { formatPath } from "../config/load.ts";
 
 export interface ApiErrorBody {
@@ -26,7 +26,8 @@ export class ApiError extends Error {
 
 export function fromZod(err: z.ZodError, where: "body" | "query" | "params"): ApiError {
   const first = err.issues[0];
-  const field = first ? formatPath(first.path) : "";
+  // An unknown field is named by its own key, not its parent's path.
+  const field = first ? formatPath(first.code === "unrecognized_keys" && first.keys.length > 0 ? [...first.path, first.keys[0]!] : first.path) : "";
   const message = first
     ? first.code === "unrecognized_keys"
       ? `unknown field${first.keys.length > 1 ? "s" : ""} ${first.keys.join(", ")}`
@@ -37,28 +38,80 @@ export function fromZod(err: z.ZodError, where: "body" | "query" | "params"): Ap
 
 /** Largest JSON body any route accepts; a chat message is ≤ 32 KiB, a page is larger. */
 export const MAX_BODY_BYTES = 1024 * 1024;
+/**
+ * The HTTP server's own cap on a request body (Bun answers 413 past it without calling a
+ * route; its default is 128 MiB, which a token holder or an unsigned webhook sender could
+ * make a node buffer). Every route takes at most MAX_BODY_BYTES (webhooks too); the slack
+ * lets a body just over a route's limit get that route's JSON 413 naming the limit.
+ */
+export const MAX_REQUEST_BODY_BYTES = MAX_BODY_BYTES + 64 * 1024;
+
+function tooLarge(): ApiError {
+  return new ApiError(413, "too_large", `body is over ${MAX_BODY_BYTES} bytes`, "body");
+}
+
+/**
+ * A request body as text, refused with 413 past MAX_BODY_BYTES: a declared length over it
+ * before anything is read; a chunked body is bounded by the server's own request limit
+ * (MAX_REQUEST_BODY_BYTES in node.ts) and then measured. Hono caches the text, so the
+ * Idempotency-Key middleware and the route read the one body.
+ */
+export async function readBodyText(c: Context): Promise<string> {
+  const declared = Number(c.req.header("content-length") ?? "NaN");
+  if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) throw tooLarge();
+  const text = await c.req.text();
+  if (Buffer.byteLength(text) > MAX_BODY_BYTES) throw tooLarge();
+  return text;
+}
+
+function decodeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ApiError(400, "invalid_json", "body is not valid JSON", "body");
+  }
+}
 
 /** Reads and validates a JSON body; throws ApiError (400/413/415) naming what is wrong. */
 export async function parseJsonBody<S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> {
   const type = c.req.header("content-type") ?? "";
   if (!type.toLowerCase().startsWith("application/json")) {
-    throw new ApiError(415, "unsupported_media_type", "send the body as application/json");
+    throw new ApiError(415, "unsupported_media_type", "send the body as application/json", "content-type");
   }
-  const text = await c.req.text();
-  if (Buffer.byteLength(text) > MAX_BODY_BYTES) throw new ApiError(413, "too_large", `body is over ${MAX_BODY_BYTES} bytes`);
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch {
-    throw new ApiError(400, "invalid_json", "body is not valid JSON");
-  }
-  const parsed = schema.safeParse(raw);
+  const parsed = schema.safeParse(decodeJson(await readBodyText(c)));
   if (!parsed.success) throw fromZod(parsed.error, "body");
   return parsed.data;
 }
 
+const emptyObject = z.strictObject({});
+
+/**
+ * For a write route that takes no body (pause, drain, activate, replay …): nothing, or `{}`
+ * as JSON (what the CLI sends). Anything else is refused before the action runs — a
+ * malformed or misdirected body must not pause a seat or drain a node.
+ */
+export async function parseNoBody(c: Context): Promise<void> {
+  const text = await readBodyText(c);
+  if (text.trim() === "") return;
+  const type = c.req.header("content-type") ?? "";
+  if (!type.toLowerCase().startsWith("application/json")) {
+    throw new ApiError(415, "unsupported_media_type", "this route takes no body (or {} as application/json)", "content-type");
+  }
+  const parsed = emptyObject.safeParse(decodeJson(text));
+  if (!parsed.success) throw fromZod(parsed.error, "body");
+}
+
 export function parseQuery<S extends z.ZodType>(c: Context, schema: S): z.output<S> {
+  // A parameter given twice is ambiguous (which limit?): refused, not the first one taken.
+  for (const [name, values] of Object.entries(c.req.queries())) {
+    if (values.length > 1) throw new ApiError(400, "invalid_input", `query.${name}: given ${values.length} times; give it once`, name);
+  }
   const parsed = schema.safeParse(c.req.query());
   if (!parsed.success) throw fromZod(parsed.error, "query");
   return parsed.data;
+}
+
+/** For a route that takes no query parameters: any one sent is refused, named. */
+export function parseNoQuery(c: Context): void {
+  parseQuery(c, emptyObject);
 }

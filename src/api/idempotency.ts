@@ -14,7 +14,7 @@ import type { KvSlot } from "../coord/contract.ts";
 import { CasConflict } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 import type { AuthEnv, TokenAuth } from "./auth.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError, readBodyText } from "./errors.ts";
 
 export const IDEMPOTENCY_HEADER = "Idempotency-Key";
 /** Set on an answer that was remembered rather than produced again. */
@@ -24,6 +24,8 @@ export const MAX_KEY_CHARS = 200;
 /** Remembered answers above this are not kept (write answers are a few hundred bytes). */
 const MAX_REMEMBERED_BYTES = 64 * 1024;
 const WRITE_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+/** Where the signed webhooks live (src/integrations/ingress.ts): not token routes. */
+const UNTOKENED_PREFIX = "/hooks/";
 /** Answers that are an outcome for good (see the middleware's end). */
 const REMEMBERED_STATUSES = new Set([200, 201, 204]);
 /** Printable ASCII without spaces: what survives every proxy's header handling unchanged. */
@@ -84,13 +86,15 @@ function parseRemembered(value: Uint8Array): Remembered | null {
 export function idempotency(o: { auth: TokenAuth; slot: KvSlot | null; log: Logger }): MiddlewareHandler<AuthEnv> {
   return async (c, next) => {
     const key = c.req.header(IDEMPOTENCY_HEADER);
-    if (key === undefined || !WRITE_METHODS.has(c.req.method)) return next();
+    // Signed webhooks carry no token and dedupe by their delivery id; their route reads
+    // the raw body itself, which a read here would have consumed.
+    if (key === undefined || !WRITE_METHODS.has(c.req.method) || c.req.path.startsWith(UNTOKENED_PREFIX)) return next();
     const bad = checkKey(key);
     if (bad) throw new ApiError(400, "invalid_input", bad, IDEMPOTENCY_HEADER);
     const principal = o.auth.identify(c.req.header("authorization"));
     if (!principal) return next();
     const s = scopeOf(principal.tokenId, c.req.method, c.req.path, key);
-    const print = fingerprint(await c.req.text());
+    const print = fingerprint(await readBodyText(c));
     c.set("op_id", s.op_id);
     if (o.slot) {
       let entry = null;

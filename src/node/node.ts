@@ -25,6 +25,7 @@ import { CREWLET_VERSION, LEASE_PROTOCOL } from "../version.ts";
 import { startBroker, type RunningBroker } from "../broker/index.ts";
 import { loadOrMintToken, TokenAuth, type ApiToken } from "../api/auth.ts";
 import { createApp, type RouteGroup } from "../api/app.ts";
+import { MAX_REQUEST_BODY_BYTES } from "../api/errors.ts";
 import { budgetsGroup } from "../api/routes/budgets.ts";
 import { deadLettersGroup } from "../api/routes/deadletters.ts";
 import { fleetGroups } from "../api/routes/fleet.ts";
@@ -724,7 +725,7 @@ export class CrewletNode {
   }
 
   private serveApi(): void {
-    this.server = Bun.serve({ hostname: this.config.api.host, port: this.config.api.port, fetch: (req) => this.fetchHandler(req) });
+    this.server = Bun.serve({ hostname: this.config.api.host, port: this.config.api.port, maxRequestBodySize: MAX_REQUEST_BODY_BYTES, fetch: (req) => this.fetchHandler(req) });
     this.log.info("api_listening", { url: this.apiUrl });
   }
 

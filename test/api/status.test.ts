@@ -1,6 +1,6 @@
 // Issue 12, item 4: honest status codes. Booting or stopping → 503 with Retry-After (the
 // probes still answer); a closed estate or a closed broker connection → 503 with
-// Retry-After, never 500; an unrouted method → 405 with Allow, an unimplemented one → 501;
+// Retry-After, never 500; an unrouted method on a known path → 405 with Allow, an unimplemented one elsewhere → 501;
 // GET /pages pages past 500 with a cursor. (Over the broker's max payload → 413 is in
 // test/estate/integrity.test.ts.)
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -65,9 +65,14 @@ test("405 with Allow for a known path under another method, 501 for a method imp
   const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => app.fetch(req) });
   try {
     const url = `http://127.0.0.1:${server.port}`;
+    // A method the API implements nowhere, on a path it has: 405 naming what the path takes.
     const propfind = await fetch(`${url}/work`, { method: "PROPFIND", headers: H, signal: AbortSignal.timeout(10_000) });
-    expect(propfind.status).toBe(501);
-    expect(await propfind.json()).toMatchObject({ error: { code: "not_implemented" } });
+    expect(propfind.status).toBe(405);
+    expect(propfind.headers.get("allow")).toBe("GET, POST");
+    // …on a path it does not have: 501.
+    const nowhere = await fetch(`${url}/nowhere`, { method: "PROPFIND", headers: H, signal: AbortSignal.timeout(10_000) });
+    expect(nowhere.status).toBe(501);
+    expect(await nowhere.json()).toMatchObject({ error: { code: "not_implemented" } });
     expect((await fetch(`${url}/work`, { method: "PATCH", headers: H, body: "{}", signal: AbortSignal.timeout(10_000) })).status).toBe(405);
     // A method Bun's HTTP parser does not know never reaches the app: Bun closes the
     // connection at once (oven-sh/bun#6556). Not an answer, but never a hung connection.

@@ -1,13 +1,13 @@
 // GET /agents and GET /agents/{handle}: each agent seat with who holds it (node, epoch,
 // since) and, for seats this node runs, its turn state (busy, last turn, last error,
 // token totals). A seat held by a peer says so rather than showing this node's zeros.
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import type { SeatTurnStatus } from "../../agent/index.ts";
 import type { Org } from "../../org/org.ts";
 import type { FleetView } from "../../seat/host.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, parseNoBody, parseNoQuery } from "../errors.ts";
 
 export interface AgentsSource {
   nodeId: string;
@@ -76,35 +76,41 @@ export function agentsGroup(src: AgentsSource): RouteGroup {
     routes: (auth) => {
       const app = new Hono<AuthEnv>();
       app.get("/", auth.require("state:read"), async (c) => {
+        parseNoQuery(c);
         const handles = src.org().agentSeats().map((s) => s.handle);
         return c.json({ agents: await describe(src, handles) });
       });
       app.get("/:handle", auth.require("state:read"), async (c) => {
         const handle = c.req.param("handle");
+        parseNoQuery(c);
         if (!src.org().agentSeat(handle)) throw new ApiError(404, "unknown_seat", `no agent seat "${handle}" in this company`, "handle");
         const [agent] = await describe(src, [handle]);
         return c.json({ ...agent!, ...profile(src, handle, agent!.holder?.node === src.nodeId) });
       });
       const controls = src.controls;
       if (controls) {
-        const seatParam = (handle: string) => {
+        const seatParam = (c: Context, handle: string) => {
           if (!src.org().agentSeat(handle)) throw new ApiError(404, "unknown_seat", `no agent seat "${handle}" in this company`, "handle");
+          parseNoQuery(c);
           return handle;
         };
         // Pause: fleet state; the holder puts the seat's inbox on hold (mail waits).
         app.post("/:handle/pause", auth.require("agents:operate"), async (c) => {
-          const handle = seatParam(c.req.param("handle"));
+          const handle = seatParam(c, c.req.param("handle"));
+          await parseNoBody(c);
           const r = await controls.pause(handle, c.get("principal").tokenId);
           return c.json({ handle, paused: pausedView(r.control), changed: r.changed });
         });
         app.post("/:handle/resume", auth.require("agents:operate"), async (c) => {
-          const handle = seatParam(c.req.param("handle"));
+          const handle = seatParam(c, c.req.param("handle"));
+          await parseNoBody(c);
           const r = await controls.resume(handle);
           return c.json({ handle, paused: null, changed: r.changed });
         });
         // Stop: the turn in flight (wherever it runs) ends at its next fence check.
         app.post("/:handle/stop", auth.require("agents:operate"), async (c) => {
-          const handle = seatParam(c.req.param("handle"));
+          const handle = seatParam(c, c.req.param("handle"));
+          await parseNoBody(c);
           const r = await controls.stop(handle, c.get("principal").tokenId);
           return c.json({ handle, stop: { by: r.by, at: new Date(r.at).toISOString(), id: r.id ?? null } }, 202);
         });

@@ -5,6 +5,7 @@ import { Hono } from "hono";
 import type { ScopeStatus } from "../../spend/counters.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
+import { parseNoQuery } from "../errors.ts";
 
 export interface BudgetsSource {
   /** Every agent seat's handle (each seat's caps are listed). */
@@ -17,7 +18,10 @@ export function budgetsGroup(src: BudgetsSource): RouteGroup {
     prefix: "/budgets",
     routes: (auth) => {
       const app = new Hono<AuthEnv>();
-      app.get("/", auth.require("state:read"), async (c) => c.json({ budgets: await src.status(src.seats()) }));
+      app.get("/", auth.require("state:read"), async (c) => {
+        parseNoQuery(c);
+        return c.json({ budgets: await src.status(src.seats()) });
+      });
       return app;
     },
   };

@@ -5,7 +5,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError, parseJsonBody, parseQuery } from "../errors.ts";
+import { ApiError, parseJsonBody, parseNoQuery, parseQuery } from "../errors.ts";
 import type { Company } from "../../config/company.ts";
 import { callerActor, estateCall, writeReply } from "../../estate/http.ts";
 import { dmMembers, parseMentions } from "../../estate/mentions.ts";
@@ -51,6 +51,7 @@ export function chatRoutes(router: EstateRouter, company: () => Company): RouteG
       });
       app.post("/channels/:id/messages", auth.require("chat:write"), async (c) => {
         const id = channelParam(c.req.param("id"));
+        parseNoQuery(c);
         const b = await parseJsonBody(c, postBody);
         const channel = await estateCall(() => router.read({ q: "chat.channel", id }));
         let dm: { members: string[] } | null = null;

@@ -17,7 +17,7 @@ import {
 import { agentSeats } from "../../config/company.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError, parseJsonBody } from "../errors.ts";
+import { ApiError, parseJsonBody, parseNoBody, parseNoQuery } from "../errors.ts";
 
 export interface ConfigSource {
   revisions: CompanyRevisions;
@@ -48,11 +48,13 @@ export function configGroup(src: ConfigSource): RouteGroup {
     routes: (auth) => {
       const app = new Hono<AuthEnv>();
       app.get("/revisions", auth.require("config:read"), async (c) => {
+        parseNoQuery(c);
         const active = await src.revisions.active().catch(() => null);
         return c.json({ active: active ? { digest: active.digest, epoch: active.epoch } : null, revisions: await src.revisions.list() });
       });
       app.get("/revisions/:digest", auth.require("config:read"), async (c) => {
         const digest = digestParam(c.req.param("digest"));
+        parseNoQuery(c);
         const found = await src.revisions.read(digest).catch(mapError);
         if (!found) throw new ApiError(404, "unknown_revision", `no company revision ${digest}`, "digest");
         const active = await src.revisions.active().catch(() => null);
@@ -60,6 +62,7 @@ export function configGroup(src: ConfigSource): RouteGroup {
       });
       app.post("/revisions", auth.require("config:write"), async (c) => {
         // Validated in full before anything is written: a refused company stores nothing.
+        parseNoQuery(c);
         const { company } = await parseJsonBody(c, applyBody);
         const result = await src.revisions.activate(company);
         if (result.changed) src.nudge();
@@ -67,6 +70,8 @@ export function configGroup(src: ConfigSource): RouteGroup {
       });
       app.post("/revisions/:digest/activate", auth.require("config:write"), async (c) => {
         const digest = digestParam(c.req.param("digest"));
+        parseNoQuery(c);
+        await parseNoBody(c);
         const result = await src.revisions.activateDigest(digest).catch(mapError);
         if (result.changed) src.nudge();
         return c.json(activation(result));

@@ -7,7 +7,7 @@ import { z } from "zod";
 import type { DeadLetter, Queue } from "../../queue/contract.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, parseNoBody, parseNoQuery } from "../errors.ts";
 
 export type DeadLetterSource = Pick<Queue, "deadLetters" | "deadLetter" | "replayDeadLetter" | "deleteDeadLetter">;
 
@@ -49,23 +49,29 @@ export function deadLettersGroup(src: DeadLetterSource): RouteGroup {
     routes: (auth) => {
       const app = new Hono<AuthEnv>();
       app.get("/", auth.require("state:read"), async (c) => {
+        parseNoQuery(c);
         const all = await src.deadLetters();
         return c.json({ dead_letters: all.map(describeDeadLetter) });
       });
       app.get("/:id", auth.require("state:read"), async (c) => {
         const id = parseId(c.req.param("id"));
+        parseNoQuery(c);
         const dl = await src.deadLetter(id);
         if (!dl) throw new ApiError(404, "unknown_dead_letter", `no dead letter ${id}`, "id");
         return c.json(describeDeadLetter(dl));
       });
       app.post("/:id/replay", auth.require("fleet:operate"), async (c) => {
         const id = parseId(c.req.param("id"));
+        parseNoQuery(c);
+        await parseNoBody(c);
         const out = await src.replayDeadLetter(id);
         if (!out) throw new ApiError(404, "unknown_dead_letter", `no dead letter ${id}`, "id");
         return c.json({ replayed: true, id, seq: out.seq, duplicate: out.duplicate });
       });
       app.delete("/:id", auth.require("fleet:operate"), async (c) => {
         const id = parseId(c.req.param("id"));
+        parseNoQuery(c);
+        await parseNoBody(c);
         if (!(await src.deleteDeadLetter(id))) throw new ApiError(404, "unknown_dead_letter", `no dead letter ${id}`, "id");
         return c.json({ deleted: true, id });
       });

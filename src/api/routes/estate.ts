@@ -12,7 +12,7 @@ import { DOMAINS, type Domain } from "../../estate/schema.ts";
 import type { SkipResult } from "../../estate/skip.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError, parseJsonBody } from "../errors.ts";
+import { ApiError, parseJsonBody, parseNoQuery } from "../errors.ts";
 import { callerActor } from "../../estate/http.ts";
 import type { RetentionAdmin } from "../../estate/estate.ts";
 
@@ -37,11 +37,13 @@ export function estateAdminGroup(src: EstateAdminSource): RouteGroup {
     routes: (auth) => {
       const app = new Hono<AuthEnv>();
       app.get("/", auth.require("state:read"), async (c) => {
+        parseNoQuery(c);
         const retention = src.retention ? await src.retention.view().catch((err: Error) => ({ error: `the retention records could not be read: ${err.message}` })) : undefined;
         return c.json({ ...src.health(), ...(retention ? { retention } : {}) });
       });
       app.post("/:domain/hold", auth.require("fleet:operate"), async (c) => {
         const domain = domainParam(c.req.param("domain"));
+        parseNoQuery(c);
         const b = await parseJsonBody(c, holdBody);
         if (!src.retention) throw new ApiError(503, "unavailable", "the retention records are not reachable from this node");
         const out = await src.retention.hold(domain, b.reason ?? null, callerActor(c));
@@ -49,6 +51,7 @@ export function estateAdminGroup(src: EstateAdminSource): RouteGroup {
       });
       app.post("/:domain/release", auth.require("fleet:operate"), async (c) => {
         const domain = domainParam(c.req.param("domain"));
+        parseNoQuery(c);
         await parseJsonBody(c, releaseBody);
         if (!src.retention) throw new ApiError(503, "unavailable", "the retention records are not reachable from this node");
         const out = await src.retention.release(domain);
@@ -56,6 +59,7 @@ export function estateAdminGroup(src: EstateAdminSource): RouteGroup {
       });
       app.post("/:domain/skip", auth.require("fleet:operate"), async (c) => {
         const domain = domainParam(c.req.param("domain"));
+        parseNoQuery(c);
         const b = await parseJsonBody(c, skipBody);
         const out = await src.skip(domain, b.position, b.reason, callerActor(c));
         switch (out.kind) {

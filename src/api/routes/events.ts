@@ -12,7 +12,7 @@ import type { Logger } from "../../log.ts";
 import { EVENTS_SUBJECTS, STREAM_EVENTS } from "../../queue/topics.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError, parseQuery } from "../errors.ts";
+import { ApiError, parseNoQuery, parseQuery } from "../errors.ts";
 import { BACKLOG_PAGE_MAX, eventName, readBacklog } from "../event-backlog.ts";
 import { openSse, sseFrame } from "../sse.ts";
 import { handle } from "../../estate/records.ts";
@@ -91,6 +91,7 @@ export function eventsGroup(src: EventsSource): RouteGroup {
         }
       });
       app.get("/stream", auth.require("state:read"), async (c) => {
+        parseNoQuery(c);
         if (open >= EVENT_STREAMS_MAX) throw new ApiError(503, "too_many_streams", `this node already streams events to ${EVENT_STREAMS_MAX} clients; close a tab and retry`);
         open++;
         let messages: ConsumerMessages | null = null;

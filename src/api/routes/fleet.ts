@@ -3,7 +3,7 @@
 import { Hono } from "hono";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, parseNoBody, parseNoQuery } from "../errors.ts";
 
 export interface FleetSource {
   /** null when this node places no seats (no seats role). */
@@ -15,11 +15,14 @@ function fleetRoutes(src: FleetSource) {
   return (auth: Parameters<RouteGroup["routes"]>[0]) => {
     const app = new Hono<AuthEnv>();
     app.get("/", auth.require("state:read"), async (c) => {
+      parseNoQuery(c);
       const view = src.fleet();
       if (view === null) throw new ApiError(404, "no_seat_host", "this node runs no seats role and keeps no fleet view");
       return c.json(await view);
     });
-    app.post("/drain", auth.require("fleet:operate"), (c) => {
+    app.post("/drain", auth.require("fleet:operate"), async (c) => {
+      parseNoQuery(c);
+      await parseNoBody(c);
       src.drain();
       return c.json({ draining: true }, 202);
     });

@@ -8,7 +8,7 @@ import { MEMORY_READ_DEFAULT_LIMIT, MEMORY_READ_MAX_LIMIT, type MemoryReads } fr
 import type { Org } from "../../org/org.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError, fromZod } from "../errors.ts";
+import { ApiError, parseNoQuery, parseQuery } from "../errors.ts";
 
 export interface MemorySource {
   org(): Org;
@@ -26,15 +26,15 @@ export function memoryGroup(src: MemorySource): RouteGroup {
     routes: (auth) => {
       const app = new Hono<AuthEnv>();
       app.get("/memory", auth.require("state:read"), async (c) => {
+        parseNoQuery(c);
         const handles = src.org().agentSeats().map((s) => s.handle);
         return c.json(await src.reads.overview(handles));
       });
       app.get("/:handle/memory", auth.require("state:read"), async (c) => {
         const handle = c.req.param("handle");
         if (!src.org().agentSeat(handle)) throw new ApiError(404, "unknown_seat", `no agent seat "${handle}" in this company`, "handle");
-        const q = Query.safeParse(c.req.query());
-        if (!q.success) throw fromZod(q.error, "query");
-        const answer = await src.reads.seat(handle, q.data.limit);
+        const q = parseQuery(c, Query);
+        const answer = await src.reads.seat(handle, q.limit);
         return c.json(answer, answer.state === "unavailable" ? 503 : 200);
       });
       return app;

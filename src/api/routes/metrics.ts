@@ -5,6 +5,7 @@ import { Hono } from "hono";
 import type { NodeMetrics } from "../../metrics/node-metrics.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
+import { parseNoQuery } from "../errors.ts";
 
 export function metricsGroup(metrics: NodeMetrics): RouteGroup {
   return {
@@ -12,6 +13,7 @@ export function metricsGroup(metrics: NodeMetrics): RouteGroup {
     routes: (auth) => {
       const app = new Hono<AuthEnv>();
       app.get("/", auth.require("state:read"), async (c) => {
+        parseNoQuery(c);
         const { body, contentType } = await metrics.scrape();
         return c.body(body, 200, { "content-type": contentType, "cache-control": "no-store" });
       });

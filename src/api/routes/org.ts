@@ -5,6 +5,7 @@ import { Hono } from "hono";
 import type { Org } from "../../org/org.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
+import { parseNoQuery } from "../errors.ts";
 
 export interface OrgSource {
   org(): Org;
@@ -23,7 +24,10 @@ export function orgGroup(src: OrgSource): RouteGroup {
     prefix: "/org",
     routes: (auth) => {
       const app = new Hono<AuthEnv>();
-      app.get("/", auth.require("state:read"), (c) => c.json(orgView(src.org())));
+      app.get("/", auth.require("state:read"), (c) => {
+        parseNoQuery(c);
+        return c.json(orgView(src.org()));
+      });
       return app;
     },
   };

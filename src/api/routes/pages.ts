@@ -4,7 +4,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError, parseJsonBody, parseQuery } from "../errors.ts";
+import { ApiError, parseJsonBody, parseNoQuery, parseQuery } from "../errors.ts";
 import { callerActor, estateCall, writeReply } from "../../estate/http.ts";
 import { actor, containerKey, labels, pagePut, pageTitle } from "../../estate/records.ts";
 import type { EstateRouter } from "../../estate/router.ts";
@@ -68,6 +68,7 @@ export function pagesRoutes(router: EstateRouter): RouteGroup {
       app.get("/:container/:title", auth.require("state:read"), async (c) => {
         const container = param(containerKey, c.req.param("container"), "container");
         const title = param(pageTitle, c.req.param("title"), "title");
+        parseNoQuery(c);
         const page = await estateCall(() => router.read({ q: "pages.get", container, title }));
         if (!page) throw new ApiError(404, "unknown_page", `no page "${title}" in ${container}`, "title");
         return c.json(page);
@@ -75,6 +76,7 @@ export function pagesRoutes(router: EstateRouter): RouteGroup {
       app.put("/:container/:title", auth.require("knowledge:write"), async (c) => {
         const container = param(containerKey, c.req.param("container"), "container");
         const title = param(pageTitle, c.req.param("title"), "title");
+        parseNoQuery(c);
         const b = await parseJsonBody(c, putBody);
         const known = await estateCall(() => router.read({ q: "pages.containers" }));
         if (!known.some((k) => k.key === container)) throw new ApiError(404, "unknown_container", `no container ${container}`, "container");

@@ -7,6 +7,7 @@ import type { KvSlot } from "../../coord/contract.ts";
 import { scheduleStatuses } from "../../duty/scheduler.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
+import { parseNoQuery } from "../errors.ts";
 
 export interface SchedulesSource {
   company(): Company | null;
@@ -20,6 +21,7 @@ export function schedulesGroup(src: SchedulesSource): RouteGroup {
     routes: (auth) => {
       const app = new Hono<AuthEnv>();
       app.get("/", auth.require("state:read"), async (c) => {
+        parseNoQuery(c);
         const company = src.company();
         const schedules = company ? await scheduleStatuses(company, src.fires, src.clock.now()) : [];
         return c.json({ schedules });

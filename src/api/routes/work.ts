@@ -4,7 +4,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError, parseJsonBody, parseQuery } from "../errors.ts";
+import { ApiError, parseJsonBody, parseNoQuery, parseQuery } from "../errors.ts";
 import { callerActor, estateCall, writeReply } from "../../estate/http.ts";
 import { actor, workComment, workFields, workKey, projectKey } from "../../estate/records.ts";
 import type { EstateRouter } from "../../estate/router.ts";
@@ -58,11 +58,13 @@ export function workRoutes(router: EstateRouter): RouteGroup {
       });
       app.get("/:key", auth.require("state:read"), async (c) => {
         const key = keyParam(c.req.param("key"));
+        parseNoQuery(c);
         const got = await estateCall(() => router.read({ q: "work.get", key }));
         if (!got) throw new ApiError(404, "unknown_work_item", `no work item ${key}`, "key");
         return c.json(got);
       });
       app.post("/", auth.require("work:write"), async (c) => {
+        parseNoQuery(c);
         const b = await parseJsonBody(c, createBody);
         const projects = await estateCall(() => router.read({ q: "projects.list" }));
         if (!projects.some((p) => p.key === b.project)) throw new ApiError(404, "unknown_project", `no project ${b.project}`, "project");
@@ -73,6 +75,7 @@ export function workRoutes(router: EstateRouter): RouteGroup {
       });
       app.patch("/:key", auth.require("work:write"), async (c) => {
         const key = keyParam(c.req.param("key"));
+        parseNoQuery(c);
         const { actor: who, ...patch } = await parseJsonBody(c, patchBody);
         if (!(await exists(key))) throw new ApiError(404, "unknown_work_item", `no work item ${key}`, "key");
         if (patch.parent && !(await exists(patch.parent))) throw new ApiError(404, "unknown_work_item", `no work item ${patch.parent}`, "parent");
@@ -81,6 +84,7 @@ export function workRoutes(router: EstateRouter): RouteGroup {
       });
       app.post("/:key/comments", auth.require("work:write"), async (c) => {
         const key = keyParam(c.req.param("key"));
+        parseNoQuery(c);
         const b = await parseJsonBody(c, commentBody);
         if (!(await exists(key))) throw new ApiError(404, "unknown_work_item", `no work item ${key}`, "key");
         const out = await estateCall(() => router.write("tracker", { op: "work.comment", key, author: b.author ?? callerActor(c), body: b.body }, { op_id: c.get("op_id") }));
