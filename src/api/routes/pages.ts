@@ -64,7 +64,10 @@ export function pagesRoutes(router: EstateRouter): RouteGroup {
         const last = listed.length === limit ? listed[listed.length - 1] : undefined;
         return c.json({ pages: listed, next: last ? encodePagesCursor([last.container, last.title]) : null });
       });
-      app.get("/containers", auth.require("state:read"), async (c) => c.json({ containers: await estateCall(() => router.read({ q: "pages.containers" })) }));
+      app.get("/containers", auth.require("state:read"), async (c) => {
+        parseNoQuery(c);
+        return c.json({ containers: await estateCall(() => router.read({ q: "pages.containers" })) });
+      });
       app.get("/:container/:title", auth.require("state:read"), async (c) => {
         const container = param(containerKey, c.req.param("container"), "container");
         const title = param(pageTitle, c.req.param("title"), "title");
