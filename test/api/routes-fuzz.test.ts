@@ -87,6 +87,8 @@ const VALID_BODIES: Record<string, Record<string, unknown>> = {
   "PUT /pages/:container/:title": { body: "a page" },
   "POST /chat/channels/:id/messages": { body: "hello" },
   "POST /estate/:domain/skip": { position: 1, reason: "fuzz" },
+  "POST /estate/:domain/hold": { reason: "fuzz" },
+  "POST /estate/:domain/release": {},
   "POST /config/revisions": { company: { name: "Other Co" } },
   "POST /agents/:handle/pause": {},
   "POST /agents/:handle/resume": {},
@@ -226,11 +228,12 @@ async function snapshot() {
     expect(res.status).toBe(200);
     return (await res.json()) as Record<string, unknown>;
   };
-  const estate = (await get("/estate")) as { domains: Record<string, { applied: number }> };
+  const estate = (await get("/estate")) as { domains: Record<string, { applied: number }>; retention?: Record<string, { hold: unknown }> };
   const agents = (await get("/agents")) as { agents: { handle: string; paused: unknown }[] };
   const dead = (await get("/deadletters")) as { dead_letters: { id: number }[] };
   return {
     estate: Object.fromEntries(Object.entries(estate.domains).map(([d, v]) => [d, v.applied])),
+    holds: Object.fromEntries(Object.entries(estate.retention ?? {}).map(([d, v]) => [d, v.hold])),
     config: await get("/config/revisions"),
     paused: agents.agents.map((a) => [a.handle, a.paused]),
     dead_letters: dead.dead_letters.map((d) => d.id),
