@@ -30,6 +30,7 @@ import { ProviderError, type ChatMessage, type Provider, type RetrySpend, type T
 import { builtinTools, writeResult, type ChatPostedFact } from "./tools/builtins.ts";
 import { reachesOutside, toolSpec, type Tool, type ToolContext, type ToolResult } from "./tools/contract.ts";
 import type { EstatePort, PublishPort } from "./tools/estate-port.ts";
+import { TranscriptRecorder, type TurnTranscript } from "./transcript.ts";
 
 /** Rounds per turn (model call → tool calls). Enough for a multi-step plan; a model still
  * calling tools after 24 rounds is looping, and every round is a bill. */
@@ -92,6 +93,16 @@ export interface TurnEngineOptions {
   redelivery?: RedeliveryPolicy;
   /** Spend control (src/spend): asked before every model call, told every round's usage. */
   spend?: SpendGate | null;
+  /** Where each turn's transcript is kept (node.db, src/agent/transcripts.ts); null: not kept. */
+  transcripts?: TranscriptSink | null;
+}
+
+/** What the turn engine gives a turn's transcript to, and asks to price its rounds. */
+export interface TranscriptSink {
+  keep(t: TurnTranscript): void;
+  /** A round's cost in micros, null when the provider has no pricing. */
+  costOf(provider: string, usage: Usage): number | null;
+  modelOf(llm: string): string | null;
 }
 
 /** What the turn engine asks of spend control (src/spend/gate.ts implements it). */
@@ -206,6 +217,8 @@ interface RunState {
   outside: string[];
   /** Failed model calls and their waits, against the provider's per-turn budget. */
   retry: RetrySpend;
+  /** The turn's transcript as it runs (when transcripts are kept). */
+  transcript?: TranscriptRecorder;
 }
 
 function isExpected(err: unknown): boolean {
@@ -305,6 +318,19 @@ export class TurnEngine {
     const work_key = workKeyOf(toRun);
     const ran = toRun.map((t) => t.event_id);
     const conversation = toRun[toRun.length - 1]!.conversation;
+    if (this.o.transcripts) {
+      const last = toRun[toRun.length - 1]!;
+      state.transcript = new TranscriptRecorder({
+        id: state.turn_id,
+        handle: seat.handle,
+        node: this.o.node_id,
+        epoch: req.epoch,
+        provider: provider?.name ?? null,
+        model: seat.llm ? this.o.transcripts.modelOf(seat.llm) : null,
+        trigger: { type: last.type, from: last.from, conversation, text: last.text, count: toRun.length },
+        started_at: this.o.clock.now(),
+      });
+    }
     const stat = this.stats.get(seat.handle) ?? blankStatus();
     this.stats.set(seat.handle, stat);
     stat.busy = true;
@@ -446,6 +472,15 @@ export class TurnEngine {
       delivery_count,
     });
 
+    if (state.transcript) {
+      try {
+        this.o.transcripts!.keep(state.transcript.finish({ ended_at: this.o.clock.now(), outcome: d.outcome, end, error: message, usage: state.usage }));
+      } catch (err) {
+        // node.db is this node's record; failing to keep a transcript must not fail a turn.
+        this.o.log.warn("turn_transcript_write_failed", { seat: seat.handle, turn_id: state.turn_id, error: (err as Error).message });
+      }
+    }
+
     stat.busy = false;
     stat.turns += 1;
     stat.last_turn_at = this.o.clock.now();
@@ -554,6 +589,7 @@ export class TurnEngine {
     const facts = recalled ? { ...base, vars: { ...base.vars, ...recalled.vars } } : base;
     const toolCtx: ToolContext = { seat: seat.handle, epoch: req.epoch, turn_id: state.turn_id, signal: abort.signal, conversation: primary.conversation };
     const max_rounds = this.o.max_rounds ?? MAX_ROUNDS;
+    state.transcript?.opened(system, messages[0]!.content);
 
     state.limit_hit = true;
     for (let round = 1; round <= max_rounds; round++) {
@@ -563,11 +599,14 @@ export class TurnEngine {
       if (refused !== null) throw new Refused("budget_exhausted", refused);
       state.rounds = round;
       r.live.round(round);
+      const round_at = this.o.clock.now();
       const answer = await callModel(provider, { system, messages, tools: specs, facts, signal: abort.signal, retry: state.retry, onText: r.live.onText }, { clock: this.o.clock, log: this.o.log, seat: seat.handle, round });
       state.usage.input_tokens += answer.usage.input_tokens;
       state.usage.output_tokens += answer.usage.output_tokens;
+      state.transcript?.round({ n: round, started_at: round_at, model_ms: this.o.clock.now() - round_at, sent: messages, text: answer.text, usage: answer.usage, cost_micros: this.o.transcripts?.costOf(provider.name, answer.usage) ?? null });
       await this.o.spend?.charge(seat.handle, provider.name, answer.usage);
       if (answer.toolCalls.length === 0) {
+        state.transcript?.roundEnded(this.o.clock.now());
         state.final_text = answer.text.trim();
         state.limit_hit = false;
         break;
@@ -575,9 +614,12 @@ export class TurnEngine {
       messages.push({ role: "assistant", content: answer.text, tool_calls: answer.toolCalls });
       for (const [i, call] of answer.toolCalls.entries()) {
         this.fenceCheck(req, state);
-        const result = i < MAX_TOOL_CALLS_PER_ROUND ? await this.callTool(byName, call, toolCtx, state, round) : { content: `not run: at most ${MAX_TOOL_CALLS_PER_ROUND} tool calls per answer`, is_error: true };
+        const call_at = this.o.clock.now();
+        const result: ToolResult = i < MAX_TOOL_CALLS_PER_ROUND ? await this.callTool(byName, call, toolCtx, state, round) : { content: `not run: at most ${MAX_TOOL_CALLS_PER_ROUND} tool calls per answer`, is_error: true };
         messages.push({ role: "tool", tool_call_id: call.id, name: call.name, content: cut(result.content), is_error: result.is_error });
+        state.transcript?.toolCalled(call, cut(result.content), result.is_error, result.reached ?? false, this.o.clock.now() - call_at);
       }
+      state.transcript?.roundEnded(this.o.clock.now());
     }
 
     await this.keepObligations(req, seat, triggers, state, thread);

@@ -15,6 +15,8 @@ import { HandleSchema } from "../queue/topics.ts";
 import { MEMORY_TABLES, type MemoryTable } from "./records.ts";
 import type { MemoryStore, SeatMemoryView } from "./store.ts";
 import type { MemorySync } from "./sync.ts";
+import type { TranscriptSummary, TurnTranscript } from "../agent/transcript.ts";
+import { TRANSCRIPT_PAGE_MAX, type TranscriptPage, type TranscriptStore } from "../agent/transcripts.ts";
 
 /** The holder has this long to answer (ARCHITECTURE.md: scatter budget 2 s). */
 export const MEMORY_READ_BUDGET_MS = 2_000;
@@ -33,9 +35,14 @@ const ReadRequest = z.strictObject({
   /** The holding incarnation the asker read from the lease: a restarted node is another. */
   owner: z.string().min(1).max(200),
   handles: z.array(HandleSchema).min(1).max(MAX_SEATS_PER_REQUEST),
-  /** Full view of each seat (one seat's screen) or its summary (the overview). */
-  mode: z.enum(["view", "summary"]),
+  /** Full view of each seat (one seat's screen) or its summary (the overview); a page of
+   * its turn transcripts, or one transcript (src/agent/transcripts.ts). */
+  mode: z.enum(["view", "summary", "turns", "turn"]),
   limit: z.number().int().min(1).max(MEMORY_READ_MAX_LIMIT),
+  /** turns: the page older than this cursor. */
+  before: z.number().int().nonnegative().nullable().optional(),
+  /** turn: which one. */
+  turn_id: z.string().min(1).max(200).optional(),
 });
 type ReadRequest = z.infer<typeof ReadRequest>;
 
@@ -45,12 +52,12 @@ export interface SeatSummary {
   newest_episode_at: number | null;
 }
 
-type SeatAnswer = { state: "ok"; view?: SeatMemoryView; summary?: SeatSummary } | { state: "hydrating" } | { state: "not_held" };
+type SeatAnswer = { state: "ok"; view?: SeatMemoryView; summary?: SeatSummary; turns?: TranscriptPage; turn?: TurnTranscript | null } | { state: "hydrating" } | { state: "not_held" };
 
 const ReadAnswer = z.object({
   node: z.string(),
   owner: z.string(),
-  seats: z.record(z.string(), z.object({ state: z.enum(["ok", "hydrating", "not_held"]), view: z.any().optional(), summary: z.any().optional() })),
+  seats: z.record(z.string(), z.object({ state: z.enum(["ok", "hydrating", "not_held"]), view: z.any().optional(), summary: z.any().optional(), turns: z.any().optional(), turn: z.any().optional() })),
 });
 
 export interface LeaseFact {
@@ -101,6 +108,26 @@ export interface MemoryReadsOptions {
   holder: HolderFacts;
   log: Logger;
   budget_ms?: number;
+  /** This node's turn transcripts (absent: every turns read answers an empty page). */
+  transcripts?: TranscriptStore | null;
+}
+
+export interface SeatTurnsAnswer {
+  handle: string;
+  state: MemoryReadState;
+  holder: { node: string; epoch: number } | null;
+  reason?: string;
+  turns: TranscriptSummary[];
+  next: number | null;
+}
+
+export interface SeatTurnAnswer {
+  handle: string;
+  state: MemoryReadState;
+  holder: { node: string; epoch: number } | null;
+  reason?: string;
+  /** Null when the holder keeps no transcript of that id. */
+  turn: TurnTranscript | null;
 }
 
 export class MemoryReads {
@@ -127,15 +154,17 @@ export class MemoryReads {
     this.serving = null;
   }
 
-  private seatAnswer(handle: string, owner: string, mode: ReadRequest["mode"], limit: number): SeatAnswer {
+  private seatAnswer(handle: string, owner: string, mode: ReadRequest["mode"], limit: number, extra?: Pick<ReadRequest, "before" | "turn_id">): SeatAnswer {
     if (this.o.sync.state(handle) === "hydrating") return { state: "hydrating" };
     if (owner !== this.o.holder.owner || !this.o.holder.held().includes(handle) || this.o.sync.state(handle) !== "ready") return { state: "not_held" };
+    if (mode === "turns") return { state: "ok", turns: this.o.transcripts?.list(handle, Math.min(limit, TRANSCRIPT_PAGE_MAX), extra?.before ?? null) ?? { turns: [], next: null } };
+    if (mode === "turn") return { state: "ok", turn: (extra?.turn_id && this.o.transcripts?.get(handle, extra.turn_id)) || null };
     return mode === "view" ? { state: "ok", view: this.o.store.view(handle, limit) } : { state: "ok", summary: this.summary(handle) };
   }
 
   private answerLocally(req: ReadRequest) {
     const seats: Record<string, SeatAnswer> = {};
-    for (const h of req.handles) seats[h] = this.seatAnswer(h, req.owner, req.mode, req.limit);
+    for (const h of req.handles) seats[h] = this.seatAnswer(h, req.owner, req.mode, req.limit, req);
     return { node: this.o.holder.node_id, owner: this.o.holder.owner, seats };
   }
 
@@ -166,6 +195,28 @@ export class MemoryReads {
     const req: ReadRequest = { owner: lease.owner, handles: [handle], mode: "view", limit: lim };
     const seats = lease.owner === this.o.holder.owner ? this.answerLocally(req).seats : await this.ask(lease.node, req);
     return resolveSeat(handle, holder, seats, (a) => a.view ?? null);
+  }
+
+  /** A page of one seat's turn transcripts (summaries, newest first), answered by its holder. */
+  async turns(handle: string, limit: number, before: number | null): Promise<SeatTurnsAnswer> {
+    const got = await this.askOne(handle, { mode: "turns", limit: Math.max(1, Math.min(limit, TRANSCRIPT_PAGE_MAX)), before }, (a) => a.turns ?? null);
+    const page = got.memory ?? { turns: [], next: null };
+    return { handle, state: got.state, holder: got.holder, ...(got.reason ? { reason: got.reason } : {}), turns: page.turns, next: page.next };
+  }
+
+  /** One turn's transcript, answered by the seat's holder. */
+  async turn(handle: string, turn_id: string): Promise<SeatTurnAnswer> {
+    const got = await this.askOne(handle, { mode: "turn", limit: 1, turn_id }, (a) => a.turn ?? null);
+    return { handle, state: got.state, holder: got.holder, ...(got.reason ? { reason: got.reason } : {}), turn: got.memory ?? null };
+  }
+
+  private async askOne<T>(handle: string, q: Pick<ReadRequest, "mode" | "limit" | "before" | "turn_id">, pick: (a: Extract<SeatAnswer, { state: "ok" }>) => T | null) {
+    const lease = (await this.o.holder.leases()).find((l) => l.handle === handle);
+    if (!lease) return { state: "no_holder" as const, holder: null, reason: "no node holds this seat", memory: null as T | null };
+    const holder = { node: lease.node, epoch: lease.epoch };
+    const req: ReadRequest = { owner: lease.owner, handles: [handle], ...q };
+    const seats = lease.owner === this.o.holder.owner ? this.answerLocally(req).seats : await this.ask(lease.node, req);
+    return resolveSeat(handle, holder, seats, pick);
   }
 
   /** Every seat's summary: one request per holding node, not one per seat. */

@@ -22,6 +22,8 @@ import type { KeyCooldowns } from "../agent/providers/contract.ts";
 import { budgetAlerter } from "../spend/alert.ts";
 import { BudgetCounters } from "../spend/counters.ts";
 import { BudgetGate } from "../spend/gate.ts";
+import { costMicros } from "../spend/budget.ts";
+import { TranscriptStore } from "../agent/transcripts.ts";
 import {
   buildProviders,
   CompletionLedger,
@@ -77,6 +79,8 @@ export class NodeEngine {
   readonly inbox: SeatInbox;
   readonly memoryStore: MemoryStore;
   readonly memorySync: MemorySync;
+  /** Turn transcripts this node ran (read through the holder, src/memory/reads.ts). */
+  readonly transcripts: TranscriptStore;
   private readonly reflect: ReflectDispatcher;
 
   constructor(private readonly o: EngineOptions) {
@@ -89,6 +93,7 @@ export class NodeEngine {
     this.db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
     this.mcp = new McpPool({ clock: o.clock, log: o.log });
     this.memoryStore = new MemoryStore(this.db, o.clock);
+    this.transcripts = new TranscriptStore(this.db);
     this.memorySync = new MemorySync({ store: this.memoryStore, changelog: o.changelog, clock: o.clock, log: o.log });
     const providerFor = (seat: { llm?: string | null }) => (seat.llm ? this.providers.get(seat.llm) : undefined);
     this.reflect = new ReflectDispatcher({ queue: o.queue, store: this.memoryStore, sync: this.memorySync, org: () => this.org, providerFor, clock: o.clock, log: o.log });
@@ -124,6 +129,14 @@ export class NodeEngine {
       episodes: null,
       memory: new TurnMemory({ store: this.memoryStore, sync: this.memorySync, estate: o.estate, queue: o.queue, claims: o.claims, node_id: o.nodeId, clock: o.clock, log: o.log }),
       events,
+      transcripts: {
+        keep: (t) => this.transcripts.insert(t, o.clock.now()),
+        costOf: (name, usage) => {
+          const p = this.company.providers.llm[name];
+          return p && p.type !== "scripted" && p.pricing ? costMicros(usage, p.pricing) : null;
+        },
+        modelOf: (llm) => this.modelOf(llm),
+      },
       spend: this.budgets ? new BudgetGate({ counters: this.budgets, timezone, events, log: o.log, node_id: o.nodeId }) : null,
     });
     this.inbox = new SeatInbox({ engine: this.turns, log: o.log, max_concurrent: o.max_concurrent });

@@ -455,6 +455,7 @@ export class CrewletNode {
       queue,
       holder: { node_id: this.nodeId, owner: seats.owner, held: () => seats.held(), leases: async () => (await seats.fleet()).leases },
       log: this.log,
+      transcripts: engine.transcripts,
     });
     await memoryReads.serve();
     this.onStop(() => memoryReads.stop());

@@ -10,6 +10,8 @@ import { MemoryStore } from "../../src/memory/store.ts";
 import { MemorySync } from "../../src/memory/sync.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
+import { TranscriptRecorder } from "../../src/agent/transcript.ts";
+import { TranscriptStore } from "../../src/agent/transcripts.ts";
 
 let nats: TestNats;
 const closers: (() => Promise<void> | void)[] = [];
@@ -30,11 +32,13 @@ async function node(id: string, owner: string, opts: { serve?: boolean } = {}) {
   const store = new MemoryStore(new Database(":memory:", { strict: true }), systemClock);
   const sync = new MemorySync({ store, changelog, clock: systemClock, log: silentLogger });
   const held = new Set<string>();
+  const transcripts = new TranscriptStore(new Database(":memory:", { strict: true }));
   const reads = new MemoryReads({
     store,
     sync,
     queue,
     log: silentLogger,
+    transcripts,
     holder: { node_id: id, owner, held: () => [...held], leases: async () => leases },
   });
   if (opts.serve !== false) await reads.serve();
@@ -43,7 +47,14 @@ async function node(id: string, owner: string, opts: { serve?: boolean } = {}) {
     await queue.close();
     await nc.close();
   });
-  return { store, sync, reads, held };
+  return { store, sync, reads, held, transcripts };
+}
+
+function turn(handle: string, id: string, text: string) {
+  const r = new TranscriptRecorder({ id, handle, node: "x", epoch: 1, provider: null, model: null, trigger: { type: "chat_mention", from: "ana", conversation: "c", text: "hi", count: 1 }, started_at: 1_000 });
+  r.opened("s", "o");
+  r.round({ n: 1, started_at: 1_000, model_ms: 1, sent: [], text, usage: { input_tokens: 1, output_tokens: 1 }, cost_micros: null });
+  return r.finish({ ended_at: 1_001, outcome: "completed", end: "completed", error: null, usage: { input_tokens: 1, output_tokens: 1 } });
 }
 
 describe("memory reads answered by the holder", () => {
@@ -111,5 +122,30 @@ describe("memory reads answered by the holder", () => {
       ["s4", "no_holder"],
     ]);
     expect(o.seats[1]!.summary).toMatchObject({ counts: { diary: 1 }, newest_note: "b's note" });
+  }, 30_000);
+
+  test("turn transcripts: a page and one turn from the holder, never a stale copy elsewhere", async () => {
+    const a = await node("ta", "ta:1");
+    const b = await node("tb", "tb:1");
+    await b.sync.hydrate("t2");
+    b.held.add("t2");
+    leases = [{ handle: "t2", node: "tb", owner: "tb:1", epoch: 2 }];
+    for (let i = 1; i <= 3; i++) b.transcripts.insert(turn("t2", `turn-${i}`, `answer ${i}`), 2_000);
+    // A copy on a (it held t2 before): not the answer.
+    a.transcripts.insert(turn("t2", "old-on-a", "stale"), 2_000);
+
+    const p1 = await a.reads.turns("t2", 2, null);
+    expect(p1).toMatchObject({ state: "ok", holder: { node: "tb", epoch: 2 } });
+    expect(p1.turns.map((t) => t.id)).toEqual(["turn-3", "turn-2"]);
+    const p2 = await a.reads.turns("t2", 2, p1.next);
+    expect(p2.turns.map((t) => t.id)).toEqual(["turn-1"]);
+    expect(p2.next).toBeNull();
+
+    const one = await a.reads.turn("t2", "turn-2");
+    expect(one.state).toBe("ok");
+    expect(one.turn!.rounds[0]!.text).toBe("answer 2");
+    expect((await a.reads.turn("t2", "old-on-a")).turn).toBeNull();
+
+    expect(await a.reads.turns("nobody", 5, null)).toMatchObject({ state: "no_holder", turns: [], next: null });
   }, 30_000);
 });
