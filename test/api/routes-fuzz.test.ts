@@ -67,6 +67,7 @@ function validParam(path: string, name: string, facts: { digest: string; workKey
   if (path.startsWith("/hooks/")) return name === "kind" ? "generic" : name === "id" ? "hook" : undefined;
   if (path.startsWith("/chat/")) return name === "id" ? "general" : undefined;
   if (path.startsWith("/deadletters/")) return name === "id" ? "1" : undefined;
+  if (path.startsWith("/agents/:handle/turns/")) return name === "id" ? "no-such-turn" : name === "handle" ? "worker" : undefined;
   const byName: Record<string, string> = {
     key: facts.workKey,
     container: "company",

@@ -49,17 +49,18 @@ export function memoryGroup(src: MemorySource): RouteGroup {
       app.get("/:handle/turns", auth.require("state:read"), async (c) => {
         const handle = c.req.param("handle");
         if (!src.org().agentSeat(handle)) throw new ApiError(404, "unknown_seat", `no agent seat "${handle}" in this company`, "handle");
-        const q = TurnsQuery.safeParse(c.req.query());
-        if (!q.success) throw fromZod(q.error, "query");
-        const answer = await src.reads.turns(handle, q.data.limit, q.data.before ?? null);
+        const q = parseQuery(c, TurnsQuery);
+        const answer = await src.reads.turns(handle, q.limit, q.before ?? null);
         return c.json(answer, answer.state === "unavailable" ? 503 : 200);
       });
       app.get("/:handle/turns/:id", auth.require("state:read"), async (c) => {
         const handle = c.req.param("handle");
         if (!src.org().agentSeat(handle)) throw new ApiError(404, "unknown_seat", `no agent seat "${handle}" in this company`, "handle");
+        parseNoQuery(c);
         const id = z.strictObject({ id: TurnId }).safeParse({ id: c.req.param("id") });
-        if (!id.success) throw fromZod(id.error, "params");
+        if (!id.success) throw new ApiError(400, "invalid_input", `params.id: ${id.error.issues[0]?.message ?? "invalid"}`, "id");
         const answer = await src.reads.turn(handle, id.data.id);
+        if (answer.state === "no_holder") throw new ApiError(404, "unknown_turn", `nobody holds @${handle}, so no transcript can be read`, "id");
         if (answer.state === "ok" && answer.turn === null) throw new ApiError(404, "unknown_turn", `the holder of @${handle} keeps no transcript of turn ${id.data.id}`, "id");
         return c.json(answer, answer.state === "unavailable" ? 503 : 200);
       });
