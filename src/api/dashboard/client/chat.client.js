@@ -135,12 +135,14 @@ function chatView(arg) {
     render();
   }
 
-  function indicators(threadId) {
+  /** Who is working on a thread, and whose turn failed there (unless the asker was told: the
+   * notice says it in words, and the raw error would only repeat it). */
+  function indicators(threadId, told) {
     const seats = ch.turns.get(threadId);
     if (!seats) return [];
-    return [...seats].map(([seat, s]) =>
+    return [...seats].filter(([, s]) => !(told && s.state === "failed")).map(([seat, s]) =>
       s.state === "working"
-        ? h("li", { class: "turn-working", "data-seat": seat }, h("span", { class: "dots", "aria-hidden": "true" }), `${seat} is working…`)
+        ? h("li", { class: "turn-working", "data-seat": seat }, h("span", { class: "dots", "aria-hidden": "true" }), ` ${seat} is working…`)
         : s.state === "failed"
           ? h("li", { class: "turn-failed error", "data-seat": seat }, `${seat} failed${s.outcome && s.outcome !== "failed" ? ` (${s.outcome.replaceAll("_", " ")})` : ""}${s.error ? `: ${s.error}` : ""}`)
           : h("li", { class: "turn-waiting muted", "data-seat": seat }, `${seat} hit a problem and will try again${s.error ? `: ${s.error}` : ""}`),
@@ -163,7 +165,7 @@ function chatView(arg) {
       failed ? h("p", { class: "error failure-reason" }, `Why: ${String(reason).replace(NOTICE_PREFIX, "")}`) : null,
     );
     if (replies) {
-      const marks = indicators(m.id);
+      const marks = indicators(m.id, Boolean(notice) || ch.failures.has(m.id));
       if (replies.length || marks.length) item.append(h("ul", { class: "thread", "aria-label": `Thread of ${m.author}'s message` }, replies.map((r) => renderMessage(r, null)), marks));
       item.append(h("button", { type: "button", class: "link", onclick: () => setReply(m) }, replies.length ? `Reply in thread (${replies.length})` : "Reply in thread"));
     }

@@ -119,7 +119,7 @@ function configPart() {
               ),
             )
           : h("p", { class: "muted" }, "The two revisions are the same company."),
-        d.truncated ? h("p", { class: "muted" }, `…and ${d.truncated} more.`) : null,
+        ...(d.truncated ? [h("p", { class: "muted" }, `…and ${d.truncated} more.`)] : []),
       );
     } catch (err) {
       if (err instanceof AuthError) return signOut(err.message);
