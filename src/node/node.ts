@@ -461,7 +461,17 @@ export class CrewletNode {
     this.onStop(() => memoryReads.stop());
     await seats.start(this.company ? agentSeats(this.company) : []);
     // Each held seat's inbox is checked against the broker (deaf seats: alarm and heal).
-    const watch = watchHeldMailboxes({ queue, seats, busy: (h) => engine.status(h).busy, clock: this.clock, log: this.log });
+    const seconds = (x: number | undefined) => (x === undefined ? undefined : x * 1000);
+    const watch = watchHeldMailboxes({
+      queue,
+      seats,
+      busy: (h) => engine.status(h).busy,
+      clock: this.clock,
+      log: this.log,
+      every_ms: seconds(c.testing?.mailbox_check_seconds),
+      probe_every_ms: seconds(c.testing?.mailbox_probe_seconds),
+      probe_heard_within_ms: seconds(c.testing?.mailbox_probe_heard_seconds),
+    });
     this.mailboxWatch = watch;
     watch.start();
     this.onStop(() => watch.stop());

@@ -158,6 +158,38 @@ describe("ownership", () => {
     expect(v.violations).toEqual([]);
     expect(v.figures.failover_ms.kill9).toEqual({ n: 1, p50: 9_000, p99: 9_000, max: 9_000 });
   });
+
+  test("first turn: from the fault to each held seat's first successful turn on a later epoch", () => {
+    const v = check(
+      facts({
+        seats: ["s1", "s2"],
+        probeAnswered: new Set(["s1", "s2"]),
+        claims: [claim("a", 1, 0), claim("a", 1, 0, 1, "s2"), claim("b", 2, 9_000), claim("b", 2, 11_000, 1, "s2")],
+        incarnations: [
+          { node: "a", inc: 1, started_ms: T0, ended_ms: T0 + 2_000, exit_code: 137 },
+          { node: "b", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
+        ],
+        faults: [fault("kill9", "a", 2_000)],
+        // s1: a turn of the old epoch before the kill does not count; its first on epoch 2 does.
+        completions: [turn("a", 1, 1_000), turn("b", 2, 9_500), turn("b", 2, 12_000), turn("b", 2, 14_000, 1, "s2")],
+      }),
+    );
+    expect(v.figures.first_turn_ms.kill9).toEqual({ n: 2, p50: 7_500, p99: 12_000, max: 12_000 });
+  });
+});
+
+describe("probes are not mail", () => {
+  test("probes sent and heard are counted apart; no message owed for them", () => {
+    const v = check(facts({ sent: [sent("m1", 10)], replies: [reply("m1", 500)], mailboxProbes: { sent: 40, heard: 39 }, deafAlarms: [{ node: "a", seat: "s1", reason: "probe_unheard", ts: T0 }] }));
+    expect(v.violations).toEqual([]);
+    expect(v.figures).toMatchObject({ acked: 1, answered_once: 1, lost: 0, mailbox_probes: "39/40", deaf_alarms: { probe_unheard: 1 } });
+  });
+  test("a probe (or anything not a trigger) handed to the agent is a violation", () => {
+    expect(check(facts({ invalidTriggers: 1 })).violations.map((x) => x.split(":")[0])).toEqual(["probes"]);
+  });
+  test("facts gathered before probes existed still judge", () => {
+    expect(check(facts({})).figures).toMatchObject({ mailbox_probes: "not gathered", deaf_alarms: {}, first_turn_ms: {} });
+  });
 });
 
 describe("mail", () => {

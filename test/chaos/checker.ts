@@ -25,6 +25,12 @@
 //     the answer, died before its ack, and the next owner answered again.
 // Anything else is a violation: lost (no answer, not held), or answered twice outside a
 // kill window, or more than twice.
+//
+// Mailbox probes (seat/mailbox-watch.ts) ride the same inboxes but are not mail: the
+// driver never sent them, so they are in no `sent` record and no reply is owed; the checker
+// counts them apart (sent, heard, deaf alarms by reason) and holds one thing against them —
+// the agent's inbox handler must never have been handed one (it would log
+// inbox_trigger_invalid, which no driver message can cause).
 import { KILL_KINDS, type FaultKind } from "./schedule.ts";
 
 export interface Incarnation {
@@ -98,6 +104,15 @@ export interface ChaosFacts {
   leaf: string;
   /** The final probe: seats that answered a fresh message within the bound. */
   probeAnswered: ReadonlySet<string>;
+  /** turn_completed lines whose outcome is completed (a successful turn). Absent in facts
+   * written before it was gathered. */
+  completions?: SeatLine[];
+  /** Mailbox probes the nodes logged sending and hearing back (debug lines). */
+  mailboxProbes?: { sent: number; heard: number };
+  /** seat_mailbox_deaf lines. */
+  deafAlarms?: { node: string; seat: string; reason: string; ts: number }[];
+  /** inbox_trigger_invalid lines: something that is not a driver's trigger reached the agent. */
+  invalidTriggers?: number;
   run_started_ms: number;
   run_ended_ms: number;
 }
@@ -124,6 +139,13 @@ export interface Figures {
   probe: string;
   /** Per fault kind: time from the fault until every seat its target held was claimed again. */
   failover_ms: Record<string, { n: number; p50: number; p99: number; max: number }>;
+  /** Per fault kind, per seat its target held: time from the fault to that seat's first
+   * successful turn under a later epoch (the next holder serving it). Includes the wait for
+   * the seat's next mail when none was waiting. */
+  first_turn_ms: Record<string, { n: number; p50: number; p99: number; max: number }>;
+  /** Mailbox probes heard back / sent, and deaf alarms by reason. */
+  mailbox_probes: string;
+  deaf_alarms: Record<string, number>;
   unowned_ms_total: number;
   unowned_ms_max_seat: number;
 }
@@ -267,6 +289,11 @@ export function check(f: ChaosFacts): Verdict {
   const deaf = f.seats.filter((s) => !f.probeAnswered.has(s));
   for (const s of deaf) violations.push(`probe: ${s} did not answer a fresh message after the quiet period`);
 
+  // --- probes are not mail ---------------------------------------------------------------
+  if ((f.invalidTriggers ?? 0) > 0) violations.push(`probes: the agent's inbox handler was handed ${f.invalidTriggers} message(s) that are not triggers (inbox_trigger_invalid)`);
+  const deaf_alarms: Record<string, number> = {};
+  for (const a of f.deafAlarms ?? []) deaf_alarms[a.reason] = (deaf_alarms[a.reason] ?? 0) + 1;
+
   // --- failover figures ------------------------------------------------------------------
   const failover: Record<string, number[]> = {};
   for (const x of f.faults) {
@@ -284,11 +311,17 @@ export function check(f: ChaosFacts): Verdict {
     }
     if (complete) (failover[x.kind] ??= []).push(worst);
   }
-  const failover_ms: Figures["failover_ms"] = {};
-  for (const [kind, xs] of Object.entries(failover)) {
-    const s = [...xs].sort((a, b) => a - b);
-    failover_ms[kind] = { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s[s.length - 1]! };
+  const failover_ms = summarize(failover);
+  // Fault → the first successful turn of each seat the target held, on a later epoch.
+  const firstTurn: Record<string, number[]> = {};
+  const completions = [...(f.completions ?? [])].sort((a, b) => a.ts - b.ts);
+  for (const x of f.faults) {
+    for (const t of tenures.filter((t) => x.targets.includes(t.node) && t.start_ms <= x.at_ms && t.end_ms >= x.at_ms)) {
+      const first = completions.find((c) => c.seat === t.seat && c.epoch > t.epoch && c.ts >= x.at_ms);
+      if (first) (firstTurn[x.kind] ??= []).push(first.ts - x.at_ms);
+    }
   }
+  const first_turn_ms = summarize(firstTurn);
 
   return {
     violations,
@@ -304,10 +337,22 @@ export function check(f: ChaosFacts): Verdict {
       frozen_exits_75: `${frozen75}/${frozen.length}`,
       probe: `${f.seats.length - deaf.length}/${f.seats.length}`,
       failover_ms,
+      first_turn_ms,
+      mailbox_probes: f.mailboxProbes ? `${f.mailboxProbes.heard}/${f.mailboxProbes.sent}` : "not gathered",
+      deaf_alarms,
       unowned_ms_total: unowned_total,
       unowned_ms_max_seat: unowned_max,
     },
   };
+}
+
+function summarize(samples: Record<string, number[]>): Record<string, { n: number; p50: number; p99: number; max: number }> {
+  const out: Record<string, { n: number; p50: number; p99: number; max: number }> = {};
+  for (const [kind, xs] of Object.entries(samples)) {
+    const s = [...xs].sort((a, b) => a - b);
+    out[kind] = { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s[s.length - 1]! };
+  }
+  return out;
 }
 
 /** A kill this long before the first answer still counts as its window: the answer's turn

@@ -357,6 +357,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     const claims: SeatLine[] = [];
     const detaches: DetachLine[] = [];
     const turns: SeatLine[] = [];
+    const completions: SeatLine[] = [];
+    const mailboxProbes = { sent: 0, heard: 0 };
+    const deafAlarms: { node: string; seat: string; reason: string; ts: number }[] = [];
+    let invalidTriggers = 0;
     for (const n of all) {
       for (let inc = 1; inc <= n.incarnations(); inc++) {
         for (const line of n.logOf(inc).split("\n")) {
@@ -373,6 +377,11 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
           // An acquire that failed (fenced while establishing) ends its tenure without a detach.
           else if (e.event === "seat_acquire_failed") detaches.push({ ...base, mode: "acquire_failed" });
           else if (e.event === "turn_started") turns.push(base);
+          else if (e.event === "turn_completed" && e.outcome === "completed") completions.push(base);
+          else if (e.event === "seat_probe_sent") mailboxProbes.sent++;
+          else if (e.event === "seat_probe_heard") mailboxProbes.heard++;
+          else if (e.event === "seat_mailbox_deaf") deafAlarms.push({ node: n.id, seat: base.seat, reason: String(e.reason), ts: base.ts });
+          else if (e.event === "inbox_trigger_invalid") invalidTriggers++;
         }
       }
     }
@@ -400,6 +409,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       streamUpdates,
       leaf: LEAF,
       probeAnswered,
+      completions,
+      mailboxProbes,
+      deafAlarms,
+      invalidTriggers,
       run_started_ms: started_ms,
       run_ended_ms,
     };
@@ -534,6 +547,8 @@ export function report(r: ChaosResult): string[] {
     `  frozen nodes exiting 75: ${f.frozen_exits_75}; final probe answered ${f.probe}`,
   ];
   for (const [kind, x] of Object.entries(f.failover_ms)) lines.push(`  failover ${kind}: n=${x.n} p50 ${x.p50} ms p99 ${x.p99} ms max ${x.max} ms`);
+  for (const [kind, x] of Object.entries(f.first_turn_ms)) lines.push(`  fault → a held seat's first successful turn on its next holder, ${kind}: n=${x.n} seats p50 ${x.p50} ms p99 ${x.p99} ms max ${x.max} ms`);
+  lines.push(`  mailbox probes heard/sent ${f.mailbox_probes}; deaf alarms ${Object.entries(f.deaf_alarms).map(([r, n]) => `${r} ${n}`).join(", ") || "none"}`);
   lines.push(`  violations: ${r.verdict.violations.length}`);
   for (const v of r.verdict.violations.slice(0, 50)) lines.push(`    ${v}`);
   for (const n of r.notes) lines.push(`  note: ${n}`);
