@@ -43,6 +43,8 @@ export class NodeMetrics {
   private readonly claims: Counter<never>;
   private readonly releases: Counter<"reason" | "mode">;
   private readonly dutyTicks: Counter<"duty" | "outcome">;
+  private readonly probes: Counter<"result">;
+  private readonly deaf: Counter<"reason">;
 
   constructor(nodeId: string, private readonly clock: Clock) {
     this.registry.setDefaultLabels({ node: nodeId });
@@ -56,6 +58,8 @@ export class NodeMetrics {
     this.claims = new Counter({ name: "crewlet_seat_claims_total", help: "Seats claimed by this node", registers });
     this.releases = new Counter({ name: "crewlet_seat_releases_total", help: "Seats this node let go, by reason", labelNames: ["reason", "mode"], registers });
     this.dutyTicks = new Counter({ name: "crewlet_duty_ticks_total", help: "Duty ticks run on this node, by outcome", labelNames: ["duty", "outcome"], registers });
+    this.probes = new Counter({ name: "crewlet_seat_mailbox_probes_total", help: "Inbox probes this node's holder sent and heard back (seat/mailbox-watch.ts)", labelNames: ["result"], registers });
+    this.deaf = new Counter({ name: "crewlet_seat_mailbox_deaf_total", help: "Deaf-seat alarms raised on this node, by reason", labelNames: ["reason"], registers });
     const self = this;
     new Gauge({
       name: "crewlet_seats_held",
@@ -145,6 +149,15 @@ export class NodeMetrics {
           break;
         case "duty_tick_skipped":
           this.dutyTicks.inc({ duty: str(f.duty), outcome: "skipped" });
+          break;
+        case "seat_probe_sent":
+          this.probes.inc({ result: "sent" });
+          break;
+        case "seat_probe_heard":
+          this.probes.inc({ result: "heard" });
+          break;
+        case "seat_mailbox_deaf":
+          this.deaf.inc({ reason: str(f.reason) });
           break;
       }
     } catch {

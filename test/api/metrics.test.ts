@@ -45,6 +45,9 @@ describe("log lines to series (a table)", () => {
     { line: ["seat_detached", { seat: "ceo", reason: "drain", mode: "voluntary" }], series: "crewlet_seat_releases_total", labels: { reason: "drain", mode: "voluntary" }, value: 1 },
     { line: ["duty_tick", { duty: "maintenance", outcome: "ok" }], series: "crewlet_duty_ticks_total", labels: { duty: "maintenance", outcome: "ok" }, value: 1 },
     { line: ["duty_tick_skipped", { duty: "maintenance", reason: "busy" }], series: "crewlet_duty_ticks_total", labels: { duty: "maintenance", outcome: "skipped" }, value: 1 },
+    { line: ["seat_probe_sent", { seat: "s1", probe: "x-1" }], series: "crewlet_seat_mailbox_probes_total", labels: { result: "sent" }, value: 1 },
+    { line: ["seat_probe_heard", { seat: "s1", probe: "x-1", rtt_ms: 3 }], series: "crewlet_seat_mailbox_probes_total", labels: { result: "heard" }, value: 1 },
+    { line: ["seat_mailbox_deaf", { seat: "s1", reason: "probe_unheard", heal: "rewind" }], series: "crewlet_seat_mailbox_deaf_total", labels: { reason: "probe_unheard" }, value: 1 },
     // A malformed field moves nothing and throws nothing.
     { line: ["turn_completed", { seat: "ceo", outcome: "answered", tokens: { input: "lots", output: -4 } }], series: "crewlet_tokens_total", labels: { seat: "ceo", direction: "input" }, value: 0 },
   ];
