@@ -4,6 +4,7 @@
 // cap (two records per round), one turn at a time and NODES turns at once on one org cap.
 // Prints figures; never passes or fails on time.
 //   bun bench/budgets.ts [--rounds 300]
+import { Database } from "bun:sqlite";
 import { systemClock } from "../src/clock.ts";
 import { budgetsSchema } from "../src/config/budgets.ts";
 import { createCoordination } from "../src/coord/index.ts";
@@ -27,7 +28,7 @@ async function run(members: 1 | 3): Promise<void> {
   for (const m of nats.members) {
     const nc = await nats.connect({ servers: m.url });
     const coord = await createCoordination({ type: "embedded-kv", nc, replicas: members, clock: systemClock, log });
-    nodes.push({ nc, coord, counters: new BudgetCounters({ slot: coord.slot("budgets"), clock: systemClock, log, budgets: () => budgets, timezone: () => "UTC", pricing: () => ({ input_per_million: 3, output_per_million: 15 }) }) });
+    nodes.push({ nc, coord, counters: new BudgetCounters({ db: new Database(":memory:"), slot: coord.slot("budgets"), clock: systemClock, log, budgets: () => budgets, timezone: () => "UTC", pricing: () => ({ input_per_million: 3, output_per_million: 15 }) }) });
   }
   const round = async (c: BudgetCounters, seat: string, checks: number[], charges: number[]) => {
     let t = performance.now();

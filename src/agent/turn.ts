@@ -107,8 +107,9 @@ export interface TranscriptSink {
 
 /** What the turn engine asks of spend control (src/spend/gate.ts implements it). */
 export interface SpendGate {
-  /** Before a model call: the words to refuse it with (a hard cap reached), or null. */
-  check(seat: string, provider: string): Promise<string | null>;
+  /** Before a model call: the words to refuse it with (a hard cap reached), `unknown` words
+   *  when the spend cannot be read (the call is not made; the turn fails transiently), or null. */
+  check(seat: string, provider: string): Promise<string | { unknown: string } | null>;
   /** After a model round: the provider's reported usage, charged to the seat's counters. */
   charge(seat: string, provider: string, usage: Usage): Promise<void>;
 }
@@ -596,7 +597,8 @@ export class TurnEngine {
       this.fenceCheck(req, state);
       // A call that would start over a hard cap is not made (src/spend).
       const refused = (await this.o.spend?.check(seat.handle, provider.name)) ?? null;
-      if (refused !== null) throw new Refused("budget_exhausted", refused);
+      if (typeof refused === "string") throw new Refused("budget_exhausted", refused);
+      if (refused !== null) throw new Broken(refused.unknown, "transient", { kind: "refused", words: refused.unknown });
       state.rounds = round;
       r.live.round(round);
       const round_at = this.o.clock.now();

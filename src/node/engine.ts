@@ -101,6 +101,7 @@ export class NodeEngine {
     const timezone = () => this.company.timezone;
     this.budgets = o.budgets
       ? new BudgetCounters({
+          db: this.db,
           slot: o.budgets,
           clock: o.clock,
           log: o.log,
@@ -141,6 +142,7 @@ export class NodeEngine {
     });
     this.inbox = new SeatInbox({ engine: this.turns, log: o.log, max_concurrent: o.max_concurrent });
     this.memorySync.start();
+    this.budgets?.start();
   }
 
   /**
@@ -205,6 +207,7 @@ export class NodeEngine {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.budgets?.stop();
     await this.reflect.detachAll();
     await this.memorySync.stop();
     await this.mcp.stopAll();

@@ -8,27 +8,49 @@
 // exactly one writer fleet-wide — a CAS record does all of it in one write per scope. The
 // cost per round (bench/budgets.ts) is one read per capped scope before the call and one
 // read + one CAS write per capped scope after it, which measured well under a model round.
+import type { Database } from "bun:sqlite";
 import { z } from "zod";
-import type { Clock } from "../clock.ts";
+import type { Clock, Timer } from "../clock.ts";
 import type { Budgets, BudgetWindow, Pricing } from "../config/budgets.ts";
 import { CasConflict, type KvSlot } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
-import { add, capsFor, costMicros, crossesSoft, fractionUsed, overCap, scopeName, windowOf, ZERO, type AppliedCap, type Exhausted, type Scope, type Spent, type Usage } from "./budget.ts";
+import { capsFor, costMicros, crossesSoft, fractionUsed, overCap, scopeName, windowOf, ZERO, type AppliedCap, type Exhausted, type Scope, type Spent, type Usage } from "./budget.ts";
+import { ChargeOutbox, type OwedRow } from "./outbox.ts";
 
 /** CAS attempts per record per charge. Each conflict means another node's charge landed, so
  *  the bound is "more nodes charging this record at this instant than any fleet has". */
 export const CHARGE_CAS_ATTEMPTS = 64;
-/** Charges that could not be written (store away) are kept here and added to the next
- *  charge of the same record; past this many records the oldest debt is logged and dropped. */
-export const PENDING_RECORDS_MAX = 256;
+/** How often what the outbox still owes is written again. A store back from an outage (an
+ *  election, a restarted member) answers within seconds; the charges then land. */
+export const CHARGE_RETRY_MS = 5_000;
+/** Records one retry tick writes at most, so a long outage's backlog drains in steps. */
+const RETRY_KEYS_PER_TICK = 64;
 
-const spentSchema = z.object({
+const recordSchema = z.object({
   input_tokens: z.number().int().min(0),
   output_tokens: z.number().int().min(0),
   cost_micros: z.number().int().min(0),
   charges: z.number().int().min(0),
   alerted: z.boolean(),
+  /** Per charging outbox (outbox.ts), the highest row sequence this record holds. */
+  marks: z.record(z.string(), z.number().int().min(0)).default({}),
 });
+type CounterRecord = Spent & { marks: Record<string, number> };
+
+/**
+ * The counters could not be read: a model call's spend is then unknown, and unknown spend is
+ * not spend under the cap — as unknown ownership is not ownership (a seat whose lease cannot
+ * be read is not run). The call is not made; the turn fails transiently and its message
+ * comes back later (classify.ts), so a store outage delays work and never lets it run
+ * uncapped. A fleet whose store is down cannot hold seats either, so this costs no extra
+ * availability.
+ */
+export class BudgetUnknown extends Error {
+  constructor(readonly seat: string, cause: string) {
+    super(`the fleet's budget counters could not be read (${cause})`);
+    this.name = "BudgetUnknown";
+  }
+}
 
 export interface BudgetAlert {
   scope: Scope;
@@ -49,6 +71,8 @@ export interface BudgetCountersOptions {
   pricing: (provider: string) => Pricing | undefined;
   /** The one write that crossed the soft-alert fraction calls this (once per window, fleet-wide). */
   onAlert?: (alert: BudgetAlert) => void;
+  /** node.db: where charges wait until their record has them (outbox.ts). */
+  db: Database;
 }
 
 /** The record key: `{scope}.{window}.{reset_at}` (scope `org` or `seat.{handle}`). */
@@ -56,12 +80,34 @@ export function counterKey(scope: Scope, window: BudgetWindow, reset_at: number)
   return `${scope.kind === "org" ? "org" : `seat.${scope.handle}`}.${window}.${reset_at}`;
 }
 
-function decode(value: Uint8Array): Spent {
-  const parsed = spentSchema.safeParse(JSON.parse(new TextDecoder().decode(value)));
+/** The scope, window and window end a record key names (counterKey's inverse), or null. */
+export function parseCounterKey(key: string): { scope: Scope; window: BudgetWindow; reset_at: number } | null {
+  const m = /^(?:org|seat\.([^.]+))\.(day|week|month)\.(\d+)$/.exec(key);
+  if (!m) return null;
+  return { scope: m[1] === undefined ? { kind: "org" } : { kind: "seat", handle: m[1] }, window: m[2] as BudgetWindow, reset_at: Number(m[3]) };
+}
+
+function decode(value: Uint8Array): CounterRecord {
+  const parsed = recordSchema.safeParse(JSON.parse(new TextDecoder().decode(value)));
   if (!parsed.success) throw new Error(`budget counter: ${parsed.error.issues[0]?.path.join(".")}: ${parsed.error.issues[0]?.message}`);
   return parsed.data;
 }
-const encode = (s: Spent) => new TextEncoder().encode(JSON.stringify(s));
+const encode = (s: CounterRecord) => new TextEncoder().encode(JSON.stringify(s));
+
+/** A record with the rows it does not hold yet added (pure). */
+export function withOwed(r: CounterRecord, outbox: string, rows: readonly OwedRow[]): { next: CounterRecord; applied: OwedRow[] } {
+  const mark = r.marks[outbox] ?? 0;
+  const applied = rows.filter((x) => x.seq > mark);
+  if (applied.length === 0) return { next: r, applied };
+  const next: CounterRecord = { ...r, marks: { ...r.marks, [outbox]: Math.max(mark, ...applied.map((x) => x.seq)) } };
+  for (const x of applied) {
+    next.input_tokens += x.input_tokens;
+    next.output_tokens += x.output_tokens;
+    next.cost_micros += x.cost_micros;
+    next.charges += 1;
+  }
+  return { next, applied };
+}
 
 export interface ScopeStatus {
   scope: string;
@@ -74,9 +120,26 @@ export interface ScopeStatus {
 }
 
 export class BudgetCounters {
-  private readonly pending = new Map<string, { usage: Usage; cost: number; rounds: number }>();
+  private readonly outbox: ChargeOutbox;
+  /** One write per record at a time on this node: rows apply in sequence order (outbox.ts). */
+  private readonly flushing = new Map<string, Promise<void>>();
+  private retry: Timer | null = null;
 
-  constructor(private readonly o: BudgetCountersOptions) {}
+  constructor(private readonly o: BudgetCountersOptions) {
+    this.outbox = new ChargeOutbox(o.db);
+  }
+
+  /** Writes what a previous run of this node still owed, and keeps retrying what fails. */
+  start(): void {
+    if (this.retry) return;
+    this.retry = this.o.clock.setInterval(() => void this.flushOwed(), CHARGE_RETRY_MS);
+    void this.flushOwed();
+  }
+
+  stop(): void {
+    this.retry?.cancel();
+    this.retry = null;
+  }
 
   private applied(handle: string, now: number): (AppliedCap & { reset_at: number; key: string })[] {
     const tz = this.o.timezone();
@@ -86,85 +149,106 @@ export class BudgetCounters {
     });
   }
 
-  private async read(key: string): Promise<{ spent: Spent; revision: number | null }> {
+  private async read(key: string): Promise<{ record: CounterRecord; revision: number | null }> {
     const e = await this.o.slot.get(key);
-    if (!e || e.operation !== "put") return { spent: ZERO, revision: null };
-    return { spent: decode(e.value), revision: e.revision };
+    if (!e || e.operation !== "put") return { record: { ...ZERO, marks: {} }, revision: null };
+    return { record: decode(e.value), revision: e.revision };
   }
 
   /**
-   * Before a model call: the first cap the seat is at or over, or null (the call may start).
-   * A store that cannot answer lets the call start (logged): spend control must not stop a
-   * fleet whose coordination blipped, and the charge after the round still lands.
+   * Before a model call: the first cap the seat is at or over (counting what this node
+   * still owes the record), or null (the call may start). Throws BudgetUnknown when the
+   * counters cannot be read: see there why unknown refuses the call.
    */
   async check(handle: string): Promise<Exhausted | null> {
     const caps = this.applied(handle, this.o.clock.now());
     if (caps.length === 0) return null;
-    let reads: { spent: Spent }[];
+    let reads: { record: CounterRecord }[];
     try {
       reads = await Promise.all(caps.map((c) => this.read(c.key)));
     } catch (err) {
       this.o.log.warn("budget_check_failed", { seat: handle, error: (err as Error).message });
-      return null;
+      throw new BudgetUnknown(handle, (err as Error).message);
     }
     for (const [i, c] of caps.entries()) {
-      const limit = overCap(reads[i]!.spent, c.cap);
-      if (limit) return { scope: c.scope, window: c.window, limit, cap: c.cap, spent: reads[i]!.spent, reset_at: c.reset_at };
+      const spent = withOwed(reads[i]!.record, this.outbox.id, this.outbox.owed(c.key)).next;
+      const limit = overCap(spent, c.cap);
+      if (limit) return { scope: c.scope, window: c.window, limit, cap: c.cap, spent, reset_at: c.reset_at };
     }
     return null;
   }
 
   /**
-   * After a model round: its usage added to every capped (scope, window) of the seat. Never
-   * loses a charge while the process lives: a record it could not write keeps the debt and
-   * adds it with the next charge of that record.
+   * After a model round: its usage owed to every capped (scope, window) of the seat, kept in
+   * node.db first, then written to each record. A write that fails stays owed and is retried
+   * (CHARGE_RETRY_MS, and at the next start); the record's marks make every row count once.
    */
   async charge(handle: string, provider: string, usage: Usage): Promise<void> {
     if (usage.input_tokens === 0 && usage.output_tokens === 0) return;
     const caps = this.applied(handle, this.o.clock.now());
     if (caps.length === 0) return;
     const cost = costMicros(usage, this.o.pricing(provider));
-    await Promise.all(caps.map((c) => this.chargeOne(c, usage, cost)));
+    const dropped = this.outbox.add(
+      caps.map((c) => c.key),
+      usage,
+      cost,
+      this.o.clock.now(),
+    );
+    for (const d of dropped) this.o.log.error("budget_charge_dropped", { key: d.key, seq: d.seq, input_tokens: d.input_tokens, output_tokens: d.output_tokens, cost_micros: d.cost_micros });
+    await Promise.all(caps.map((c) => this.flush(c.key)));
   }
 
-  private async chargeOne(c: AppliedCap & { reset_at: number; key: string }, usage: Usage, cost: number): Promise<void> {
-    const owed = this.pending.get(c.key);
-    const u = owed ? { input_tokens: usage.input_tokens + owed.usage.input_tokens, output_tokens: usage.output_tokens + owed.usage.output_tokens } : usage;
-    const total = cost + (owed?.cost ?? 0);
-    const rounds = 1 + (owed?.rounds ?? 0);
-    this.pending.delete(c.key);
+  /** Writes what is owed to one record; never throws (what fails stays owed, logged). */
+  private flush(key: string): Promise<void> {
+    const prev = this.flushing.get(key) ?? Promise.resolve();
+    const next = prev.then(() => this.flushOnce(key));
+    this.flushing.set(key, next);
+    void next.finally(() => {
+      if (this.flushing.get(key) === next) this.flushing.delete(key);
+    });
+    return next;
+  }
+
+  private async flushOnce(key: string): Promise<void> {
+    const rows = this.outbox.owed(key);
+    if (rows.length === 0) return;
+    const named = parseCounterKey(key);
+    const cap = named ? capsFor(this.o.budgets(), named.scope.kind === "seat" ? named.scope.handle : "").find((c) => scopeName(c.scope) === scopeName(named.scope) && c.window === named.window)?.cap : undefined;
     try {
       for (let attempt = 1; attempt <= CHARGE_CAS_ATTEMPTS; attempt++) {
-        const { spent, revision } = await this.read(c.key);
-        let next = add(spent, u, total);
-        next = { ...next, charges: spent.charges + rounds };
-        const alert = crossesSoft(next, c.cap, this.o.budgets().soft_alert);
+        const { record, revision } = await this.read(key);
+        let { next, applied } = withOwed(record, this.outbox.id, rows);
+        if (applied.length === 0) {
+          // Written before (an answer lost after the write landed): settled, not charged again.
+          this.outbox.settle(key, rows[rows.length - 1]!.seq);
+          return;
+        }
+        const alert = cap !== undefined && crossesSoft(next, cap, this.o.budgets().soft_alert);
         if (alert) next = { ...next, alerted: true };
         try {
-          if (revision === null) await this.o.slot.create(c.key, encode(next));
-          else await this.o.slot.update(c.key, encode(next), revision);
+          if (revision === null) await this.o.slot.create(key, encode(next));
+          else await this.o.slot.update(key, encode(next), revision);
         } catch (err) {
           if (err instanceof CasConflict) continue;
           throw err;
         }
-        if (alert) this.o.onAlert?.({ scope: c.scope, window: c.window, fraction: fractionUsed(next, c.cap), spent: next, cap: c.cap, reset_at: c.reset_at });
+        this.outbox.settle(key, rows[rows.length - 1]!.seq);
+        if (alert && named && cap) this.o.onAlert?.({ scope: named.scope, window: named.window, fraction: fractionUsed(next, cap), spent: next, cap, reset_at: named.reset_at });
         return;
       }
       throw new Error(`${CHARGE_CAS_ATTEMPTS} compare-and-set conflicts in a row`);
     } catch (err) {
-      if (this.pending.size >= PENDING_RECORDS_MAX) {
-        const [oldest] = this.pending.keys();
-        this.o.log.error("budget_charge_dropped", { key: oldest, pending: this.pending.get(oldest!) });
-        this.pending.delete(oldest!);
-      }
-      this.pending.set(c.key, { usage: u, cost: total, rounds });
-      this.o.log.warn("budget_charge_deferred", { key: c.key, scope: scopeName(c.scope), window: c.window, error: (err as Error).message });
+      this.o.log.warn("budget_charge_deferred", { key, rows: rows.length, error: (err as Error).message });
     }
   }
 
-  /** Charges this process still owes the store (0 when every charge landed). */
+  private async flushOwed(): Promise<void> {
+    for (const key of this.outbox.keys(RETRY_KEYS_PER_TICK)) await this.flush(key);
+  }
+
+  /** Charge rows this node still owes the store (0 when every charge landed). */
   pendingCount(): number {
-    return this.pending.size;
+    return this.outbox.size();
   }
 
   /** GET /budgets: every configured cap with its current window's figure. */
@@ -182,7 +266,7 @@ export class BudgetCounters {
     }
     const reads = await Promise.all(caps.map((c) => this.read(c.key)));
     return caps.map((c, i) => {
-      const s = reads[i]!.spent;
+      const s = reads[i]!.record;
       return {
         scope: scopeName(c.scope),
         window: c.window,

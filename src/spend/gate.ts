@@ -4,15 +4,22 @@ import type { EventSink } from "../agent/events.ts";
 import type { SpendGate } from "../agent/turn.ts";
 import type { Logger } from "../log.ts";
 import { exhaustedWords, scopeName, type Usage } from "./budget.ts";
-import type { BudgetCounters } from "./counters.ts";
+import { BudgetUnknown, type BudgetCounters } from "./counters.ts";
 
 export class BudgetGate implements SpendGate {
   constructor(
     private readonly o: { counters: BudgetCounters; timezone: () => string; events: EventSink; log: Logger; node_id: string },
   ) {}
 
-  async check(seat: string, provider: string): Promise<string | null> {
-    const e = await this.o.counters.check(seat);
+  async check(seat: string, provider: string): Promise<string | { unknown: string } | null> {
+    let e;
+    try {
+      e = await this.o.counters.check(seat);
+    } catch (err) {
+      if (!(err instanceof BudgetUnknown)) throw err;
+      this.o.events.emit("budget_unknown", { seat, node: this.o.node_id, provider, error: err.message });
+      return { unknown: `my model budget cannot be read right now (${err.message}), and I start no model call I cannot account for; I will try again shortly` };
+    }
     if (!e) return null;
     this.o.events.emit("budget_exhausted", {
       seat,

@@ -98,7 +98,7 @@ export class FailureRig {
     const providers = buildProviders(llm, systemClock, { secrets: opts.secrets, random: () => 0 });
     const budgets = opts.budgets;
     if (budgets) {
-      this.counters = new BudgetCounters({ slot: coord.node().slot("budgets"), clock: systemClock, log, budgets: () => budgets, timezone: () => "UTC", pricing: () => undefined });
+      this.counters = new BudgetCounters({ db: new Database(":memory:"), slot: coord.node().slot("budgets"), clock: systemClock, log, budgets: () => budgets, timezone: () => "UTC", pricing: () => undefined });
     }
     const spend = this.counters ? new BudgetGate({ counters: this.counters, timezone: () => "UTC", events: this.events, log, node_id: "node-a" }) : null;
     this.engine = new TurnEngine({

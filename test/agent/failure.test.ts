@@ -1,7 +1,7 @@
 // The provider failure table: what each kind of failure IS, decided from what the call
 // proved. The HTTP loop retries only "transient"; the turn settles and tells by it.
 import { describe, expect, test } from "bun:test";
-import { classifyFailure, worthFallback, type FailureClass } from "../../src/agent/providers/failure.ts";
+import { classifyFailure, coolingReason, worthFallback, type FailureClass } from "../../src/agent/providers/failure.ts";
 import type { ProviderErrorKind } from "../../src/agent/providers/contract.ts";
 import { redactor } from "../../src/agent/providers/redact.ts";
 
@@ -32,6 +32,27 @@ describe("classifyFailure", () => {
     ["aborted", null, "cancelled by the caller", "cancelled"],
   ] as const)("%s %p %p → %s", (kind, status, body, want) => {
     expect(classifyFailure({ kind: kind as ProviderErrorKind, status, body })).toBe(want as FailureClass);
+  });
+});
+
+describe("coolingReason: which answers rest the key fleet-wide", () => {
+  test.each([
+    // kind, status, retry-after, body, reason
+    ["http", 429, null, "rate limit", "429 rate limited"],
+    ["http", 429, "30", '{"error":{"code":"insufficient_quota"}}', "429 rate limited, Retry-After 30"],
+    ["http", 529, null, "overloaded_error", "529 overloaded"],
+    ["http", 529, "12", "overloaded_error", "529 overloaded, Retry-After 12"],
+    ["http", 503, "20", "maintenance", "503, Retry-After 20"],
+    ["http", 503, null, "", null],
+    ["http", 500, null, "internal", null],
+    ["http", 502, " ", "bad gateway", null],
+    ["http", 500, "5", "the prompt exceeds the context window of this model", null],
+    ["http", 401, "30", "Incorrect API key provided", null],
+    ["http", 400, "30", "bad request", null],
+    ["timeout", null, null, "no answer", null],
+    ["network", null, null, "ECONNREFUSED", null],
+  ] as const)("%s %p Retry-After %p %p → %p", (kind, status, retry_after, body, want) => {
+    expect(coolingReason({ kind: kind as ProviderErrorKind, status, body, retry_after })).toBe(want);
   });
 });
 

@@ -63,3 +63,40 @@ test("a 429 on node A's key → node B's next call uses the other key; events na
     }
   }
 });
+
+test("a 529 overloaded answer (no Retry-After) rests the key too: the other node's next calls use the other key", async () => {
+  const { log } = memoryLogger("warn");
+  const nodes: { coord: CoordinationHandle; cooldowns: SharedCooldowns; events: MemoryEventSink; nc: Awaited<ReturnType<TestNats["connect"]>> }[] = [];
+  for (const id of ["c", "d"]) {
+    const nc = await nats.connect({ name: id });
+    const coord = await createCoordination({ type: "embedded-kv", nc, replicas: 1, clock: systemClock, log });
+    const events = new MemoryEventSink();
+    const cooldowns = new SharedCooldowns({ slot: coord.slot("cooldowns"), clock: systemClock, log, events, node_id: id });
+    await cooldowns.start();
+    nodes.push({ coord, cooldowns, events, nc });
+  }
+  const keys = ["sk-key-three-000000003", "sk-key-four-0000000004"];
+  try {
+    // retry budget 0: C makes one attempt and gives up, as a turn whose budget is spent would.
+    const cfg = { type: "openai", base_url: server.url, model: "m", api_keys: keys, timeout_seconds: 10, retry_budget_seconds: 0, stream: false } as ProviderConfig;
+    const [C, D] = nodes.map((n) => buildProviders({ model: cfg }, systemClock, { cooldowns: n.cooldowns, random: () => 0 }).get("model")!);
+    const req = { system: "s", messages: [{ role: "user" as const, content: "hi" }], tools: [], facts: { seat: "cto", trigger_type: "chat_mention", vars: {} } };
+    server.script([{ status: 529, json: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } } }]);
+    await expect(C!.complete(req)).rejects.toThrow("529");
+    expect(server.requests.map((r) => r.headers.authorization)).toEqual([`Bearer ${keys[0]}`]);
+    const seen = Date.now() + 5_000;
+    while (!nodes[1]!.cooldowns.cooling("model", keys[0]!) && Date.now() < seen) await Bun.sleep(10);
+    server.script([openAiTextReply("d"), openAiTextReply("d")]);
+    for (let i = 0; i < 2; i++) await D!.complete(req);
+    expect(server.requests.map((r) => r.headers.authorization?.replace("Bearer ", ""))).toEqual([keys[1], keys[1]]);
+    const cooling = nodes[0]!.events.named("provider_key_cooling");
+    expect(cooling).toHaveLength(1);
+    expect(String(cooling[0]!.reason)).toContain("529 overloaded");
+  } finally {
+    for (const n of nodes) {
+      n.cooldowns.stop();
+      await n.coord.close();
+      await n.nc.close();
+    }
+  }
+});

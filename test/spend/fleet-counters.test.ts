@@ -2,6 +2,7 @@
 // own member): the overshoot is at most one round per turn in flight, no charge is lost
 // (the counter equals the sum of the usage every "turn" reported), and the soft alert fires
 // once fleet-wide.
+import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { NatsConnection } from "nats";
 import { systemClock } from "../../src/clock.ts";
@@ -38,7 +39,7 @@ test("3 members, 3 turns in flight each, one org cap: overshoot ≤ one round pe
   const alerts: BudgetAlert[] = [];
   const { log } = memoryLogger("warn");
   const nodes = coords.map(
-    (c) => new BudgetCounters({ slot: c.slot("budgets"), clock: systemClock, log, budgets: () => budgets, timezone: () => "UTC", pricing: () => ({ input_per_million: 3, output_per_million: 15 }), onAlert: (a) => alerts.push(a) }),
+    (c) => new BudgetCounters({ db: new Database(":memory:"), slot: c.slot("budgets"), clock: systemClock, log, budgets: () => budgets, timezone: () => "UTC", pricing: () => ({ input_per_million: 3, output_per_million: 15 }), onAlert: (a) => alerts.push(a) }),
   );
   let seed = 12016;
   const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);

@@ -55,6 +55,26 @@ export function classifyFailure(f: FailureFacts): FailureClass {
   return "permanent";
 }
 
+/** Anthropic's "overloaded" status: the API is over capacity, asking callers to back off. */
+export const STATUS_OVERLOADED = 529;
+
+/**
+ * Whether an answer asks the fleet to rest the key that got it (src/spend/cooldowns.ts),
+ * and why; null when not. Only a failure classifyFailure calls transient is considered —
+ * the provider pushing back, not a broken request: 429 (rate limit, or a quota error),
+ * 529 overloaded, or any transient answer carrying Retry-After (the server named its
+ * pause, e.g. a 503 during a provider's incident). A transient answer without those (a
+ * 500, a 502 from a proxy, a timeout) says nothing about the key and cools nothing.
+ */
+export function coolingReason(f: FailureFacts & { retry_after: string | null }): string | null {
+  if (classifyFailure(f) !== "transient" || f.kind !== "http") return null;
+  const after = f.retry_after !== null && f.retry_after.trim() !== "" ? `, Retry-After ${f.retry_after.trim()}` : "";
+  if (f.status === 429) return `429 rate limited${after}`;
+  if (f.status === STATUS_OVERLOADED) return `529 overloaded${after}`;
+  if (after !== "") return `${f.status}${after}`;
+  return null;
+}
+
 /** Whether a failure is worth trying on the NEXT key or provider (a fallback). */
 export function worthFallback(cls: FailureClass, status: number | null): boolean {
   if (cls === "transient") return true;

@@ -8,6 +8,7 @@ import type { Clock, Timer } from "../../clock.ts";
 import type { z } from "zod";
 import { ProviderError, type KeyCooldowns, type RetrySpend } from "./contract.ts";
 import { noRedaction, type Redact } from "./redact.ts";
+import { coolingReason } from "./failure.ts";
 
 /**
  * Connect timeout. A TCP connection to a healthy endpoint opens in well under a second,
@@ -308,12 +309,13 @@ export async function callWithRetries<T>(build: (attempt: number) => PostSpec, c
       const answer = await post(spec, opts);
       if (answer.status >= 200 && answer.status < 300) return await consume(answer);
       retry_after = answer.retry_after;
-      if (answer.status === 429 && spec.key !== undefined && opts.cooldowns) {
+      const body = redact(await answer.text().catch(() => ""));
+      const cooling = spec.key !== undefined && opts.cooldowns ? coolingReason({ kind: "http", status: answer.status, body, retry_after }) : null;
+      if (cooling !== null) {
         // The key rests fleet-wide until the server's Retry-After, else the backoff's ceiling.
         const for_ms = retryDelayMs(retry_after, attempt, opts.clock.now(), () => 1);
-        opts.cooldowns.cool(opts.provider, spec.key, for_ms, retry_after !== null ? `429, Retry-After ${retry_after}` : `429, backoff ${for_ms} ms`);
+        opts.cooldowns!.cool(opts.provider, spec.key!, for_ms, retry_after !== null ? cooling : `${cooling}, backoff ${for_ms} ms`);
       }
-      const body = redact(await answer.text().catch(() => ""));
       last = new ProviderError(opts.provider, "http", redact(`HTTP ${answer.status} from ${spec.url}: ${body.slice(0, ERROR_BODY_CHARS)}`), answer.status, attempt, body);
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
