@@ -108,10 +108,13 @@ test("live chat, events backlog, operations, work board and knowledge, each as a
   // While the injected page renders, the browser reports what its content policy refused
   // (the sanitizer parses the page's HTML to clean it): the second wall, kept apart.
   let injecting = false;
+  let restarting = false;
   const refused: string[] = [];
   page.on("console", (msg) => {
     if (msg.type() !== "error") return;
     if (injecting && /violates the following Content Security Policy/.test(msg.text())) refused.push(msg.text());
+    // While the node restarts, the browser logs the requests it could not make.
+    else if (restarting && /Failed to load resource/.test(msg.text())) return;
     else problems.push(`console: ${msg.text()}`);
   });
   const requests: string[] = [];
@@ -326,6 +329,36 @@ test("live chat, events backlog, operations, work board and knowledge, each as a
     return r.length > 0 && r.some((x) => x[3]!.startsWith("PUT /pages/")) ? r : null;
   });
   await check(page, "ops-audit");
+
+  // ---- The other views pass the same checks: the org chart, fleet, agents, an agent's page.
+  for (const [hash, heading, name] of [
+    ["#org", "Org chart", "org"],
+    ["#fleet", "Fleet", "fleet"],
+    ["#agents", "Agents", "agents"],
+    ["#agent/cto", "@cto", "agent"],
+    ["#work", "Work", "work-list"],
+  ] as const) {
+    await page.goto(`${url}/dashboard${hash}`);
+    await page.getByRole("heading", { name: heading, level: 2 }).waitFor({ timeout: SEE_MS });
+    await until(`${name} filled in`, async () => (await page.locator("#view-body").textContent())!.length > 40);
+    await check(page, name);
+  }
+
+  // ---- Chat reconnects by itself after the node restarts, and misses nothing posted since.
+  await page.goto(`${url}/dashboard#chat/ops`);
+  await page.getByRole("heading", { name: "#Operations" }).waitFor({ timeout: SEE_MS });
+  await page.locator(".live-state", { hasText: "Live." }).waitFor({ timeout: SEE_MS });
+  restarting = true;
+  expect(await node.stop()).toBe(0);
+  await page.locator(".live-state", { hasText: "reconnecting in" }).waitFor({ timeout: SEE_MS });
+  await node.start();
+  await node.waitReady(60_000);
+  expect((await api(url, "/chat/channels/ops/messages", { body: { body: "back after the restart", author: "founder" } })).status).toBe(200);
+  await page.locator(".messages > li", { hasText: "back after the restart" }).waitFor({ timeout: 60_000 });
+  await page.locator(".live-state", { hasText: "Live." }).waitFor({ timeout: SEE_MS });
+  restarting = false;
+  // Each message once: the twenty notes and the new one.
+  expect(await page.locator(".messages > li", { hasText: /^founder/ }).count()).toBe(21);
 
   expect(problems).toEqual([]);
 }, 300_000);

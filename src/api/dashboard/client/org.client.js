@@ -32,7 +32,7 @@ function orgView() {
         ];
         return s.kind === "human"
           ? h("div", { class: "seat-card human", "data-handle": s.handle }, body)
-          : h("a", { class: `seat-card card-${st.cls}`, href: `#agent/${encodeURIComponent(s.handle)}`, "data-handle": s.handle, "aria-label": `@${s.handle}, ${s.name}: ${st.word}, ${n} open work` }, body);
+          : h("a", { class: `seat-card card-${st.cls}`, href: `#agent/${encodeURIComponent(s.handle)}`, "data-handle": s.handle }, body);
       }
       // The tree follows `manages`; a report whose manager is not a seat stands at the top.
       const seen = new Set();
