@@ -2,6 +2,34 @@
 
 function fleetView() {
   const root = h("div");
+  // Paged: a fleet of many nodes holds thousands of seats.
+  const nodes = pager("Nodes", (rows) => table("Nodes", ["Node", "Roles", "Labels", "Protocol", "Broker", "Seats held", "Presence expires", "State", "Deaf seats"], rows.map(nodeRow), "No live nodes."));
+  const leasesList = pager("Seat leases", (rows) => table("Who holds each agent seat", ["Seat", "Held by", "Epoch", "Lease expires"], rows.map(leaseRow), "No seat is held."));
+  function nodeRow(n) {
+    return h(
+      "tr",
+      {},
+      h("th", { scope: "row" }, n.id),
+      h("td", {}, chips(n.roles)),
+      h("td", {}, Object.keys(n.labels).length ? chips(Object.entries(n.labels).map(([k, v]) => `${k}=${v}`)) : h("span", { class: "muted" }, "none")),
+      h("td", { class: "num" }, n.protocol),
+      h("td", {}, n.broker ?? "—"),
+      h("td", { class: "num" }, n.seats_held),
+      h("td", { class: "num" }, `in ${seconds(n.expires_in_ms)}`),
+      h("td", {}, n.withdrawn ? "withdrawn" : n.draining ? "draining" : n.behind ? "behind (catching up)" : "in service"),
+      h("td", {}, n.seat_mailbox_deaf?.length ? chips(n.seat_mailbox_deaf.map((s) => `@${s}`)) : h("span", { class: "muted" }, "none")),
+    );
+  }
+  function leaseRow(l) {
+    return h(
+      "tr",
+      {},
+      h("th", { scope: "row" }, `@${l.handle}`),
+      h("td", {}, `${l.node} · since ${clock(l.since)}`),
+      h("td", { class: "num" }, l.epoch),
+      h("td", { class: "num" }, `in ${seconds(l.expires_in_ms)}`),
+    );
+  }
   return {
     title: "Fleet",
     root,
@@ -15,31 +43,6 @@ function fleetView() {
         return;
       }
       const leases = [...fleet.leases].sort((a, b) => a.handle.localeCompare(b.handle));
-      const nodeRows = fleet.nodes.map((n) =>
-        h(
-          "tr",
-          {},
-          h("th", { scope: "row" }, n.id),
-          h("td", {}, chips(n.roles)),
-          h("td", {}, Object.keys(n.labels).length ? chips(Object.entries(n.labels).map(([k, v]) => `${k}=${v}`)) : h("span", { class: "muted" }, "none")),
-          h("td", { class: "num" }, n.protocol),
-          h("td", {}, n.broker ?? "—"),
-          h("td", { class: "num" }, n.seats_held),
-          h("td", { class: "num" }, `in ${seconds(n.expires_in_ms)}`),
-          h("td", {}, n.withdrawn ? "withdrawn" : n.draining ? "draining" : n.behind ? "behind (catching up)" : "in service"),
-          h("td", {}, n.seat_mailbox_deaf?.length ? chips(n.seat_mailbox_deaf.map((s) => `@${s}`)) : h("span", { class: "muted" }, "none")),
-        ),
-      );
-      const leaseRows = leases.map((l) =>
-        h(
-          "tr",
-          {},
-          h("th", { scope: "row" }, `@${l.handle}`),
-          h("td", {}, `${l.node} · since ${clock(l.since)}`),
-          h("td", { class: "num" }, l.epoch),
-          h("td", { class: "num" }, `in ${seconds(l.expires_in_ms)}`),
-        ),
-      );
       const duties = fleet.duties ?? [];
       const dutyRows = duties.map((d) =>
         h(
@@ -53,11 +56,13 @@ function fleetView() {
         ),
       );
       const holders = new Set(leases.map((l) => l.node)).size;
+      nodes.set(fleet.nodes);
+      leasesList.set(leases);
       root.replaceChildren(
         h("p", {}, `${fleet.nodes.length} node${fleet.nodes.length === 1 ? "" : "s"} live; ${leases.length} seat${leases.length === 1 ? "" : "s"} held on ${holders} node${holders === 1 ? "" : "s"}.`),
-        table("Nodes", ["Node", "Roles", "Labels", "Protocol", "Broker", "Seats held", "Presence expires", "State", "Deaf seats"], nodeRows, "No live nodes."),
+        nodes.root,
         h("h3", {}, "Seat leases"),
-        table("Who holds each agent seat", ["Seat", "Held by", "Epoch", "Lease expires"], leaseRows, "No seat is held."),
+        leasesList.root,
         h("h3", {}, "Duties"),
         fleet.duties === null
           ? h("p", { class: "muted" }, "The duty leases could not be read just now.")
