@@ -142,19 +142,20 @@ describe("ownership", () => {
     expect(tenuresOf(facts({ claims: [claim("a", 1, 0)] }))[0]!.ended_by).toBe("running");
   });
 
+  /** a holds s1 and s2 and is killed at 2 s; b claims them at 9 s and 11 s. */
+  const killedA: Partial<ChaosFacts> = {
+    seats: ["s1", "s2"],
+    probeAnswered: new Set(["s1", "s2"]),
+    claims: [claim("a", 1, 0), claim("a", 1, 0, 1, "s2"), claim("b", 2, 9_000), claim("b", 2, 11_000, 1, "s2")],
+    incarnations: [
+      { node: "a", inc: 1, started_ms: T0, ended_ms: T0 + 2_000, exit_code: 137 },
+      { node: "b", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
+    ],
+    faults: [fault("kill9", "a", 2_000)],
+  };
+
   test("failover: from the fault to the last of the target's seats claimed again", () => {
-    const v = check(
-      facts({
-        seats: ["s1", "s2"],
-        probeAnswered: new Set(["s1", "s2"]),
-        claims: [claim("a", 1, 0), claim("a", 1, 0, 1, "s2"), claim("b", 2, 9_000), claim("b", 2, 11_000, 1, "s2")],
-        incarnations: [
-          { node: "a", inc: 1, started_ms: T0, ended_ms: T0 + 2_000, exit_code: 137 },
-          { node: "b", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
-        ],
-        faults: [fault("kill9", "a", 2_000)],
-      }),
-    );
+    const v = check(facts(killedA));
     expect(v.violations).toEqual([]);
     expect(v.figures.failover_ms.kill9).toEqual({ n: 1, p50: 9_000, p99: 9_000, max: 9_000 });
   });
@@ -162,14 +163,7 @@ describe("ownership", () => {
   test("first turn: from the fault to each held seat's first successful turn on a later epoch", () => {
     const v = check(
       facts({
-        seats: ["s1", "s2"],
-        probeAnswered: new Set(["s1", "s2"]),
-        claims: [claim("a", 1, 0), claim("a", 1, 0, 1, "s2"), claim("b", 2, 9_000), claim("b", 2, 11_000, 1, "s2")],
-        incarnations: [
-          { node: "a", inc: 1, started_ms: T0, ended_ms: T0 + 2_000, exit_code: 137 },
-          { node: "b", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
-        ],
-        faults: [fault("kill9", "a", 2_000)],
+        ...killedA,
         // s1: a turn of the old epoch before the kill does not count; its first on epoch 2 does.
         completions: [turn("a", 1, 1_000), turn("b", 2, 9_500), turn("b", 2, 12_000), turn("b", 2, 14_000, 1, "s2")],
       }),
