@@ -14,7 +14,8 @@ import type { Org, Seat } from "../org/org.ts";
 import { ack, nak, type Attachment, type Delivery, type Outcome, type Queue } from "../queue/contract.ts";
 import { mailbox } from "../queue/topics.ts";
 import { systemPrompt } from "./prompt.ts";
-import { ProviderError, type Provider } from "./providers/contract.ts";
+import { ProviderError, type Provider, type Usage } from "./providers/contract.ts";
+import type { SpendGate } from "./turn.ts";
 
 /** Diary notes a reflection pass is shown, so it does not write them again. */
 export const REFLECTION_DIARY_NOTES = 10;
@@ -29,6 +30,8 @@ export interface ReflectOptions {
   providerFor: (seat: Seat) => Provider | undefined;
   clock: Clock;
   log: Logger;
+  /** Spend control: a reflection is a model call like a turn's round — checked and charged. */
+  spend?: SpendGate | null;
 }
 
 export class ReflectDispatcher {
@@ -68,10 +71,22 @@ export class ReflectDispatcher {
       this.o.log.warn("memory_reflection_skipped", { seat: handle, turn_id: due.turn_id, reason: !seat ? "not an agent seat" : !provider ? "no model provider" : "wake for another seat" });
       return ack();
     }
+    // Over a hard cap the pass is skipped (the turn it reflects on already ran); spend that
+    // cannot be read waits (unknown is not under the cap): the wake comes back later.
+    const refused = (await this.o.spend?.check(handle, provider.name)) ?? null;
+    if (typeof refused === "string") {
+      this.o.log.info("memory_reflection_skipped", { seat: handle, turn_id: due.turn_id, reason: "budget_exhausted" });
+      return ack();
+    }
+    if (refused !== null) {
+      this.o.log.warn("memory_reflection_failed", { seat: handle, turn_id: due.turn_id, error: refused.unknown, retry: true });
+      return nak();
+    }
     const store = this.o.store;
     const cp = due.counterparty ? store.counterparty(handle, due.counterparty) : null;
     const diary = store.recentDiary(handle, REFLECTION_DIARY_NOTES);
     let text: string;
+    let usage: Usage;
     try {
       const answer = await provider.complete({
         system: systemPrompt(org, seat),
@@ -95,6 +110,7 @@ export class ReflectDispatcher {
         },
       });
       text = answer.text;
+      usage = answer.usage;
     } catch (err) {
       // A model that failed may answer on the next delivery (bounded: the queue's delivery
       // budget, then the dead letters); a configuration error never will.
@@ -102,6 +118,7 @@ export class ReflectDispatcher {
       this.o.log.warn("memory_reflection_failed", { seat: handle, turn_id: due.turn_id, error: err as Error, retry: !permanent });
       return permanent ? ack() : nak();
     }
+    await this.o.spend?.charge(handle, provider.name, usage);
     const r = parseReflection(text);
     let notes = 0;
     try {

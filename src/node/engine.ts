@@ -96,7 +96,6 @@ export class NodeEngine {
     this.transcripts = new TranscriptStore(this.db);
     this.memorySync = new MemorySync({ store: this.memoryStore, changelog: o.changelog, clock: o.clock, log: o.log });
     const providerFor = (seat: { llm?: string | null }) => (seat.llm ? this.providers.get(seat.llm) : undefined);
-    this.reflect = new ReflectDispatcher({ queue: o.queue, store: this.memoryStore, sync: this.memorySync, org: () => this.org, providerFor, clock: o.clock, log: o.log });
     const events = publishEventSink(o.queue, o.log, () => o.clock.now());
     const timezone = () => this.company.timezone;
     this.budgets = o.budgets
@@ -114,6 +113,9 @@ export class NodeEngine {
           onAlert: budgetAlerter({ events, estate: o.estate, org: () => this.org, timezone, log: o.log, node_id: o.nodeId }),
         })
       : null;
+    // One spend gate for every model call this node makes: turns' rounds and reflections.
+    const spend = this.budgets ? new BudgetGate({ counters: this.budgets, timezone, events, log: o.log, node_id: o.nodeId }) : null;
+    this.reflect = new ReflectDispatcher({ queue: o.queue, store: this.memoryStore, sync: this.memorySync, org: () => this.org, providerFor, clock: o.clock, log: o.log, spend });
     this.turns = new TurnEngine({
       org: () => this.org,
       node_id: o.nodeId,
@@ -138,7 +140,7 @@ export class NodeEngine {
         },
         modelOf: (llm) => this.modelOf(llm),
       },
-      spend: this.budgets ? new BudgetGate({ counters: this.budgets, timezone, events, log: o.log, node_id: o.nodeId }) : null,
+      spend,
     });
     this.inbox = new SeatInbox({ engine: this.turns, log: o.log, max_concurrent: o.max_concurrent });
     this.memorySync.start();
