@@ -114,7 +114,7 @@ export class TrimDuty implements DutyWork {
       const hold_ms = this.o.unheard_hold_ms ?? UNHEARD_COPY_HOLD_MS;
       for (const [node, rec] of Object.entries(copies.registry.value)) {
         if (!copies.live.has(node) && now - rec.heard_at < hold_ms) next[node] = rec;
-        else if (!copies.live.has(node)) this.o.log.info("estate_copy_forgotten", { node, heard_at: rec.heard_at, applied: rec.applied });
+        else if (!copies.live.has(node)) this.o.log.info("estate_copy_forgotten", { copy_node: node, heard_at: rec.heard_at, applied: rec.applied });
       }
       for (const [node, applied] of copies.live) {
         if (applied) next[node] = { applied, heard_at: now };
@@ -226,6 +226,6 @@ export class TrimDuty implements DutyWork {
     else if (c.outcome === "failed") this.o.log.error("estate_trim_skipped", { ...fields, outcome: "failed" });
     else if (d.kind === "skip") this.o.log.warn("estate_trim_skipped", { ...fields, outcome: "skipped" });
     else this.o.log.info("estate_trim_skipped", { ...fields, outcome: "nothing" });
-    for (const node of d.released) this.o.log.warn("estate_copy_released", { domain: c.domain, node, why: "unheard from past the hold: it restores from a snapshot when it returns" });
+    for (const node of d.released) this.o.log.warn("estate_copy_released", { domain: c.domain, copy_node: node, why: "unheard from past the hold: it restores from a snapshot when it returns" });
   }
 }

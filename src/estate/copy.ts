@@ -169,6 +169,13 @@ export class EstateCopy {
           this.restoring[domain] = null;
         });
       }
+      // Nothing else is tried on a copy below the log: its applier cannot help it (a
+      // restart would stop at the same gap) and the restore owns the applier from here.
+      if (this.outOfService[domain] === null) {
+        this.outOfService[domain] = `below the log: it starts at ${logState.first_seq}, this copy applied only to ${applier.applied}`;
+        this.o.log.error("estate_copy_not_served", { domain, reason: this.outOfService[domain], applied: applier.applied });
+      }
+      return;
     }
     const now = this.o.clock.now();
     if (applier.lastMovedAt > this.progressAt[domain]) this.progressAt[domain] = applier.lastMovedAt;
