@@ -59,6 +59,20 @@ test("the compiled binary runs the root company end to end", async () => {
   const scrape = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${token}` } });
   expect(scrape.status).toBe(200);
   expect(await scrape.text()).toMatch(/^crewlet_turns_total\{[^}]*outcome="[^"]+"[^}]*\} [1-9]/m);
+  // The dashboard from the binary: the page, its script and the two libraries the script
+  // imports (marked, DOMPurify) are embedded and served.
+  const page = await (await fetch(`${url}/dashboard`)).text();
+  const script = /<script type="module" src="([^"]+)"><\/script>/.exec(page)?.[1];
+  expect(script).toBeDefined();
+  const source = await (await fetch(`${url}${script}`)).text();
+  const imports = [...source.matchAll(/^import .* from "\.\/([^"]+)";$/gm)].map((m) => m[1]!);
+  expect(imports.length).toBe(2);
+  for (const name of imports) {
+    const lib = await fetch(`${url}/dashboard/${name}`);
+    expect(lib.status).toBe(200);
+    expect(lib.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+    expect(await lib.text()).toMatch(/export ?\{/);
+  }
 
   proc.kill("SIGTERM");
   expect(await proc.exited).toBe(0);

@@ -1,5 +1,5 @@
 // The dashboard's live chat, events backlog, operations views, work board and knowledge
-// browser in a real browser against a real one-box node running the root company (plus a
+// browser in a real browser against the compiled binary running the root company (plus a
 // schedule, and @engineer on a local model endpoint written here so its turn can be slow
 // and then fail). A person watches "working…" while a turn runs and the reply land without
 // any polling; sees the failure marker with its reason; opens Events after the fact and
@@ -15,6 +15,8 @@ import { join, resolve } from "node:path";
 import { connect, headers as natsHeaders } from "nats";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { parse } from "yaml";
+import { buildArch } from "../../build.ts";
+import { hostArch } from "../../src/broker/elf.ts";
 import { deadLetterCopy } from "../../src/queue/deadletter.ts";
 import { openAiTextReply, startModelServer, type ModelServer } from "../agent/model-server.ts";
 import { makeFleet, TEST_TOKEN, type Fleet } from "../support/fleet.ts";
@@ -31,12 +33,14 @@ let fleet: Fleet | null = null;
 let context: BrowserContext | null = null;
 let server: ModelServer | null = null;
 const profileDir = mkdtempSync(join(tmpdir(), "crewlet-chromium-"));
+const binDir = mkdtempSync(join(tmpdir(), "crewlet-bin-"));
 
 afterAll(async () => {
   await context?.close().catch(() => undefined);
   await fleet?.stop();
   server?.stop();
   rmSync(profileDir, { recursive: true, force: true });
+  rmSync(binDir, { recursive: true, force: true });
 });
 
 async function until<T>(what: string, check: () => Promise<T | null | undefined | false>): Promise<T> {
@@ -87,7 +91,9 @@ test("live chat, events backlog, operations, work board and knowledge, each as a
   company.providers.llm.endpoint = { type: "openai", base_url: server.url, model: "m", api_keys: ["sk-views-0123456789"] };
   company.roles.find((r: any) => r.handle === "engineer").llm = "endpoint";
   company.schedules = [{ id: "standup", cron: "0 9 * * 1-5", seat: "pm", prompt: "Post the standup." }];
-  fleet = await makeFleet({ nodes: [{ id: "node-1", kind: "member" }], company });
+  // The compiled binary, as shipped: the dashboard's assets and libraries are embedded in it.
+  const built = buildArch(hostArch(), resolve(import.meta.dir, "../../src/main.ts"), { outDir: binDir });
+  fleet = await makeFleet({ nodes: [{ id: "node-1", kind: "member" }], company, binary: built.path });
   const node = fleet.node("node-1");
   await node.start();
   await node.waitReady(60_000);

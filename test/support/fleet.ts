@@ -69,6 +69,8 @@ export interface FleetOptions {
   logLevel?: "debug" | "info";
   /** Tier A `testing` block (test-only shortenings); CREWLET_TESTING=1 is set with it. */
   testing?: Record<string, number>;
+  /** A compiled crewlet binary to run (build.ts buildArch) instead of src/main.ts under bun. */
+  binary?: string;
 }
 
 export interface Fleet {
@@ -165,7 +167,7 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
         if (started > 0 && existsSync(logFile) && statSync(logFile).size > 0) renameSync(logFile, pastLog(started));
         started++;
         const out = Bun.file(logFile);
-        node.proc = Bun.spawn([process.execPath, MAIN, "run", configFile], {
+        node.proc = Bun.spawn(opts.binary ? [opts.binary, "run", configFile] : [process.execPath, MAIN, "run", configFile], {
           stdout: "ignore",
           stderr: out,
           env: { ...process.env, ...opts.env, ...(opts.testing ? { CREWLET_TESTING: "1" } : {}) },
