@@ -38,6 +38,8 @@ export type { MailboxSnapshot };
 export const MAILBOX_CHECK_EVERY_MS = 15_000;
 /** Seats inspected at once: a check of many seats stays a trickle, never a burst. */
 const CHECK_CONCURRENCY = 4;
+/** A tick later than this many periods means the process itself stood still. */
+const STALL_TICKS = 2;
 
 /** The header that makes an inbox message a probe; its value is the probe's id. */
 export const PROBE_HEADER = "Crewlet-Probe";
@@ -209,6 +211,8 @@ export class MailboxWatch {
   private readonly probePrefix = randomUUID().slice(0, 8);
   private probeCount = 0;
   private readonly counts = { sent: 0, heard: 0, unheard: 0 };
+  /** The last tick that came late (see start); probes are not judged across it. */
+  private stalled_at_ms = 0;
 
   constructor(private readonly o: MailboxWatchOptions) {}
 
@@ -245,9 +249,17 @@ export class MailboxWatch {
   }
 
   start(): void {
+    const every = this.o.every_ms ?? MAILBOX_CHECK_EVERY_MS;
+    let last = this.o.clock.now();
     this.timer = this.o.clock.setInterval(() => {
+      // A tick this late means this process stood still (a GC pause, a loaded box, SIGSTOP):
+      // a probe that arrived meanwhile may still be queued behind this very callback, so
+      // that time is the process's, not the mailbox's, and does not count against a probe.
+      const now = this.o.clock.now();
+      if (now - last > STALL_TICKS * every) this.stalled_at_ms = now;
+      last = now;
       this.running ??= this.checkOnce().finally(() => (this.running = null));
-    }, this.o.every_ms ?? MAILBOX_CHECK_EVERY_MS);
+    }, every);
   }
 
   async stop(): Promise<void> {
@@ -348,7 +360,7 @@ export class MailboxWatch {
     const ready = r?.ready ?? false;
     if (!ready) w.not_ready_ms = now;
     if (w.probe) {
-      const busy_until_ms = Math.max(w.not_ready_ms, r?.settled_at_ms ?? 0);
+      const busy_until_ms = Math.max(w.not_ready_ms, r?.settled_at_ms ?? 0, this.stalled_at_ms);
       if (judgeProbe({ sent_ms: w.probe.sent_ms, heard: false, ready, busy_until_ms, now_ms: now, within_ms: this.o.probe_heard_within_ms }) !== "unheard") return { deaf: false };
       const waited = now - Math.max(w.probe.sent_ms, busy_until_ms);
       this.counts.unheard++;

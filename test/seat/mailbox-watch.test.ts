@@ -261,6 +261,47 @@ describe("MailboxWatch probes", () => {
     expect(r.watch.deaf()).toEqual(["s1"]);
   });
 
+  test("a tick that comes late (the process stood still) does not count against a probe", async () => {
+    // A clock whose one interval fires when told, at the time told: a stalled event loop.
+    let now = 0;
+    let tick: () => void = () => {};
+    const clock = {
+      now: () => now,
+      setTimeout: () => ({ cancel() {} }),
+      setInterval: (fn: () => void) => ((tick = fn), { cancel() {} }),
+      sleep: async () => {},
+    };
+    const log = memoryLogger();
+    const watch = new MailboxWatch({
+      port: { inspect: async () => ok, reset: async () => true, rewind: async () => true, probe: async () => {} },
+      held: () => ["s1"],
+      idle: () => true,
+      readiness: () => ({ ready: true, settled_at_ms: 0 }),
+      handBack: async () => {},
+      clock,
+      log: log.log,
+    });
+    watch.start();
+    const at = async (t: number) => {
+      now = t;
+      tick();
+      await watch.stop().catch(() => {}); // waits for the check the tick started
+      await Bun.sleep(0);
+    };
+    // On time, until the seat's first probe is out (its offset in the period).
+    for (let i = 0; i < 10 && watch.probeCounts().sent === 0; i++) await at(now + MAILBOX_CHECK_EVERY_MS);
+    expect(watch.probeCounts().sent).toBe(1);
+    const sentAt = now;
+    // The next tick comes a whole bound late: the probe may be queued behind it.
+    await at(sentAt + PROBE_HEARD_WITHIN_MS + MAILBOX_CHECK_EVERY_MS);
+    expect(watch.deaf()).toEqual([]);
+    // On time again: the bound counts from the stall, so not yet at 15 s, but at 30 s.
+    await at(now + MAILBOX_CHECK_EVERY_MS);
+    expect(watch.deaf()).toEqual([]);
+    await at(now + MAILBOX_CHECK_EVERY_MS);
+    expect(watch.deaf()).toEqual(["s1"]);
+  });
+
   test("a probe not this watch's own (an earlier process's, a stale one) clears nothing", async () => {
     const r = rig();
     r.set({ deliver: false });
