@@ -13,8 +13,11 @@ import { EVENTS_SUBJECTS, STREAM_EVENTS, eventSubject } from "../queue/topics.ts
 
 /** A page at most: a screenful many times over, and one JSON answer well under a megabyte. */
 export const BACKLOG_PAGE_MAX = 200;
-/** Sequence numbers one window reads: one consumer's worth, a few hundred KB of events. */
+/** Sequence numbers one window reads at most: one consumer's worth, a few hundred KB of
+ * events. The first window is twice the page (most pages are found in it); each further
+ * window doubles, up to this. */
 export const BACKLOG_WINDOW = 1_000;
+const FIRST_WINDOW_MIN = 100;
 /** Sequence numbers one request looks at, in all: a sparse filter (one seat of many) stops
  * here and hands back `next` instead of reading a day of events in one request. */
 export const BACKLOG_SCAN_MAX = 20_000;
@@ -129,8 +132,10 @@ export async function readBacklog(src: BacklogSource, q: BacklogQuery): Promise<
   const kept: BacklogEvent[] = []; // oldest first
   let scanned = 0;
   let stop = false;
+  let window = Math.min(BACKLOG_WINDOW, Math.max(FIRST_WINDOW_MIN, q.limit * 2));
   while (!stop && hi >= first && kept.length < q.limit && scanned < BACKLOG_SCAN_MAX) {
-    const lo = Math.max(first, hi - BACKLOG_WINDOW + 1);
+    const lo = Math.max(first, hi - window + 1);
+    window = Math.min(BACKLOG_WINDOW, window * 2);
     const { found, pastSince } = await readWindow(src, lo, hi, q);
     kept.unshift(...found);
     scanned += hi - lo + 1;

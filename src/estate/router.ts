@@ -121,16 +121,24 @@ export class EstateRouter {
     return { ...this.floor };
   }
 
-  async read<K extends QueryName>(input: QueryOf<K>): Promise<Results[K]> {
+  /**
+   * Answers a query from this node's copy or a data node's. Every answerer must have applied
+   * this node's own writes; `atLeast` raises that floor for this read (a reader that saw a
+   * record on the log, at its position, and wants it in the answer: the copy waits for its
+   * applier rather than the reader polling).
+   */
+  async read<K extends QueryName>(input: QueryOf<K>, opts: { atLeast?: Partial<Floor> } = {}): Promise<Results[K]> {
     const parsed = querySchema.safeParse(input);
     if (!parsed.success) throw new EstateInvalid(`query ${input.q}: ${parsed.error.issues[0]?.message ?? "invalid"}`);
     const query = parsed.data;
     const domain = domainOfQuery(query.q);
+    const floor: Floor = { ...this.floor };
+    for (const [d, p] of Object.entries(opts.atLeast ?? {}) as [keyof Floor, number][]) if (p > floor[d]) floor[d] = p;
     const said: Said = {};
     const copy = this.o.copy;
     if (copy && copy.inService(domain)) {
       try {
-        const a = await copy.read(query, this.floor);
+        const a = await copy.read(query, floor);
         if (a.status === "ok") return a.result as Results[K];
         said[this.o.nodeId] = describe(a);
       } catch (err) {
@@ -141,7 +149,7 @@ export class EstateRouter {
       said[this.o.nodeId] = `out_of_service: ${copy.outOfServiceReason(domain) ?? "?"}`;
     }
     for (const node of await this.order()) {
-      const a = await this.ask(node, { kind: "read", query, floor: this.floor }, this.o.read_timeout_ms ?? READ_TIMEOUT_MS);
+      const a = await this.ask(node, { kind: "read", query, floor }, this.o.read_timeout_ms ?? READ_TIMEOUT_MS);
       if ("failed" in a) {
         said[node] = a.failed;
         continue;

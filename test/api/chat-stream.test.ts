@@ -168,3 +168,11 @@ test("streams are bounded, and a client that goes frees its slot", async () => {
   const again = await open("general");
   await again.f.cancel();
 }, TEST_TIMEOUT_MS);
+
+test("the router's read floor: at a position the copy has applied it answers; past anything written it says the copy is behind", async () => {
+  const posted = await post("general", "floor check");
+  const got = await node.estate.router.read({ q: "chat.messages", channel: "general", order: "newest", limit: 1 }, { atLeast: { chat: posted.position } });
+  expect(got.messages[0]!.body).toBe("floor check");
+  // The copy waits FLOOR_WAIT_MS (2 s) for its applier, then says how far it got.
+  await expect(node.estate.router.read({ q: "chat.channels" }, { atLeast: { chat: posted.position + 1_000_000 } })).rejects.toThrow(/behind/);
+}, TEST_TIMEOUT_MS);

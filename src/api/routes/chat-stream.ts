@@ -9,9 +9,10 @@
 //   dropped   n                               this client fell behind and lost n frames
 //
 // New messages: an ordered consumer on the chat state log says when a post for this
-// channel was appended; the messages themselves are read through the estate router after
-// `after` (the client's last position), so a reconnect with its last position misses
-// nothing and a post read before the copy applied it is read again shortly. Turn status:
+// channel was appended, at which position; the messages themselves are read through the
+// estate router after `after` (the client's last position) with that position as the
+// read's floor (the answering copy waits until it has applied it), so a reconnect with its
+// last position misses nothing and a post is never read before it is applied. Turn status:
 // an ordered consumer on CREWLET_EVENTS from a few minutes back, so a turn already running
 // when the page opened shows as working.
 import { Hono } from "hono";
@@ -53,10 +54,6 @@ const TURNS_REMEMBERED_MAX = 256;
  * 2,000 messages, then the rest on the next post. */
 const READ_LIMIT = 100;
 const READS_PER_PUMP_MAX = 20;
-/** A post seen on the log but not yet applied by the copy answering: re-read after 100 ms,
- * doubling, five times (~3 s), then on the next post or keepalive. */
-const APPLY_RETRY_FIRST_MS = 100;
-const APPLY_RETRIES_MAX = 5;
 const CONSUMER_INACTIVE_MS = 30_000;
 const PULL_MAX_MESSAGES = 64;
 const JS_API_TIMEOUT_MS = 5_000;
@@ -128,21 +125,16 @@ export function chatStreamGroup(src: ChatStreamSource): RouteGroup {
             return pumping;
           }
           pumping = (async () => {
-            let retries = 0;
             do {
               again = false;
               for (let i = 0; i < READS_PER_PUMP_MAX && !sse.closed; i++) {
-                const got = await src.router.read({ q: "chat.messages", channel: id, cursor: cursor ?? undefined, limit: READ_LIMIT });
+                // At least up to the newest post seen on the log: the copy answering waits
+                // for its applier to get there (a read before the apply would miss it).
+                const got = await src.router.read({ q: "chat.messages", channel: id, cursor: cursor ?? undefined, limit: READ_LIMIT }, { atLeast: { chat: target } });
                 if (got.messages.length === 0) break;
                 cursor = got.messages[got.messages.length - 1]!.position;
                 sse.send(sseFrame("messages", { messages: got.messages }));
                 if (got.next === null) break;
-              }
-              if (!again && cursor !== null && cursor < target && retries < APPLY_RETRIES_MAX && !sse.closed) {
-                // Seen on the log, not applied yet by the copy that answered.
-                await src.clock.sleep(APPLY_RETRY_FIRST_MS * 2 ** retries);
-                retries++;
-                again = true;
               }
             } while (again && !sse.closed);
           })()
