@@ -6,6 +6,7 @@
 // (before anything publishes: mail to a subject no mailbox covers is dropped), the
 // estate, the seat host, and the API last but for /health and /ready, which answer from
 // the first moment so a supervisor can watch the boot.
+import { DEFAULT_SOFT_ALERT } from "../config/budgets.ts";
 import { Database } from "bun:sqlite";
 import { randomUUID } from "node:crypto";
 import { AuditLog, AUDIT_RETENTION_MS } from "../api/audit.ts";
@@ -614,7 +615,7 @@ export class CrewletNode {
       }),
       auditGroup(audit),
       orgGroup({ org: () => engine.currentOrg }),
-      ...(roles.includes("ingress") && engine.budgets ? [budgetsGroup({ seats: () => (this.company ? agentSeats(this.company).map((s) => s.handle) : []), status: (h) => engine.budgets!.status(h) })] : []),
+      ...(roles.includes("ingress") && engine.budgets ? [budgetsGroup({ seats: () => (this.company ? agentSeats(this.company).map((s) => s.handle) : []), status: (h) => engine.budgets!.status(h), softAlert: () => this.company?.budgets.soft_alert ?? DEFAULT_SOFT_ALERT })] : []),
       ...(roles.includes("ingress") ? [schedulesGroup({ company: () => this.company, fires: coord.slot("fires"), clock: this.clock })] : []),
       ...fleetGroups({
         fleet: async () => ({ ...(await seats.fleet()), duties: await dutyHoldings(coord.duties).catch(() => null) }),

@@ -238,7 +238,9 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
     const r = await rows(page, /Recent turns of @cto/);
     return r.length >= 1 ? r : null;
   });
-  expect(turns[0]![4]).toContain(openWork[0]![0]);
+  // Each turn as its holder recorded it: when (a link to its transcript), outcome, trigger.
+  expect(turns[0]![1]).toBe("completed");
+  expect(turns[0]![2]).toContain("from ceo");
   await page.screenshot({ path: SCREENSHOT.replace(/\.png$/, "-agent.png"), fullPage: true });
   // Its manager is one click away.
   await page.locator(".facts").getByRole("link", { name: "@ceo" }).click();

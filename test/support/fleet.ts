@@ -71,6 +71,8 @@ export interface FleetOptions {
   testing?: Record<string, number>;
   /** A compiled crewlet binary to run (build.ts buildArch) instead of src/main.ts under bun. */
   binary?: string;
+  /** API tokens beside the test token (e.g. one with fewer grants). */
+  tokens?: { id: string; token: string; grants?: string[] }[];
 }
 
 export interface Fleet {
@@ -128,7 +130,7 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
       store: { dir: join(dir, "store"), scratch: spec.kind === "leaf" },
       stream,
       coordination: { type: fleetShape ? "embedded-kv" : "local", lease_ttl_seconds: opts.leaseTtlSeconds ?? 45 },
-      api: { port: p.api, tokens: [{ id: "test", token: TEST_TOKEN }] },
+      api: { port: p.api, tokens: [{ id: "test", token: TEST_TOKEN }, ...(opts.tokens ?? [])] },
       logging: { level: opts.logLevel ?? "debug", format: "json", stderr: true },
       ...((spec.company ?? opts.company) ? { company: spec.company ?? opts.company } : {}),
       ...(opts.testing ? { testing: opts.testing } : {}),

@@ -13,6 +13,9 @@ import fleetJs from "./client/fleet.client.js" with { type: "text" };
 import agentsJs from "./client/agents.client.js" with { type: "text" };
 import orgJs from "./client/org.client.js" with { type: "text" };
 import agentJs from "./client/agent.client.js" with { type: "text" };
+import seatControlsJs from "./client/seat-controls.client.js" with { type: "text" };
+import turnJs from "./client/turn.client.js" with { type: "text" };
+import spendJs from "./client/spend.client.js" with { type: "text" };
 import chatJs from "./client/chat.client.js" with { type: "text" };
 import workJs from "./client/work.client.js" with { type: "text" };
 import eventsJs from "./client/events.client.js" with { type: "text" };
@@ -51,8 +54,11 @@ const PARTS: ReadonlyArray<readonly [string, unknown]> = [
   ["company-diff", companyDiffJs],
   ["fleet", fleetJs],
   ["agents", agentsJs],
+  ["seat-controls", seatControlsJs],
   ["org", orgJs],
   ["agent", agentJs],
+  ["turn", turnJs],
+  ["spend", spendJs],
   ["chat", chatJs],
   ["work", workJs],
   ["events", eventsJs],

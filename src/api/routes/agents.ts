@@ -38,6 +38,8 @@ function profile(src: AgentsSource, handle: string, here: boolean) {
     reports: [...seat.reports],
     units: [...seat.units],
     mcp_servers: Object.keys(seat.mcp_servers),
+    /** Where the seat may run (labels to match, a pinned node); empty: any seats node. */
+    placement: seat.placement,
     // A seat's MCP tools are known only where its servers run: its holder.
     tools: here && src.tools ? src.tools(handle) : null,
   };

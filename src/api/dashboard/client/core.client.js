@@ -183,6 +183,7 @@ const OPEN_WORK = new Set(["todo", "in_progress", "in_review"]);
 /** A seat's state as its card shows it: a word, and the class that colours it. */
 function seatState(agent) {
   if (!agent) return { word: "person", cls: "human" };
+  if (agent.paused) return { word: "paused", cls: "paused" };
   if (!agent.holder) return { word: "unheld", cls: "unheld" };
   const t = agent.turns;
   if (!t) return { word: `on ${agent.turns_known_on}`, cls: "elsewhere" };

@@ -2,11 +2,21 @@
 
 function orgView() {
   const root = h("div");
+  // Each agent seat's controls, kept across refreshes (an open "are you sure" survives).
+  const controlsOf = new Map();
   return {
     title: "Org chart",
     root,
     async refresh() {
-      const [org, { agents }, work] = await Promise.all([api("/org"), api("/agents"), readPages("/work", "after", undefined)]);
+      const [org, { agents }, work, budgets] = await Promise.all([
+        api("/org"),
+        api("/agents"),
+        readPages("/work", "after", undefined),
+        readBudgets().catch((err) => {
+          if (err instanceof AuthError) throw err;
+          return null;
+        }),
+      ]);
       const agentOf = new Map(agents.map((a) => [a.handle, a]));
       const open = new Map();
       for (const w of work) if (w.assignee && OPEN_WORK.has(w.status)) open.set(w.assignee, (open.get(w.assignee) ?? 0) + 1);
@@ -26,6 +36,8 @@ function orgView() {
           h("span", { class: `seat-state st-${st.cls}` }, st.word),
           s.kind === "human" ? null : h("span", { class: "seat-line" }, agent?.holder ? `on ${agent.holder.node}` : "no holder"),
           h("span", { class: "seat-line" }, `${n} open work item${n === 1 ? "" : "s"}`),
+          agent?.paused ? h("span", { class: "seat-line paused-line" }, `paused by ${agent.paused.by}`) : null,
+          s.kind === "human" ? null : budgetBadge(budgets, s.handle),
           units.length || leads.has(s.handle)
             ? h("span", { class: "seat-units" }, [...(leads.get(s.handle) ?? []).map((u) => `leads ${u}`), ...units.filter((u) => !(leads.get(s.handle) ?? []).includes(u))].map((u) => h("span", { class: "chip" }, u)))
             : null,
@@ -34,13 +46,24 @@ function orgView() {
           ? h("div", { class: "seat-card human", "data-handle": s.handle }, body)
           : h("a", { class: `seat-card card-${st.cls}`, href: `#agent/${encodeURIComponent(s.handle)}`, "data-handle": s.handle }, body);
       }
+      /** Pause / resume / stop beside an agent seat's card (never inside its link). */
+      function controlsFor(s) {
+        const agent = agentOf.get(s.handle);
+        if (s.kind === "human" || !agent) return null;
+        const key = JSON.stringify(agent.paused ?? null);
+        const kept = controlsOf.get(s.handle);
+        if (kept?.key === key) return kept.el;
+        const el = seatControls(s.handle, agent.paused ?? null, refreshNow);
+        controlsOf.set(s.handle, { key, el });
+        return el;
+      }
       // The tree follows `manages`; a report whose manager is not a seat stands at the top.
       const seen = new Set();
       function branch(s, depth) {
         seen.add(s.handle);
         const reports = s.reports.map((r) => seatOf.get(r)).filter((r) => r && !seen.has(r.handle));
         // Bounded by the org's size: each seat is drawn once.
-        return h("li", {}, card(s), reports.length && depth < org.seats.length ? h("ul", {}, reports.map((r) => branch(r, depth + 1))) : null);
+        return h("li", {}, card(s), controlsFor(s), reports.length && depth < org.seats.length ? h("ul", {}, reports.map((r) => branch(r, depth + 1))) : null);
       }
       const roots = org.seats.filter((s) => !s.manager || !seatOf.has(s.manager));
       const tree = h("ul", { class: "org-tree", "aria-label": `${org.company.name} by who manages whom` }, roots.map((s) => branch(s, 0)));

@@ -1,0 +1,132 @@
+// ---- Spend -----------------------------------------------------------------------------
+// Model spend against the company's budgets (GET /budgets: each scope's cap, spent and
+// window reset, read from the fleet's shared counters), as bars with the soft-alert line
+// and the cap, the top spenders, and each seat's tokens since its holder started (GET
+// /agents). The chart is SVG drawn here (no library): a bar per cap, its label as text.
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+/** Bars are drawn up to this multiple of the cap, so an overshoot still shows. */
+const CHART_MAX_FRACTION = 1.25;
+const BAR_H = 22;
+const BAR_GAP = 8;
+const LABEL_W = 190;
+const CHART_W = 640;
+/** Spenders listed at most. */
+const TOP_SPENDERS = 5;
+
+function svg(tag, attrs, text) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+function scopeLabel(scope) {
+  return scope === "org" ? "Whole company" : `@${scope.replace(/^seat:/, "")}`;
+}
+
+function spentText(b) {
+  const parts = [];
+  if (b.cap.tokens !== undefined) parts.push(`${count(b.spent.tokens)} / ${count(b.cap.tokens)} tokens`);
+  if (b.cap.money !== undefined) parts.push(`${b.spent.money.toFixed(2)} / ${b.cap.money.toFixed(2)} money`);
+  if (!parts.length) parts.push(`${count(b.spent.tokens)} tokens`);
+  // Priced models read in money too, even under a cap in tokens.
+  if (b.cap.money === undefined && b.spent.money > 0) parts.push(`${b.spent.money.toFixed(4)} money`);
+  return parts.join(" · ");
+}
+
+/**
+ * Horizontal bars: each row a label, a bar whose length is its fraction, the soft-alert
+ * line and the cap line across all rows. `rows`: {label, fraction, text, cls}.
+ */
+function barChart(title, rows, soft) {
+  const plotW = CHART_W - LABEL_W - 10;
+  const height = rows.length * (BAR_H + BAR_GAP) + 24;
+  const x = (f) => LABEL_W + Math.min(f, CHART_MAX_FRACTION) / CHART_MAX_FRACTION * plotW;
+  const chart = svg("svg", { viewBox: `0 0 ${CHART_W} ${height}`, role: "img", "aria-label": title, class: "chart", width: "100%" });
+  chart.append(svg("title", {}, title));
+  rows.forEach((r, i) => {
+    const y = i * (BAR_H + BAR_GAP);
+    chart.append(svg("text", { x: 0, y: y + BAR_H * 0.7, class: "chart-label" }, r.label));
+    chart.append(svg("rect", { x: LABEL_W, y, width: plotW, height: BAR_H, class: "chart-track" }));
+    chart.append(svg("rect", { x: LABEL_W, y, width: Math.max(1, x(r.fraction) - LABEL_W), height: BAR_H, class: `chart-bar ${r.cls}`, "data-scope": r.label }));
+    chart.append(svg("text", { x: LABEL_W + 6, y: y + BAR_H * 0.7, class: "chart-value" }, r.text));
+  });
+  const bottom = rows.length * (BAR_H + BAR_GAP);
+  if (soft !== null) {
+    chart.append(svg("line", { x1: x(soft), x2: x(soft), y1: 0, y2: bottom, class: "chart-alert" }));
+    chart.append(svg("text", { x: x(soft), y: bottom + 16, class: "chart-note", "text-anchor": "middle" }, `alert ${Math.round(soft * 100)}%`));
+    chart.append(svg("line", { x1: x(1), x2: x(1), y1: 0, y2: bottom, class: "chart-cap" }));
+    chart.append(svg("text", { x: x(1), y: bottom + 16, class: "chart-note", "text-anchor": "middle" }, "cap"));
+  }
+  return h("figure", { class: "chart-box" }, chart);
+}
+
+function spendView() {
+  const root = h("div");
+  let windowChoice = "";
+  const windowSelect = h("select", { id: "spend-window" });
+  windowSelect.addEventListener("change", () => {
+    windowChoice = windowSelect.value;
+    refreshNow();
+  });
+  return {
+    title: "Spend",
+    root,
+    async refresh() {
+      const [budgets, { agents }] = await Promise.all([readBudgets(), api("/agents")]);
+      const held = agents.filter((a) => a.turns);
+      const tokenMax = Math.max(1, ...held.map((a) => a.turns.input_tokens + a.turns.output_tokens));
+      const tokenChart = held.length
+        ? barChart(
+            "Tokens per seat since its holder started",
+            [...held]
+              .sort((a, b) => b.turns.input_tokens + b.turns.output_tokens - (a.turns.input_tokens + a.turns.output_tokens))
+              .map((a) => ({ label: `@${a.handle}`, fraction: (a.turns.input_tokens + a.turns.output_tokens) / tokenMax, text: `${count(a.turns.input_tokens)} in / ${count(a.turns.output_tokens)} out`, cls: "bar-tokens" })),
+            null,
+          )
+        : h("p", { class: "muted" }, "No seat is held on this node; open the dashboard of a node that holds seats to see their tokens.");
+      if (budgets === null) {
+        root.replaceChildren(h("p", {}, "This node keeps no spend counters, so no budgets are shown."), h("h3", {}, "Tokens per seat"), tokenChart);
+        return;
+      }
+      const soft = budgets.soft_alert ?? BUDGET_NEAR_FRACTION;
+      const windows = [...new Set(budgets.budgets.map((b) => b.window))];
+      if (JSON.stringify(windows) !== JSON.stringify([...windowSelect.options].map((o) => o.value).slice(1))) {
+        windowSelect.replaceChildren(h("option", { value: "" }, "Every window"), windows.map((w) => h("option", { value: w }, w)));
+      }
+      windowSelect.value = windows.includes(windowChoice) ? windowChoice : "";
+      const shown = budgets.budgets.filter((b) => !windowSelect.value || b.window === windowSelect.value).sort((a, b) => (a.scope === "org" ? -1 : b.scope === "org" ? 1 : b.fraction - a.fraction));
+      const cls = (b) => (b.exhausted ? "bar-over" : b.fraction >= soft ? "bar-near" : "bar-ok");
+      const rows = shown.map((b) =>
+        h(
+          "tr",
+          {},
+          h("th", { scope: "row" }, b.scope === "org" ? scopeLabel(b.scope) : h("a", { href: `#agent/${encodeURIComponent(b.scope.replace(/^seat:/, ""))}` }, scopeLabel(b.scope))),
+          h("td", {}, b.window),
+          h("td", { class: "num" }, spentText(b)),
+          h("td", { class: `num ${b.exhausted ? "error" : b.fraction >= soft ? "busy" : ""}` }, `${Math.round(b.fraction * 100)}%${b.exhausted ? " · over cap" : b.fraction >= soft ? " · near cap" : ""}`),
+          h("td", {}, when(b.reset_at)),
+        ),
+      );
+      const spenders = budgets.budgets
+        .filter((b) => b.scope !== "org" && b.spent.tokens > 0)
+        .sort((a, b) => b.spent.money - a.spent.money || b.spent.tokens - a.spent.tokens)
+        .filter((b, i, all) => all.findIndex((x) => x.scope === b.scope) === i)
+        .slice(0, TOP_SPENDERS);
+      root.replaceChildren(
+        h("div", { class: "filters" }, h("label", { for: "spend-window" }, "Window "), windowSelect),
+        shown.length
+          ? barChart(`Spend against each cap${windowSelect.value ? ` (${windowSelect.value})` : ""}; the alert line at ${Math.round(soft * 100)}%`, shown.map((b) => ({ label: `${scopeLabel(b.scope)} · ${b.window}`, fraction: b.fraction, text: spentText(b), cls: cls(b) })), soft)
+          : h("p", { class: "muted" }, "No budget is configured (company.budgets): spend is counted only against caps."),
+        table("Budgets: spent, cap and when each window resets", ["Scope", "Window", "Spent / cap", "Used", "Resets"], rows, "No caps."),
+        h("h3", {}, "Top spenders"),
+        spenders.length ? h("ol", { class: "plain" }, spenders.map((b) => h("li", {}, `${scopeLabel(b.scope)} · ${spentText(b)} this ${b.window}`))) : h("p", { class: "muted" }, "Nobody has spent anything in the current windows."),
+        h("h3", {}, "Tokens per seat"),
+        tokenChart,
+      );
+    },
+  };
+}
+
+registerView("spend", spendView);
