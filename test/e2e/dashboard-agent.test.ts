@@ -17,6 +17,27 @@ import { openAiTextReply, startModelServer, type ModelServer } from "../agent/mo
 const CHROMIUM = "/usr/bin/chromium";
 const SCREENSHOT = process.env.CREWLET_DASHBOARD_SCREENSHOT ?? "/tmp/dashboard.png";
 const shot = (name: string) => SCREENSHOT.replace(/\.png$/, `-${name}.png`);
+const AXE = readFileSync(resolve(import.meta.dir, "../../node_modules/axe-core/axe.min.js"), "utf8");
+
+/** A view checked as every view is: a screenshot, axe-core (no serious or critical
+ * violations), and no sideways scroll at a phone's 390 px. */
+async function check(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: shot(name), fullPage: true });
+  // Evaluated through the devtools protocol, which the content policy does not govern.
+  await page.evaluate(AXE);
+  const found = await page.evaluate<string[]>(`(async () => {
+    const r = await axe.run(document, { resultTypes: ["violations"] });
+    return r.violations
+      .filter((v) => v.impact === "serious" || v.impact === "critical")
+      .map((v) => v.id + " (" + v.impact + "): " + v.help + " — " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", "));
+  })()`);
+  expect({ view: name, violations: found }).toEqual({ view: name, violations: [] });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await Bun.sleep(100);
+  expect({ view: name, width: await page.evaluate<number>("document.documentElement.scrollWidth") }).toEqual({ view: name, width: 390 });
+  await page.screenshot({ path: shot(`${name}-390`), fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 900 });
+}
 /** Generous: the refresh loop runs every 3 s and CI boxes are shared. */
 const SEE_MS = 30_000;
 const VIEWER_TOKEN = "viewer-token-0123456789abcdef";
@@ -119,7 +140,7 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   // @pm's first turn spent past its one-token day cap: its card carries the badge.
   await until("@pm's over-cap badge on its card", async () => (await page.locator('.seat-card[data-handle="pm"] .badge-over').textContent()) === "over day cap");
   expect(await page.locator('.seat-card[data-handle="ceo"] .badge').count()).toBe(0);
-  await page.screenshot({ path: shot("org-badges"), fullPage: true });
+  await check(page, "org-badges");
 
   // The agent page: what the company says, tools by source, holder history, budgets, turns.
   await page.locator('.seat-card[data-handle="ceo"]').click();
@@ -142,7 +163,7 @@ test("agent page → turn transcript → controls → spend; a read-only token i
     return r.find((t) => t[2] === "chat mention from founder" && t[1] === "completed") ?? null;
   });
   expect(turns[3]).toMatch(/^\d+ · \d+$/);
-  await page.screenshot({ path: shot("agent-page"), fullPage: true });
+  await check(page, "agent-page");
 
   // A click opens the transcript: the trigger, each round, each tool call's input and output.
   const table = page.locator("table", { has: page.locator("caption", { hasText: /Recent turns of @ceo/ }) });
@@ -160,7 +181,7 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   expect(await call.getByLabel("Output of work_create").textContent()).toMatch(/ENG-\d+/);
   expect(await page.locator(".round").last().textContent()).toContain("@cto owns the technical plan");
   expect(await page.getByLabel("The first message sent", { exact: true }).textContent()).toContain("please make a plan for the launch");
-  await page.screenshot({ path: shot("transcript"), fullPage: true });
+  await check(page, "transcript");
 
   // Pause, asked first; the marker shows on the page and on the card; resume takes it away.
   await page.getByRole("link", { name: "← @ceo" }).click();
@@ -169,7 +190,7 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   await page.getByRole("alertdialog", { name: /Pause @ceo\?/ }).getByRole("button", { name: "Pause" }).click();
   await until("the paused marker", async () => ((await page.locator(".facts .badge-paused").textContent())?.startsWith("paused by test") ? true : null));
   expect((await facts(page)).State).toContain("paused");
-  await page.screenshot({ path: shot("agent-paused"), fullPage: true });
+  await check(page, "agent-paused");
   await page.getByRole("link", { name: "Org", exact: true }).click();
   await until("@ceo's card paused", async () => ((await page.locator('.seat-card[data-handle="ceo"] .seat-state').textContent()) === "paused" ? true : null));
   expect(await page.locator('.seat-card[data-handle="ceo"] .paused-line').textContent()).toBe("paused by test");
@@ -194,7 +215,7 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   expect(await page.locator('svg.chart rect.chart-bar.bar-over[data-scope="@pm · day"]').count()).toBe(1);
   expect(await page.locator("svg.chart line.chart-alert").count()).toBe(1);
   expect(await page.locator("ol.plain li").allTextContents()).toContainEqual(expect.stringContaining("@pm"));
-  await page.screenshot({ path: shot("spend"), fullPage: true });
+  await check(page, "spend");
   expect(problems).toEqual([]);
 
   // A read-only token sees everything but is told, in words, what the controls need.
@@ -224,5 +245,5 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   expect(await page.locator(".transcript-text script").count()).toBe(0);
   await expand.click();
   expect(await asked.textContent()).toBe(folded);
-  await page.screenshot({ path: shot("transcript-expanded"), fullPage: true });
+  await check(page, "transcript-expanded");
 }, 240_000);

@@ -92,7 +92,7 @@ function agentView(arg) {
       h(
         "tr",
         {},
-        h("td", {}, h("a", { href: `#turn/${encodeURIComponent(handle)}/${encodeURIComponent(t.id)}`, "aria-label": `Transcript of the turn ${clock(t.started_at)}` }, when(t.started_at))),
+        h("td", {}, h("a", { href: `#turn/${encodeURIComponent(handle)}/${encodeURIComponent(t.id)}` }, when(t.started_at))),
         h("td", { class: t.outcome === "completed" ? "idle" : t.outcome === "failed" ? "error" : "" }, t.outcome),
         h("td", {}, `${t.trigger.type.replace(/_/g, " ")} from ${t.trigger.from}`),
         h("td", { class: "num" }, `${t.rounds} · ${t.tool_calls}`),
