@@ -4,7 +4,7 @@
 // finds it and the heal brings the mail back:
 //   - the consumer's pointer set beyond the stream's last sequence: every new message lands
 //     behind it, the counters read zero, only the probe can tell (healed by the rewind,
-//     which also delivers the mail that arrived while deaf);
+//     which also delivers the mail that arrived while deaf), on one server and on 3 members R3;
 //   - the consumer deleted under its attachment (healed by handing the seat back: the
 //     re-claim's attach creates the mailbox again);
 //   - a delivery ack-pending on a pull made by a process that no longer holds the seat (a
@@ -64,13 +64,24 @@ async function until(what: string, ok: () => boolean | Promise<boolean>): Promis
   }
 }
 
-async function makeRig(seats: string[], before?: (nats: TestNats, queue: JetStreamQueue) => Promise<void>): Promise<Rig> {
-  const nats = await startNats();
+async function makeRig(seats: string[], before?: (nats: TestNats, queue: JetStreamQueue) => Promise<void>, members = 1): Promise<Rig> {
+  const nats = await startNats(members);
   const nc = await nats.connect();
   const { log, sink } = memoryLogger("debug");
-  const coord = await createCoordination({ type: "embedded-kv", nc, replicas: 1, lease_ttl_ms: TTL_MS, clock: systemClock, log });
-  const queue = new JetStreamQueue({ nc, replicas: 1, clock: systemClock, log });
-  await queue.ensureStreams();
+  const queue = new JetStreamQueue({ nc, replicas: members, clock: systemClock, log });
+  // A cluster just formed may still be electing its leaders: a bounded few tries.
+  const settle = async <T>(what: string, f: () => Promise<T>): Promise<T> => {
+    for (let i = 1; ; i++) {
+      try {
+        return await f();
+      } catch (err) {
+        if (i >= 5) throw new Error(`${what}: ${String(err)}`);
+        await Bun.sleep(1_000);
+      }
+    }
+  };
+  await settle("streams", () => queue.ensureStreams());
+  const coord = await settle("coordination", () => createCoordination({ type: "embedded-kv", nc, replicas: members, lease_ttl_ms: TTL_MS, clock: systemClock, log }));
   for (const s of seats) await queue.ensureMailbox(mailbox(s, "inbox").subject, mailbox(s, "inbox").group);
   await before?.(nats, queue);
   const got = new Map<string, string[]>();
@@ -146,32 +157,34 @@ test("a healthy seat under steady mail is never reported deaf; the agent never s
   for (const s of seats) expect((await r.queue.inspectMailbox(mailbox(s, "inbox").subject, mailbox(s, "inbox").group)).num_pending).toBe(0);
 }, 120_000);
 
-test("a consumer whose pointer stands beyond the stream is found by the probe alone; the rewind delivers what arrived while deaf", async () => {
-  rig = await makeRig(["d1", "ok1"]);
-  const r = rig;
-  await r.send("d1", "before");
-  await until("the first mail handled", () => (r.got.get("d1") ?? []).includes("before"));
-  // The pointer moved past the end of the stream: new mail lands behind it, never delivered.
-  const box = mailbox("d1", "inbox");
-  const last = (await (await r.nc.jetstreamManager()).streams.info(STREAM_AGENT)).state.last_seq;
-  const reply = await r.nc.request(`$JS.API.CONSUMER.RESET.${STREAM_AGENT}.${durableName(box.group)}`, JSON.stringify({ seq: last + 1_000 }));
-  expect(dec.decode(reply.data)).not.toContain('"error"');
-  await r.send("d1", "while deaf");
-  // The counters see nothing wrong: no mail pending or ack-pending, nothing above the floor.
-  expect(await r.queue.inspectMailbox(box.subject, box.group)).toMatchObject({ num_pending: 0, num_ack_pending: 0, first_unacked_seq: null });
-  await until("d1 reported deaf", () => r.watch.deaf().includes("d1"));
-  expect(r.host.health().seat_mailbox_deaf).toEqual(["d1"]);
-  await until("d1 hears again", () => r.sink.events("seat_mailbox_hearing").some((l) => l.fields.seat === "d1"));
-  expect(deafLines(r.sink, "d1")[0]!.fields).toMatchObject({ reason: "probe_unheard", heal: "rewind" });
-  expect(r.sink.events("seat_mailbox_hearing").find((l) => l.fields.seat === "d1")!.fields.healed_by).toBe("rewind");
-  await until("the mail sent while deaf handled", () => (r.got.get("d1") ?? []).includes("while deaf"));
-  await r.send("d1", "after");
-  await until("new mail handled", () => (r.got.get("d1") ?? []).includes("after"));
-  expect(r.watch.deaf()).toEqual([]);
-  // The other seat was never touched; the agent never saw a probe.
-  expect(deafLines(r.sink, "ok1")).toEqual([]);
-  expect(probesSeen(r)).toEqual([]);
-}, 120_000);
+for (const members of [1, 3]) {
+  test(`a consumer whose pointer stands beyond the stream is found by the probe alone; the rewind delivers what arrived while deaf (${members === 1 ? "one server" : "3 members, R3"})`, async () => {
+    rig = await makeRig(["d1", "ok1"], undefined, members);
+    const r = rig;
+    await r.send("d1", "before");
+    await until("the first mail handled", () => (r.got.get("d1") ?? []).includes("before"));
+    // The pointer moved past the end of the stream: new mail lands behind it, never delivered.
+    const box = mailbox("d1", "inbox");
+    const last = (await (await r.nc.jetstreamManager()).streams.info(STREAM_AGENT)).state.last_seq;
+    const reply = await r.nc.request(`$JS.API.CONSUMER.RESET.${STREAM_AGENT}.${durableName(box.group)}`, JSON.stringify({ seq: last + 1_000 }));
+    expect(dec.decode(reply.data)).not.toContain('"error"');
+    await r.send("d1", "while deaf");
+    // The counters see nothing wrong: no mail pending or ack-pending, nothing above the floor.
+    expect(await r.queue.inspectMailbox(box.subject, box.group)).toMatchObject({ num_pending: 0, num_ack_pending: 0, first_unacked_seq: null });
+    await until("d1 reported deaf", () => r.watch.deaf().includes("d1"));
+    expect(r.host.health().seat_mailbox_deaf).toEqual(["d1"]);
+    await until("d1 hears again", () => r.sink.events("seat_mailbox_hearing").some((l) => l.fields.seat === "d1"));
+    expect(deafLines(r.sink, "d1")[0]!.fields).toMatchObject({ reason: "probe_unheard", heal: "rewind" });
+    expect(r.sink.events("seat_mailbox_hearing").find((l) => l.fields.seat === "d1")!.fields.healed_by).toBe("rewind");
+    await until("the mail sent while deaf handled", () => (r.got.get("d1") ?? []).includes("while deaf"));
+    await r.send("d1", "after");
+    await until("new mail handled", () => (r.got.get("d1") ?? []).includes("after"));
+    expect(r.watch.deaf()).toEqual([]);
+    // The other seat was never touched; the agent never saw a probe.
+    expect(deafLines(r.sink, "ok1")).toEqual([]);
+    expect(probesSeen(r)).toEqual([]);
+  }, 120_000);
+}
 
 test("a consumer deleted under its attachment: deaf, handed back, re-claimed with a new mailbox, answering again", async () => {
   rig = await makeRig(["g1"]);
