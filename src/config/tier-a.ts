@@ -125,6 +125,7 @@ export const testingSchema = z.strictObject({
   retention_tick_seconds: z.number().min(1).optional().describe("State-log trim tick (shipped: 15 min)"),
   retention_margin_records: z.number().int().min(0).optional().describe("Records the trim keeps below the floor (shipped: 1,000)"),
   retention_unheard_hold_seconds: z.number().min(1).optional().describe("How long a copy unheard from holds the log (shipped: 24 h)"),
+  retention_snapshot_max_age_seconds: z.number().min(0).optional().describe("How long the trim reuses a snapshot covering part of a purge (shipped: 6 h)"),
   mailbox_check_seconds: z.number().min(0.1).optional().describe("Deaf-seat watch's check cadence (shipped: 15 s)"),
   mailbox_probe_seconds: z.number().min(0.1).optional().describe("Each held seat's inbox probe cadence (shipped: 60 s)"),
   mailbox_probe_heard_seconds: z.number().min(0.1).optional().describe("A probe unheard this long while its seat is ready makes the seat deaf (shipped: 20 s)"),

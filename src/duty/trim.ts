@@ -40,6 +40,13 @@ const CALL_BOUND_MS = 10_000;
  * tick that fails and says so; nothing is purged without the snapshot.
  */
 const SNAPSHOT_BOUND_MS = 40_000;
+/**
+ * How long the trim keeps using a stored snapshot that covers only part of what the floor
+ * permits (the purge stops at the snapshot's position) before it uploads a fresh one. Each
+ * upload is the whole estate over the broker; six hours makes that four a day rather than
+ * one every tick, and costs only the records of those hours kept on the log a little longer.
+ */
+export const SNAPSHOT_MAX_AGE_MS = 6 * 60 * 60 * 1000;
 
 export interface TrimDutyOptions {
   node_id: string;
@@ -57,6 +64,7 @@ export interface TrimDutyOptions {
   tick_ms?: number;
   margin?: number;
   unheard_hold_ms?: number;
+  snapshot_max_age_ms?: number;
 }
 
 export class TrimDuty implements DutyWork {
@@ -165,7 +173,7 @@ export class TrimDuty implements DutyWork {
     let snapshot_position: number | null = prev?.value.snapshot_position ?? null;
     if (decision.kind === "purge" && log) {
       try {
-        const snap = await this.snapshotJoining(domain, decision.purge_below! - 1, log.created);
+        const snap = await this.snapshotJoining(domain, decision.purge_below! - 1, log.created, log.first_seq);
         snapshot_position = snap.positions[domain] ?? null;
         const first_kept = Math.min(decision.purge_below!, (snapshot_position ?? 0) + 1);
         if (first_kept <= log.first_seq) {
@@ -210,11 +218,21 @@ export class TrimDuty implements DutyWork {
   }
 
   /** A stored snapshot whose `domain` position is at least `need` on this log generation; takes one of this node's copy when the stored one is older. */
-  private async snapshotJoining(domain: Domain, need: number, generation: string): Promise<SnapshotMeta> {
+  private async snapshotJoining(domain: Domain, need: number, generation: string, log_first: number): Promise<SnapshotMeta> {
     const stored = await this.call("snapshot info", () => this.o.snapshots.info());
-    if (stored && stored.generations[domain] === generation && (stored.positions[domain] ?? -1) >= need) return stored;
+    const usable = stored && stored.generations[domain] === generation && (stored.positions[domain] ?? -1) + 1 > log_first;
+    // A stored snapshot that covers the whole purge is used as it is; one that covers part of
+    // it (the purge then stops at it) is kept until it is SNAPSHOT_MAX_AGE_MS old.
+    if (usable && (stored.positions[domain]! >= need || this.o.clock.now() - stored.taken_at < (this.o.snapshot_max_age_ms ?? SNAPSHOT_MAX_AGE_MS))) return stored;
     const copy = this.o.copy();
     if (!copy) throw new Error("this node holds no copy to snapshot");
+    // Never a snapshot behind the stored one: a copy repairing from it would not join the log.
+    for (const d of DOMAINS) {
+      const mine = copy.applied(d);
+      const theirs = stored && stored.generations[d] === generation ? (stored.positions[d] ?? 0) : 0;
+      if (mine < theirs) throw new Error(`this node's ${d} copy is at ${mine}, behind the stored snapshot (${theirs}): not replacing it`);
+    }
+    if (copy.applied(domain) < need && usable) return stored;
     const taken = await this.call("snapshot upload", () => this.o.snapshots.take(copy.sqlite), SNAPSHOT_BOUND_MS);
     if (taken.generations[domain] !== generation) throw new Error(`this node's copy follows log generation ${taken.generations[domain]}, the log is ${generation}`);
     return taken;

@@ -96,6 +96,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
           ...(testing.retention_tick_seconds !== undefined ? { tick_ms: testing.retention_tick_seconds * 1000 } : {}),
           ...(testing.retention_margin_records !== undefined ? { margin: testing.retention_margin_records } : {}),
           ...(testing.retention_unheard_hold_seconds !== undefined ? { unheard_hold_ms: testing.retention_unheard_hold_seconds * 1000 } : {}),
+          ...(testing.retention_snapshot_max_age_seconds !== undefined ? { snapshot_max_age_ms: testing.retention_snapshot_max_age_seconds * 1000 } : {}),
         })
       : null;
   const runner = new DutyRunner({

@@ -74,6 +74,7 @@ export async function startTestEstate(o: {
   replicas?: number;
   dataNodes: () => readonly string[];
   claims?: WakeClaims;
+  retention?: EstateOptions["retention"];
   company?: Company;
   tuning?: EstateOptions["tuning"];
 }): Promise<TestEstate> {
@@ -90,6 +91,7 @@ export async function startTestEstate(o: {
     log: log.child({ node: o.nodeId }),
     dataNodes: o.dataNodes,
     ...(o.claims ? { claims: o.claims } : {}),
+    ...(o.retention ? { retention: o.retention } : {}),
     tuning: { check_interval_ms: 200, ...o.tuning },
   });
   await estate.start();

@@ -157,6 +157,7 @@ export function trimScenario(SIZE: number): void {
       log,
       margin: MARGIN,
       unheard_hold_ms: UNHEARD_HOLD_MS,
+      snapshot_max_age_ms: 0,
     });
   }, TEST_TIMEOUT_MS);
 
@@ -195,6 +196,24 @@ export function trimScenario(SIZE: number): void {
       await tick();
       ext = await logExtent();
       expect(ext.chat.first_seq).toBe(before.chat.last_seq - MARGIN + 1);
+
+      // c stops briefly: its position holds the logs, and back within the hold it replays the
+      // tail (no snapshot); then the trim moves past where it was.
+      const cBrief = appliedPositions(nodes.get("c")!.estate.health())!;
+      await stopNode("c");
+      await writeMany(15);
+      await allLevel();
+      await publishPresence();
+      await tick();
+      ext = await logExtent();
+      for (const d of DOMAINS) expect(ext[d].first_seq).toBeLessThanOrEqual(cBrief[d]! + 1);
+      await startNode("c", 2);
+      await allLevel();
+      expect(nodes.get("c")!.sink.events("estate_copy_restored").length).toBe(0);
+      await publishPresence();
+      await tick();
+      ext = await logExtent();
+      for (const d of DOMAINS) expect(ext[d].first_seq).toBeGreaterThan(cBrief[d]! + 1);
 
       // c stops; the fleet writes on. c's last position holds every log while it is unheard from.
       const cAt = appliedPositions(nodes.get("c")!.estate.health())!;
@@ -236,6 +255,20 @@ export function trimScenario(SIZE: number): void {
       expect(d.sink.events("estate_copy_restore_failed").length).toBe(0);
       const ref2 = fileFacts("a");
       for (const id of ["b", "c", "d"]) expect(fileFacts(id).digest).toEqual(ref2.digest);
+
+      // With the shipped snapshot age, a stored snapshot covering part of the purge is reused
+      // (no upload) and the purge stops at it.
+      const a = nodes.get("a")!;
+      const stored = (await a.estate.snapshots!.info())!;
+      const uploads = a.sink.events("estate_snapshot_uploaded").length;
+      await writeMany(12);
+      await allLevel();
+      await publishPresence();
+      const reuse = new TrimDuty({ node_id: "a", slot: coord.slot("estate"), leases: coord.leases, stateLog: a.estate.stateLog, snapshots: a.estate.snapshots!, copy: () => a.estate.copy, clock: systemClock, log, margin: MARGIN });
+      await reuse.tick({ epoch: 1, signal: new AbortController().signal, beat: () => undefined });
+      ext = await logExtent();
+      for (const dm of DOMAINS) expect(ext[dm].first_seq).toBe(stored.positions[dm]! + 1);
+      expect(a.sink.events("estate_snapshot_uploaded").length).toBe(uploads);
 
       // A live data node whose row does not say where its copy is: the trim does nothing.
       await publishPresence();

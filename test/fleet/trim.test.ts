@@ -99,7 +99,7 @@ describe("the state-log trim on a 3-member R3 fleet", () => {
       nodes: ["t1", "t2", "t3", "t4"].map((id) => ({ id, kind: "member" as const })),
       leaseTtlSeconds: 3,
       company: { name: "Trim", providers: { llm: { script: { type: "scripted", rules: [{ reply: "" }] } } }, default_llm: "script", roles: [{ name: "Ops", handle: "ops" }] },
-      testing: { retention_tick_seconds: 2, retention_margin_records: 2, retention_unheard_hold_seconds: UNHEARD_HOLD_S },
+      testing: { retention_tick_seconds: 2, retention_margin_records: 2, retention_unheard_hold_seconds: UNHEARD_HOLD_S, retention_snapshot_max_age_seconds: 0 },
     });
     fleets.push(fleet);
     const [t1, t2, t3, t4] = fleet.nodes as [FleetNode, FleetNode, FleetNode, FleetNode];
