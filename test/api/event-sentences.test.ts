@@ -25,6 +25,8 @@ const cases: [string, Record<string, unknown>, string, Level][] = [
   ["budget_alert", { scope: "seat cto", window: "daily", fraction: 0.8123 }, "seat cto has used 81% of its daily budget", "warn"],
   ["seat_detached", { seat: "cto", node: "node-a", reason: "drain", mode: "voluntary" }, "seat cto was let go by node-a (drain)", "info"],
   ["seat_detached", { seat: "cto", node: "node-a", reason: "lost", mode: "fenced" }, "seat cto was let go by node-a (lost, fenced)", "warn"],
+  ["turn_stop_requested", { seat: "cto", by: "token:ops", node: "a" }, "token:ops stopped cto's turn", "warn"],
+  ["budget_unknown", { seat: "cto", error: "timeout" }, "cto's budget could not be read (timeout); it waits before calling its model", "warn"],
   ["seat_orphan_released", { seat: "cto", node: "node-a" }, "node-a let go of seat cto, left over from before it restarted", "info"],
   ["something_else", { event: "something_else", at: 1, seat: "cto", n: 3, deep: { a: 1 } }, 'something_else @cto n=3 deep={"a":1}', "info"],
 ];

@@ -154,6 +154,10 @@ export function describeEvent(name, body, before = null) {
       return { text: `seat ${seat} was taken up by ${b.node}`, level: "info" };
     case "seat_detached":
       return { text: join(`seat ${seat} was let go by ${b.node}`, `(${words(b.reason ?? "released")}${b.mode === "fenced" ? ", fenced" : ""})`), level: b.mode === "fenced" ? "warn" : "info" };
+    case "turn_stop_requested":
+      return { text: `${b.by ?? "someone"} stopped ${seat}'s turn`, level: "warn" };
+    case "budget_unknown":
+      return { text: `${seat}'s budget could not be read${b.error ? ` (${cut(b.error, 80)})` : ""}; it waits before calling its model`, level: "warn" };
     case "seat_orphan_released":
       return { text: `${b.node} let go of seat ${seat}, left over from before it restarted`, level: "info" };
     default:

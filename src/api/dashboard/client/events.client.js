@@ -17,6 +17,7 @@ const EVENT_KINDS = [
   ["turn.guard_breach", "Guard broken"],
   ["seat_claimed", "Seat taken up"],
   ["seat_detached", "Seat let go"],
+  ["turn_stop_requested", "Turn stopped"],
   ["budget_alert", "Budget alert"],
   ["budget_exhausted", "Budget exhausted"],
   ["provider_key_cooling", "Key cooling down"],
