@@ -110,7 +110,9 @@ export function createApp(opts: AppOptions): Hono<AuthEnv> {
       await next();
       if (!audited(c.req.method)) return;
       try {
-        audit({ token_id: c.get("principal")?.tokenId ?? null, method: c.req.method, path: c.req.path, status: c.res.status });
+        // A request no route took (404, 405) still names the token it presented, if valid.
+        const tokenId = c.get("principal")?.tokenId ?? opts.auth.identify(c.req.header("authorization"))?.tokenId ?? null;
+        audit({ token_id: tokenId, method: c.req.method, path: c.req.path, status: c.res.status });
       } catch (err) {
         opts.log.error("audit_append_failed", { method: c.req.method, path: c.req.path, error: err as Error });
       }

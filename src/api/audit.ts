@@ -1,13 +1,16 @@
 // The audit log (issue 16): every operator action and every write made with a token, as
 // this node's API served it — who (the token's id), what (an action name and the path),
-// when, and the outcome (the HTTP status). Kept in node.db (ARCHITECTURE.md: the node
-// store holds the audit), read with GET /audit (state:read) newest first, paged, and
-// trimmed past AUDIT_RETENTION_MS by trimAudit.
+// when, and the outcome (the HTTP status). Written to node.db first (ARCHITECTURE.md: the
+// node store holds the audit), then shared on CREWLET_AUDIT (audit-stream.ts), which
+// GET /audit reads, so any node answers for the whole fleet's actions. node.db rows are
+// trimmed past AUDIT_RETENTION_MS, the stream's own age limit.
 import type { Database } from "bun:sqlite";
+import { randomBytes } from "node:crypto";
+import { AUDIT_MAX_AGE_MS } from "../queue/streams.ts";
 
-/** How long an audit row is kept: a quarter covers the usual review cycle and an incident
- *  found weeks later, and bounds node.db (one small row per write). */
-export const AUDIT_RETENTION_MS = 90 * 24 * 60 * 60 * 1000;
+/** How long an audit row is kept in node.db: as long as the fleet's stream keeps it (a
+ *  quarter: the usual review cycle and an incident found weeks later). */
+export const AUDIT_RETENTION_MS = AUDIT_MAX_AGE_MS;
 /** Rows one trim deletes at most, so a trim after a long outage never holds the file long. */
 export const AUDIT_TRIM_BATCH = 10_000;
 export const AUDIT_PAGE_MAX = 500;
@@ -66,7 +69,33 @@ export class AuditLog {
       path TEXT NOT NULL,
       status INTEGER NOT NULL,
       outcome TEXT NOT NULL
-    ); CREATE INDEX IF NOT EXISTS audit_at ON audit(at);`);
+    ); CREATE INDEX IF NOT EXISTS audit_at ON audit(at);
+    CREATE TABLE IF NOT EXISTS audit_meta (id TEXT NOT NULL);`);
+    // published: 0 until the entry is on the fleet's stream (a column added to older files).
+    const cols = db.query<{ name: string }, []>("PRAGMA table_info(audit)").all();
+    if (!cols.some((c) => c.name === "published")) db.exec("ALTER TABLE audit ADD COLUMN published INTEGER NOT NULL DEFAULT 0");
+    db.exec("CREATE INDEX IF NOT EXISTS audit_unpublished ON audit(published, id)");
+    // This file's name in the stream's message ids: a scratch wipe starts ids again at 1.
+    const meta = db.query<{ id: string }, []>("SELECT id FROM audit_meta LIMIT 1").get();
+    if (meta) this.fileId = meta.id;
+    else {
+      this.fileId = randomBytes(8).toString("hex");
+      db.query("INSERT INTO audit_meta (id) VALUES (?)").run(this.fileId);
+    }
+  }
+
+  /** This node.db's audit table, by a random id minted with it. */
+  readonly fileId: string;
+
+  /** Entries not yet on the fleet's stream, oldest first. */
+  unpublished(limit: number): AuditEntry[] {
+    return this.db
+      .query<AuditEntry, [number]>("SELECT id, at, token_id, action, method, path, status, outcome FROM audit WHERE published = 0 ORDER BY id LIMIT ?")
+      .all(limit);
+  }
+
+  markPublished(id: number): void {
+    this.db.query("UPDATE audit SET published = 1 WHERE id = ?").run(id);
   }
 
   append(e: Omit<AuditEntry, "id" | "action" | "outcome">): void {

@@ -62,6 +62,8 @@ export interface BacklogPage {
 export interface BacklogSource {
   js: JetStreamClient;
   jsm: JetStreamManager;
+  /** Another limits stream read the same way (the audit log); the events stream when absent. */
+  stream?: { name: string; subjects: string };
 }
 
 const body = z.record(z.string(), z.unknown());
@@ -83,12 +85,13 @@ function ofSeat(b: Record<string, unknown>, seat: string): boolean {
 /** One window [lo, hi] of the stream, oldest first, those matching the query. Returns the
  * matches and whether the window reached back past `since`. */
 async function readWindow(src: BacklogSource, lo: number, hi: number, q: BacklogQuery): Promise<{ found: BacklogEvent[]; pastSince: boolean }> {
-  const info = await src.jsm.consumers.add(STREAM_EVENTS, {
+  const stream = src.stream ?? { name: STREAM_EVENTS, subjects: EVENTS_SUBJECTS };
+  const info = await src.jsm.consumers.add(stream.name, {
     ack_policy: AckPolicy.None,
     deliver_policy: DeliverPolicy.StartSequence,
     opt_start_seq: lo,
     replay_policy: ReplayPolicy.Instant,
-    filter_subject: q.kind ? eventSubject(q.kind) : EVENTS_SUBJECTS,
+    filter_subject: q.kind && !src.stream ? eventSubject(q.kind) : stream.subjects,
     inactive_threshold: WINDOW_CONSUMER_INACTIVE_MS * NS_PER_MS,
     mem_storage: true,
     num_replicas: 1,
@@ -98,7 +101,7 @@ async function readWindow(src: BacklogSource, lo: number, hi: number, q: Backlog
   try {
     const want = Math.min(info.num_pending, hi - lo + 1);
     if (want === 0) return { found, pastSince };
-    const consumer = await src.js.consumers.get(STREAM_EVENTS, info.name);
+    const consumer = await src.js.consumers.get(stream.name, info.name);
     const messages = await consumer.fetch({ max_messages: want, expires: WINDOW_FETCH_EXPIRES_MS });
     let seen = 0;
     for await (const m of messages) {
@@ -109,9 +112,9 @@ async function readWindow(src: BacklogSource, lo: number, hi: number, q: Backlog
       }
       if (q.since !== undefined && m.info.timestampNanos / NS_PER_MS < q.since) pastSince = true;
       else {
-        const name = m.subject.slice(EVENTS_SUBJECTS.length - 1);
+        const name = m.subject.slice(stream.subjects.length - 1);
         const b = decode(m.data);
-        if (b && (q.kind || !LIVE_ONLY.has(name)) && (!q.seat || ofSeat(b, q.seat))) found.push({ seq: m.seq, name, body: b });
+        if (b && (q.kind || src.stream || !LIVE_ONLY.has(name)) && (!q.seat || ofSeat(b, q.seat))) found.push({ seq: m.seq, name, body: b });
       }
       if (seen >= want) {
         messages.stop();
@@ -119,14 +122,14 @@ async function readWindow(src: BacklogSource, lo: number, hi: number, q: Backlog
       }
     }
   } finally {
-    await src.jsm.consumers.delete(STREAM_EVENTS, info.name).catch(() => undefined);
+    await src.jsm.consumers.delete(stream.name, info.name).catch(() => undefined);
   }
   return { found, pastSince };
 }
 
 /** One page of the backlog, newest first. */
 export async function readBacklog(src: BacklogSource, q: BacklogQuery): Promise<BacklogPage> {
-  const state = (await src.jsm.streams.info(STREAM_EVENTS)).state;
+  const state = (await src.jsm.streams.info(src.stream?.name ?? STREAM_EVENTS)).state;
   const first = Math.max(1, state.first_seq);
   let hi = Math.min(q.before !== undefined ? q.before - 1 : state.last_seq, state.last_seq);
   const kept: BacklogEvent[] = []; // oldest first

@@ -10,6 +10,7 @@ import { DEFAULT_SOFT_ALERT } from "../config/budgets.ts";
 import { Database } from "bun:sqlite";
 import { randomUUID } from "node:crypto";
 import { AuditLog, AUDIT_RETENTION_MS } from "../api/audit.ts";
+import { AuditPublisher, fleetAuditReader } from "../api/audit-stream.ts";
 import { auditGroup } from "../api/routes/audit.ts";
 import { MAINTENANCE_TICK_MS } from "../duty/duties.ts";
 import { PAUSE_HOLD, SeatControls } from "../seat/controls.ts";
@@ -109,6 +110,10 @@ export const QUORUM_WAIT_MS_MAX = 10 * 60_000;
 const CLUSTER_FORMING_RETRY_MS = 500;
 /** A waiting boot step says so this often (node_boot_waiting_for_quorum), not every attempt. */
 const QUORUM_PROGRESS_EVERY_MS = 5_000;
+
+/** A stop waits this long for the audit's last entries to reach the fleet's stream (what
+ *  misses it stays in node.db and is published at the next start). */
+const AUDIT_STOP_FLUSH_MS = 3_000;
 
 /** A graceful stop that takes longer than this is cut short: a hung drain is a kill away anyway. */
 const SHUTDOWN_BUDGET_MS = 30_000;
@@ -578,8 +583,9 @@ export class CrewletNode {
     });
 
     this.step("api");
-    // The audit log in node.db: every write this node's API answered, trimmed past its
-    // retention horizon on the maintenance tick (each node keeps its own).
+    // The audit log: every write this node's API answered, in node.db first, then on the
+    // fleet's CREWLET_AUDIT stream (what GET /audit reads on any node); node.db's rows are
+    // trimmed past the stream's horizon on the maintenance tick.
     const auditDb = new Database(join(storeDir, NODE_DB_FILE), { create: true, strict: true });
     auditDb.exec("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000;");
     const audit = new AuditLog(auditDb);
@@ -591,8 +597,14 @@ export class CrewletNode {
         this.log.warn("audit_trim_failed", { error: err as Error });
       }
     }, MAINTENANCE_TICK_MS);
-    this.onStop(() => {
+    const auditShare = new AuditPublisher({ audit, js: nc.jetstream(), node: this.nodeId, clock: this.clock, log: this.log });
+    auditShare.start();
+    const auditReader = fleetAuditReader({ js: nc.jetstream(), jsm: await nc.jetstreamManager({ checkAPI: false }), publisher: auditShare });
+    this.onStop(async () => {
       auditTrim.cancel();
+      auditShare.stop();
+      // What this node's API answered last (a drain's own entry) reaches the fleet's log.
+      await Promise.race([auditShare.flush(), this.clock.sleep(AUDIT_STOP_FLUSH_MS)]).catch(() => undefined);
       auditDb.close();
     });
     this.mountApi(auth, [
@@ -613,7 +625,7 @@ export class CrewletNode {
         model: (llm) => engine.modelOf(llm),
         tools: (h) => engine.turns.toolsFor(h).map((t) => t.name),
       }),
-      auditGroup(audit),
+      auditGroup(auditReader),
       orgGroup({ org: () => engine.currentOrg }),
       ...(roles.includes("ingress") && engine.budgets ? [budgetsGroup({ seats: () => (this.company ? agentSeats(this.company).map((s) => s.handle) : []), status: (h) => engine.budgets!.status(h), softAlert: () => this.company?.budgets.soft_alert ?? DEFAULT_SOFT_ALERT })] : []),
       ...(roles.includes("ingress") ? [schedulesGroup({ company: () => this.company, fires: coord.slot("fires"), clock: this.clock })] : []),
@@ -624,7 +636,10 @@ export class CrewletNode {
       configGroup({ revisions, nudge: () => nc.publish(REVISION_ACTIVATED_SUBJECT) }),
       deadLettersGroup(queue),
       metricsGroup(this.metrics),
-    ], audit);
+    ], (e) => {
+      audit.append(e);
+      void auditShare.flush();
+    });
     this.metrics.setSources({
       seatsHeld: () => seats.health().held,
       mailboxDepth: async (h) => (await queue.inspectMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group))?.num_pending ?? null,
@@ -742,9 +757,9 @@ export class CrewletNode {
   }
 
   /** Swaps in an app with these route groups (probes are always there). */
-  private mountApi(auth: TokenAuth, groups: RouteGroup[], audit?: AuditLog): void {
+  private mountApi(auth: TokenAuth, groups: RouteGroup[], audit?: (e: { at: number; token_id: string | null; method: string; path: string; status: number }) => void): void {
     const app = createApp({
-      ...(audit ? { audit: (e: { token_id: string | null; method: string; path: string; status: number }) => audit.append({ ...e, at: this.clock.now() }) } : {}),
+      ...(audit ? { audit: (e: { token_id: string | null; method: string; path: string; status: number }) => audit({ ...e, at: this.clock.now() }) } : {}),
       auth,
       log: this.log,
       health: this,

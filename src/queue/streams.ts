@@ -5,10 +5,12 @@ import type { Logger } from "../log.ts";
 import { ACK_WAIT_MS } from "./contract.ts";
 import {
   AGENT_SUBJECTS,
+  AUDIT_SUBJECTS,
   DLQ_SUBJECTS,
   EVENTS_SUBJECTS,
   NOTIFICATIONS_SUBJECT,
   STREAM_AGENT,
+  STREAM_AUDIT,
   STREAM_DLQ,
   STREAM_EVENTS,
   STREAM_NOTIFICATIONS,
@@ -45,6 +47,18 @@ export const DLQ_MAX_MSGS = 100_000;
 export const DLQ_DUPLICATE_WINDOW_MS = MAIL_DUPLICATE_WINDOW_MS;
 
 /**
+ * The fleet's audit log (who did what through the API, on any node): a quarter covers the
+ * usual review cycle and an incident found weeks later. An entry is ~250 bytes, so the byte
+ * cap holds ~500,000 write requests (a busy company's quarter several times over) and bounds
+ * a runaway client's worth, oldest first; it is reserved against the broker's JetStream
+ * storage like the events stream's cap, so it stays small.
+ */
+export const AUDIT_MAX_AGE_MS = 90 * DAY_MS;
+export const AUDIT_MAX_BYTES = 128 * 1024 * 1024;
+/** An entry carries an id per (node.db, row): a publisher's retry after a lost answer is one entry. */
+export const AUDIT_DUPLICATE_WINDOW_MS = 10 * MINUTE_MS;
+
+/**
  * Largest message on any of our streams. Triggers and events are small JSON; a megabyte
  * (the nats-server default max_payload) stops a runaway payload at the publish.
  */
@@ -72,6 +86,7 @@ export function streamSpecs(): StreamSpec[] {
     { name: STREAM_NOTIFICATIONS, subjects: [NOTIFICATIONS_SUBJECT], retention: "interest", max_age_ms: 0, max_bytes: -1, max_msgs: -1, duplicate_window_ms: MAIL_DUPLICATE_WINDOW_MS },
     { name: STREAM_EVENTS, subjects: [EVENTS_SUBJECTS], retention: "limits", max_age_ms: EVENTS_MAX_AGE_MS, max_bytes: EVENTS_MAX_BYTES, max_msgs: -1, duplicate_window_ms: EVENTS_DUPLICATE_WINDOW_MS },
     { name: STREAM_DLQ, subjects: [DLQ_SUBJECTS], retention: "limits", max_age_ms: DLQ_MAX_AGE_MS, max_bytes: -1, max_msgs: DLQ_MAX_MSGS, duplicate_window_ms: DLQ_DUPLICATE_WINDOW_MS },
+    { name: STREAM_AUDIT, subjects: [AUDIT_SUBJECTS], retention: "limits", max_age_ms: AUDIT_MAX_AGE_MS, max_bytes: AUDIT_MAX_BYTES, max_msgs: -1, duplicate_window_ms: AUDIT_DUPLICATE_WINDOW_MS },
   ];
 }
 

@@ -28,12 +28,19 @@ export const STREAM_AGENT = "CREWLET_AGENT";
 export const STREAM_NOTIFICATIONS = "CREWLET_NOTIFICATIONS";
 export const STREAM_EVENTS = "CREWLET_EVENTS";
 export const STREAM_DLQ = "CREWLET_DLQ";
+export const STREAM_AUDIT = "CREWLET_AUDIT";
 
 export const AGENT_SUBJECTS = "crewlet.agent.>";
 export const NOTIFICATIONS_SUBJECT = "crewlet.notifications.inbound";
 export const NOTIFICATIONS_GROUP = "notify-inbound";
 export const EVENTS_SUBJECTS = "crewlet.events.>";
 export const DLQ_SUBJECTS = "dlq.>";
+export const AUDIT_SUBJECTS = "crewlet.audit.>";
+
+/** `crewlet.audit.{node}`: the audit entries a node's API recorded (src/api/audit.ts). */
+export function auditSubject(node: string): string {
+  return `crewlet.audit.${checkToken(node)}`;
+}
 
 export const STATE_LOG_DOMAINS = ["tracker", "pages", "chat"] as const;
 export type StateLogDomain = (typeof STATE_LOG_DOMAINS)[number];
@@ -67,6 +74,7 @@ export function streamForSubject(subject: string): string | null {
   if (subject === NOTIFICATIONS_SUBJECT) return STREAM_NOTIFICATIONS;
   if (subject.startsWith("crewlet.events.")) return STREAM_EVENTS;
   if (subject.startsWith("dlq.")) return STREAM_DLQ;
+  if (subject.startsWith("crewlet.audit.")) return STREAM_AUDIT;
   for (const domain of STATE_LOG_DOMAINS) {
     if (subject.startsWith(`crewlet.${domain}.log.`)) return stateLogStream(domain);
   }

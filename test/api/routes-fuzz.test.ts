@@ -283,7 +283,7 @@ test("every route the node serves answers hostile input with a named 4xx, never 
   expect(problems).toEqual([]);
 
   const before = await snapshot();
-  const firstAudit = ((await (await node.get("/audit?limit=1")).json()) as { entries: { id: number }[] }).entries[0]?.id ?? 0;
+  const firstAudit = ((await (await node.get("/audit?limit=1")).json()) as { entries: { seq: number }[] }).entries[0]?.seq ?? 0;
   const failures: string[] = [];
   const perRoute = new Map<string, number>();
   for (const p of probes) {
@@ -327,11 +327,11 @@ test("every route the node serves answers hostile input with a named 4xx, never 
   }
   const afterRefusals = await snapshot();
   expect(afterRefusals).toEqual(before);
-  type Entry = { id: number; outcome: string; method: string; path: string; status: number };
+  type Entry = { seq: number; outcome: string; method: string; path: string; status: number };
   const audited: Entry[] = [];
   for (let before: number | null = null; ; ) {
     const page = (await (await node.get(`/audit?limit=500${before ? `&before=${before}` : ""}`)).json()) as { entries: Entry[]; next: number | null };
-    const mine = page.entries.filter((e) => e.id > firstAudit);
+    const mine = page.entries.filter((e) => e.seq > firstAudit);
     audited.push(...mine);
     if (page.next === null || mine.length < page.entries.length) break;
     before = page.next;

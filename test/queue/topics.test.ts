@@ -5,6 +5,7 @@ import { settlementFor } from "../../src/queue/attachment.ts";
 import { deadLetterCopy, parseDeadLetter } from "../../src/queue/deadletter.ts";
 import { parseAckSubject } from "../../src/queue/jetstream.ts";
 import {
+  auditSubject,
   dlqSubject,
   durableName,
   eventSubject,
@@ -69,6 +70,7 @@ test("subjects map to their streams", () => {
   expect(streamForSubject(eventSubject("seat.claimed"))).toBe("CREWLET_EVENTS");
   expect(streamForSubject(stateLogSubject("chat", "message", "42"))).toBe("CREWLET_CHAT_LOG");
   expect(streamForSubject(dlqSubject("crewlet.agent.a.inbox", "agent-a", "abc"))).toBe("CREWLET_DLQ");
+  expect(streamForSubject(auditSubject("node-a"))).toBe("CREWLET_AUDIT");
   expect(streamForSubject("elsewhere.x")).toBeNull();
 });
 
