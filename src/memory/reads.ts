@@ -36,8 +36,9 @@ const ReadRequest = z.strictObject({
   owner: z.string().min(1).max(200),
   handles: z.array(HandleSchema).min(1).max(MAX_SEATS_PER_REQUEST),
   /** Full view of each seat (one seat's screen) or its summary (the overview); a page of
-   * its turn transcripts, or one transcript (src/agent/transcripts.ts). */
-  mode: z.enum(["view", "summary", "turns", "turn"]),
+   * its turn transcripts, or one transcript (src/agent/transcripts.ts); the tools the
+   * holder offers it (its MCP servers run there, so only the holder knows their tools). */
+  mode: z.enum(["view", "summary", "turns", "turn", "tools"]),
   limit: z.number().int().min(1).max(MEMORY_READ_MAX_LIMIT),
   /** turns: the page older than this cursor. */
   before: z.number().int().nonnegative().nullable().optional(),
@@ -52,12 +53,12 @@ export interface SeatSummary {
   newest_episode_at: number | null;
 }
 
-type SeatAnswer = { state: "ok"; view?: SeatMemoryView; summary?: SeatSummary; turns?: TranscriptPage; turn?: TurnTranscript | null } | { state: "hydrating" } | { state: "not_held" };
+type SeatAnswer = { state: "ok"; view?: SeatMemoryView; summary?: SeatSummary; turns?: TranscriptPage; turn?: TurnTranscript | null; tools?: string[] } | { state: "hydrating" } | { state: "not_held" };
 
 const ReadAnswer = z.object({
   node: z.string(),
   owner: z.string(),
-  seats: z.record(z.string(), z.object({ state: z.enum(["ok", "hydrating", "not_held"]), view: z.any().optional(), summary: z.any().optional(), turns: z.any().optional(), turn: z.any().optional() })),
+  seats: z.record(z.string(), z.object({ state: z.enum(["ok", "hydrating", "not_held"]), view: z.any().optional(), summary: z.any().optional(), turns: z.any().optional(), turn: z.any().optional(), tools: z.array(z.string()).optional() })),
 });
 
 export interface LeaseFact {
@@ -110,6 +111,8 @@ export interface MemoryReadsOptions {
   budget_ms?: number;
   /** This node's turn transcripts (absent: every turns read answers an empty page). */
   transcripts?: TranscriptStore | null;
+  /** The tool names this node offers a seat it holds (absent: an empty list). */
+  tools?: (handle: string) => string[];
 }
 
 export interface SeatTurnsAnswer {
@@ -158,6 +161,7 @@ export class MemoryReads {
     if (this.o.sync.state(handle) === "hydrating") return { state: "hydrating" };
     if (owner !== this.o.holder.owner || !this.o.holder.held().includes(handle) || this.o.sync.state(handle) !== "ready") return { state: "not_held" };
     if (mode === "turns") return { state: "ok", turns: this.o.transcripts?.list(handle, Math.min(limit, TRANSCRIPT_PAGE_MAX), extra?.before ?? null) ?? { turns: [], next: null } };
+    if (mode === "tools") return { state: "ok", tools: this.o.tools?.(handle) ?? [] };
     if (mode === "turn") return { state: "ok", turn: (extra?.turn_id && this.o.transcripts?.get(handle, extra.turn_id)) || null };
     return mode === "view" ? { state: "ok", view: this.o.store.view(handle, limit) } : { state: "ok", summary: this.summary(handle) };
   }
@@ -208,6 +212,12 @@ export class MemoryReads {
   async turn(handle: string, turn_id: string): Promise<SeatTurnAnswer> {
     const got = await this.askOne(handle, { mode: "turn", limit: 1, turn_id }, (a) => a.turn ?? null);
     return { handle, state: got.state, holder: got.holder, ...(got.reason ? { reason: got.reason } : {}), turn: got.memory ?? null };
+  }
+
+  /** The tools a seat's holder offers it (builtins, integrations, its MCP servers' tools). */
+  async tools(handle: string): Promise<{ state: MemoryReadState; holder: { node: string; epoch: number } | null; reason?: string; tools: string[] | null }> {
+    const got = await this.askOne(handle, { mode: "tools", limit: 1 }, (a) => a.tools ?? null);
+    return { state: got.state, holder: got.holder, ...(got.reason ? { reason: got.reason } : {}), tools: got.memory ?? null };
   }
 
   private async askOne<T>(handle: string, q: Pick<ReadRequest, "mode" | "limit" | "before" | "turn_id">, pick: (a: Extract<SeatAnswer, { state: "ok" }>) => T | null) {

@@ -462,6 +462,7 @@ export class CrewletNode {
       holder: { node_id: this.nodeId, owner: seats.owner, held: () => seats.held(), leases: async () => (await seats.fleet()).leases },
       log: this.log,
       transcripts: engine.transcripts,
+      tools: (h) => engine.turns.toolsFor(h).map((t) => t.name),
     });
     await memoryReads.serve();
     this.onStop(() => memoryReads.stop());
@@ -624,6 +625,7 @@ export class CrewletNode {
         },
         model: (llm) => engine.modelOf(llm),
         tools: (h) => engine.turns.toolsFor(h).map((t) => t.name),
+        holderTools: async (h) => (await memoryReads.tools(h)).tools,
       }),
       auditGroup(auditReader),
       orgGroup({ org: () => engine.currentOrg }),

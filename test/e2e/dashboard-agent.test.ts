@@ -140,6 +140,9 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   // @pm's first turn spent past its one-token day cap: its card carries the badge.
   await until("@pm's over-cap badge on its card", async () => (await page.locator('.seat-card[data-handle="pm"] .badge-over').textContent()) === "over day cap");
   expect(await page.locator('.seat-card[data-handle="ceo"] .badge').count()).toBe(0);
+  // Today's spend on each card with a day counter: @pm's eighteen tokens, at its price.
+  expect(await page.locator('.seat-card[data-handle="pm"] .spend-line').textContent()).toMatch(/^today: 18 tokens · 0\.0001$/);
+  expect(await page.locator('.seat-card[data-handle="ceo"] .spend-line').textContent()).toBe("today: 0 tokens");
   await check(page, "org-badges");
 
   // The agent page: what the company says, tools by source, holder history, budgets, turns.

@@ -39,6 +39,7 @@ async function node(id: string, owner: string, opts: { serve?: boolean } = {}) {
     queue,
     log: silentLogger,
     transcripts,
+    tools: (h) => (held.has(h) ? [`${id}_tool`, "files__read"] : []),
     holder: { node_id: id, owner, held: () => [...held], leases: async () => leases },
   });
   if (opts.serve !== false) await reads.serve();
@@ -147,5 +148,9 @@ describe("memory reads answered by the holder", () => {
     expect((await a.reads.turn("t2", "old-on-a")).turn).toBeNull();
 
     expect(await a.reads.turns("nobody", 5, null)).toMatchObject({ state: "no_holder", turns: [], next: null });
+
+    // The tools a seat is offered are the holder's to say (its MCP servers run there).
+    expect(await a.reads.tools("t2")).toMatchObject({ state: "ok", holder: { node: "tb" }, tools: ["tb_tool", "files__read"] });
+    expect(await a.reads.tools("nobody")).toMatchObject({ state: "no_holder", tools: null });
   }, 30_000);
 });

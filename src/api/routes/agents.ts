@@ -25,10 +25,12 @@ export interface AgentsSource {
   model?(llm: string): string | null;
   /** Tool names a seat held here is offered (builtins, integrations, its MCP servers' tools). */
   tools?(handle: string): string[];
+  /** The same, asked of the seat's holder when a peer holds it (null: it did not answer). */
+  holderTools?(handle: string): Promise<string[] | null>;
 }
 
 /** What the company file says of a seat, for its agent page. */
-function profile(src: AgentsSource, handle: string, here: boolean) {
+async function profile(src: AgentsSource, handle: string, here: boolean, held: boolean) {
   const seat = src.org().agentSeat(handle)!;
   return {
     goal: seat.goal,
@@ -40,8 +42,9 @@ function profile(src: AgentsSource, handle: string, here: boolean) {
     mcp_servers: Object.keys(seat.mcp_servers),
     /** Where the seat may run (labels to match, a pinned node); empty: any seats node. */
     placement: seat.placement,
-    // A seat's MCP tools are known only where its servers run: its holder.
-    tools: here && src.tools ? src.tools(handle) : null,
+    // A seat's MCP tools are known only where its servers run: its holder, asked when a
+    // peer holds the seat (null when nobody holds it or the holder did not answer).
+    tools: here && src.tools ? src.tools(handle) : held && src.holderTools ? await src.holderTools(handle) : null,
   };
 }
 
@@ -87,7 +90,7 @@ export function agentsGroup(src: AgentsSource): RouteGroup {
         parseNoQuery(c);
         if (!src.org().agentSeat(handle)) throw new ApiError(404, "unknown_seat", `no agent seat "${handle}" in this company`, "handle");
         const [agent] = await describe(src, [handle]);
-        return c.json({ ...agent!, ...profile(src, handle, agent!.holder?.node === src.nodeId) });
+        return c.json({ ...agent!, ...(await profile(src, handle, agent!.holder?.node === src.nodeId, agent!.holder !== null)) });
       });
       const controls = src.controls;
       if (controls) {

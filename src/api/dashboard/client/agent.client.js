@@ -160,7 +160,7 @@ function agentView(arg) {
             { class: "plain tool-groups" },
             toolGroups(a.tools, a.mcp_servers).map(([group, names]) => h("li", {}, h("strong", {}, `${group}: `), names.length ? chips(names) : h("span", { class: "muted" }, "none offered"))),
           )
-        : h("span", { class: "muted" }, a.holder ? `known on ${a.holder.node}, its holder (${a.mcp_servers.length ? `MCP servers: ${a.mcp_servers.join(", ")}` : "no MCP servers"})` : "known once a node holds the seat");
+        : h("span", { class: "muted" }, a.holder ? `${a.holder.node} holds it and did not say just now (${a.mcp_servers.length ? `MCP servers: ${a.mcp_servers.join(", ")}` : "no MCP servers"})` : "known once a node holds the seat");
       const facts = h(
         "dl",
         { class: "facts" },

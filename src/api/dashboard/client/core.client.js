@@ -13,9 +13,14 @@
 //   api() and AuthError, readPages(), table()/chips(), authorField(), seat helpers shared
 //   by the org chart and agent page (OPEN_WORK, seatState), the status line and refresh
 //   loop, the view registry and routing (#name/arg → VIEWS[name](arg)), sign-in/out.
+// - Shared parts without a view: live.client.js (SSE reader, pager, confirmButton),
+//   seat-controls.client.js (pause/resume/stop, the paused marker, the budget badge,
+//   readBudgets), event-sentences.js and company-diff.js (pure, table-tested).
 // - One file per view, each ending with registerView("name", makeView): fleet, agents,
-//   org, agent, chat, work, events. A view is { title, root, refresh(), select?(arg),
-//   pause?(), resume?(), leave?() }; refresh() is called every REFRESH_MS while shown.
+//   org, agent, turn (#turn/{handle}/{id}: a transcript), spend, chat, work, events, ops,
+//   knowledge. A view is { title, root, refresh(), select?(arg), pause?(), resume?(),
+//   leave?() }; refresh() is called every REFRESH_MS while shown. Note: DOM
+//   replaceChildren() prints a null argument as "null" (h() skips null children).
 // - boot.client.js (last): wires the sign-in form and hash routing and starts.
 // To add a view: a new client/<name>.client.js calling registerView, its line in PARTS
 // (before boot), and a tab link in page.html (<a href="#name" data-view="name">).

@@ -36,6 +36,7 @@ function orgView() {
           h("span", { class: `seat-state st-${st.cls}` }, st.word),
           s.kind === "human" ? null : h("span", { class: "seat-line" }, agent?.holder ? `on ${agent.holder.node}` : "no holder"),
           h("span", { class: "seat-line" }, `${n} open work item${n === 1 ? "" : "s"}`),
+          s.kind === "human" || !todaySpend(budgets, s.handle) ? null : h("span", { class: "seat-line spend-line" }, todaySpend(budgets, s.handle)),
           agent?.paused ? h("span", { class: "seat-line paused-line" }, `paused by ${agent.paused.by}`) : null,
           s.kind === "human" ? null : budgetBadge(budgets, s.handle),
           units.length || leads.has(s.handle)

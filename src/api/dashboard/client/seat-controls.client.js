@@ -32,6 +32,14 @@ function budgetBadge(budgets, handle, near = budgets?.soft_alert ?? BUDGET_NEAR_
   return null;
 }
 
+/** "today: 1,234 tokens · 0.0123" from the seat's day-window counter (only a seat with a
+ * day cap has one: the counters are kept per cap), else null. */
+function todaySpend(budgets, handle) {
+  const day = (budgets?.budgets ?? []).find((b) => b.scope === `seat:${handle}` && b.window === "day");
+  if (!day) return null;
+  return `today: ${count(day.spent.tokens)} tokens${day.spent.money > 0 ? ` · ${day.spent.money.toFixed(4)}` : ""}`;
+}
+
 /** The paused marker: who paused the seat and since when. */
 function pausedMarker(paused) {
   if (!paused) return null;
