@@ -114,6 +114,11 @@ export class EstateCopy {
   start(): void {
     for (const d of DOMAINS) this.appliers[d].start();
     this.timer = this.o.clock.setInterval(() => void this.check(), this.o.check_interval_ms ?? CHECK_INTERVAL_MS);
+    // Judged at once, not after the first interval: a copy below the log (a node back after
+    // the trim let it go, or new to a trimmed fleet) goes out of service and starts its
+    // restore before the boot's own writes (the seed) are sent to it, so they go to a peer
+    // instead of each waiting out APPLY_WAIT_MS on an applier stopped at the gap.
+    void this.check();
   }
 
   async stop(): Promise<void> {

@@ -138,21 +138,26 @@ describe("the state-log trim on a 3-member R3 fleet", () => {
     c = await chatConclusion(t1, stopped + UNHEARD_HOLD_S * 1000, "the log trimmed past t3", (x) => (x.log?.first_seq ?? 0) > t3At + 1, 180_000);
 
     // t3 returns below the log: it restores from the snapshot and converges.
+    const t3Start = Date.now();
     await t3.start();
     await t3.waitReady(120_000);
+    const t3Ready = Date.now() - t3Start;
     await post(t2, 5, "t3 back");
     await level([t1, t2, t3]);
     expect(t3.events("estate_copy_restored").some((e) => e.domain === "chat")).toBe(true);
     expect(chatDigest(t3)).toEqual(chatDigest(t1));
 
     // A fourth data node joins the trimmed fleet.
+    const t4Start = Date.now();
     await t4.start();
     await t4.waitReady(120_000);
+    const t4Ready = Date.now() - t4Start;
     await post(t4, 5, "t4 joined");
     await level([t1, t2, t3, t4]);
     expect(t4.events("estate_copy_restored").length).toBeGreaterThanOrEqual(1);
     expect(chatDigest(t4)).toEqual(chatDigest(t1));
     const trimmed = fleet.nodes.flatMap((n) => n.eventsEver("estate_trimmed"));
-    console.log(`estate_trimmed lines: ${trimmed.length}; restores: t3 ${t3.events("estate_copy_restored").length}, t4 ${t4.events("estate_copy_restored").length}`);
+    const restoreMs = (n: FleetNode) => n.events("estate_copy_restored").map((e) => `${e.domain} ${e.from}→${e.to}`).join(", ");
+    console.log(`estate_trimmed lines: ${trimmed.length}; t3 back: ready in ${t3Ready} ms, restored ${restoreMs(t3)}; t4 joined: ready in ${t4Ready} ms, restored ${restoreMs(t4)}`);
   }, 600_000);
 });
