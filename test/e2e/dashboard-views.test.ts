@@ -85,8 +85,8 @@ async function rows(page: Page, caption: RegExp): Promise<string[][]> {
 
 test("live chat, events backlog, operations, work board and knowledge, each as a person uses it", async () => {
   server = startModelServer();
-  // @engineer's first answer takes 3 s (long enough to watch "working…"), then its key is refused.
-  server.script([{ ...openAiTextReply("Tests are green."), delay_ms: 3_000 }, { status: 401, json: { error: { message: "Incorrect API key provided", type: "invalid_request_error" } } }]);
+  // @engineer's first answer takes 5 s (long enough to watch "working…" on a loaded box), then its key is refused.
+  server.script([{ ...openAiTextReply("Tests are green."), delay_ms: 5_000 }, { status: 401, json: { error: { message: "Incorrect API key provided", type: "invalid_request_error" } } }]);
   const company = structuredClone(rootCompany);
   company.providers.llm.endpoint = { type: "openai", base_url: server.url, model: "m", api_keys: ["sk-views-0123456789"] };
   company.roles.find((r: any) => r.handle === "engineer").llm = "endpoint";

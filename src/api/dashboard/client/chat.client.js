@@ -57,7 +57,10 @@ function chatView(arg) {
       }
     },
     onState(s, d) {
-      if (s === "live") liveState.textContent = "Live.";
+      if (s === "live") {
+        liveState.textContent = "Live.";
+        if (ch) void reloadChannels();
+      }
       else if (s === "connecting") liveState.textContent = "Connecting…";
       else if (s === "absent") liveState.textContent = "This node does not stream chat; showing what was read.";
       else if (s === "retrying") liveState.textContent = `Disconnected (${d.error}); reconnecting in ${Math.ceil(d.wait_ms / 1000)} s…`;
@@ -201,12 +204,26 @@ function chatView(arg) {
     live.start();
   }
 
-  async function load() {
-    ({ channels } = await api("/chat/channels"));
-    if (!channelId || !channels.some((c) => c.id === channelId)) channelId = (channels.find((c) => c.id === "general") ?? channels[0])?.id ?? null;
+  function drawChannels() {
     channelList.replaceChildren(
       ...channels.map((c) => h("li", {}, h("a", { href: `#chat/${encodeURIComponent(c.id)}`, "aria-current": c.id === channelId ? "true" : undefined }, c.kind === "dm" ? c.name : `#${c.name}`))),
     );
+  }
+
+  /** The channel list again (a DM begun since): once per (re)connect of the stream, not polled. */
+  async function reloadChannels() {
+    try {
+      ({ channels } = await api("/chat/channels"));
+      drawChannels();
+    } catch (err) {
+      if (err instanceof AuthError) signOut(err.message);
+    }
+  }
+
+  async function load() {
+    ({ channels } = await api("/chat/channels"));
+    if (!channelId || !channels.some((c) => c.id === channelId)) channelId = (channels.find((c) => c.id === "general") ?? channels[0])?.id ?? null;
+    drawChannels();
     if (!channelId) {
       heading.textContent = "No channels";
       form.hidden = true;
