@@ -2,9 +2,11 @@
 // scope) and the charge after it (read + compare-and-set per capped scope), on R1 (one
 // member) and R3 (three members, each "node" on its own member), with an org cap and a seat
 // cap (two records per round), one turn at a time and NODES turns at once on one org cap.
+// The charge includes its durable outbox row in a file-backed node.db (src/spend/outbox.ts).
 // Prints figures; never passes or fails on time.
 //   bun bench/budgets.ts [--rounds 300]
 import { Database } from "bun:sqlite";
+import { join } from "node:path";
 import { systemClock } from "../src/clock.ts";
 import { budgetsSchema } from "../src/config/budgets.ts";
 import { createCoordination } from "../src/coord/index.ts";
@@ -14,6 +16,13 @@ import { startNats } from "../test/support/nats.ts";
 
 const roundsArg = process.argv.indexOf("--rounds");
 const ROUNDS = roundsArg > 0 ? Number(process.argv[roundsArg + 1]) : 300;
+
+/** A node.db as the engine opens it (a file, WAL, synchronous NORMAL): the charge's outbox row is part of its cost. */
+function nodeDb(dir: string): Database {
+  const db = new Database(join(dir, `node-${crypto.randomUUID()}.db`), { create: true, strict: true });
+  db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
+  return db;
+}
 
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -28,7 +37,7 @@ async function run(members: 1 | 3): Promise<void> {
   for (const m of nats.members) {
     const nc = await nats.connect({ servers: m.url });
     const coord = await createCoordination({ type: "embedded-kv", nc, replicas: members, clock: systemClock, log });
-    nodes.push({ nc, coord, counters: new BudgetCounters({ db: new Database(":memory:"), slot: coord.slot("budgets"), clock: systemClock, log, budgets: () => budgets, timezone: () => "UTC", pricing: () => ({ input_per_million: 3, output_per_million: 15 }) }) });
+    nodes.push({ nc, coord, counters: new BudgetCounters({ db: nodeDb(nats.dir), slot: coord.slot("budgets"), clock: systemClock, log, budgets: () => budgets, timezone: () => "UTC", pricing: () => ({ input_per_million: 3, output_per_million: 15 }) }) });
   }
   const round = async (c: BudgetCounters, seat: string, checks: number[], charges: number[]) => {
     let t = performance.now();
