@@ -4,6 +4,7 @@
 // seat's mailbox, talking to a real HTTP model endpoint (model-server.ts) over the OpenAI
 // or the Anthropic wire. A person posts; the rig says what they saw, what the endpoint got
 // and where the message ended.
+import type { KvSlot } from "../../src/coord/contract.ts";
 import { Database } from "bun:sqlite";
 import { systemClock } from "../../src/clock.ts";
 import type { ProviderConfig } from "../../src/config/company.ts";
@@ -49,6 +50,8 @@ export interface RigOptions {
   no_provider?: boolean;
   /** Spend caps (company.budgets): the turn engine asks the counters before every call. */
   budgets?: Budgets;
+  /** The budget counters' store answers no read (a coordination outage, as the counters see it). */
+  budgets_unreadable?: boolean;
 }
 
 export interface Ending {
@@ -98,7 +101,9 @@ export class FailureRig {
     const providers = buildProviders(llm, systemClock, { secrets: opts.secrets, random: () => 0 });
     const budgets = opts.budgets;
     if (budgets) {
-      this.counters = new BudgetCounters({ db: new Database(":memory:"), slot: coord.node().slot("budgets"), clock: systemClock, log, budgets: () => budgets, timezone: () => "UTC", pricing: () => undefined });
+      const real = coord.node().slot("budgets");
+      const slot: KvSlot = opts.budgets_unreadable ? Object.assign(Object.create(real) as KvSlot, { get: async () => Promise.reject(new Error("TIMEOUT: no answer from crewlet_budgets")) }) : real;
+      this.counters = new BudgetCounters({ db: new Database(":memory:"), slot, clock: systemClock, log, budgets: () => budgets, timezone: () => "UTC", pricing: () => undefined });
     }
     const spend = this.counters ? new BudgetGate({ counters: this.counters, timezone: () => "UTC", events: this.events, log, node_id: "node-a" }) : null;
     this.engine = new TurnEngine({

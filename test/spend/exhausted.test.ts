@@ -54,3 +54,26 @@ test("a cap crossed by a round stops the next call; the person sees which cap an
     await r.stop(true);
   }
 });
+
+test("counters that cannot be read refuse the call: no request reaches the endpoint, the message comes back with backoff and is given up on with the person told why", async () => {
+  const budgets = budgetsSchema.parse({ org: { day: { tokens: 1_000_000 } } });
+  const r = await FailureRig.start({ wire: "openai", base_url: server.url, budgets, budgets_unreadable: true }, nats);
+  try {
+    await r.attach("cto");
+    server.script([openAiTextReply("should never be asked")]);
+    const { message_id, trigger } = await r.ask("cto", "plan the release");
+    const end = await r.ending("cto", message_id, trigger.event_id, 60_000);
+    // Unknown spend is not spend under the cap: not one call was made.
+    expect(server.requests.length).toBe(0);
+    const turns = r.turnsOn(trigger.event_id);
+    // Transient, like an endpoint that is down: NAKed with backoff until given up (3 deliveries here).
+    expect(turns.map((t) => t.settle)).toEqual(["nak", "nak", "reject"]);
+    expect(end.where).toBe("dead_letter");
+    expect(r.events.named("budget_unknown").length).toBe(3);
+    const told = end.thread.filter(([a, b]) => a === "cto" && b.startsWith(NOTICE_PREFIX));
+    expect(told).toHaveLength(1);
+    expect(told[0]![1]).toContain("my model budget cannot be read right now");
+  } finally {
+    await r.stop(true);
+  }
+}, 120_000);
