@@ -1,5 +1,5 @@
 // The agent page, a turn's transcript, the Spend view and a person's controls, in headless
-// Chromium against a real one-box node running the root company with budgets: @pm's day
+// Chromium against the compiled binary (a one-box node) running the root company with budgets: @pm's day
 // cap is one token, so its first turn puts it over and its card says so. A person asks @ceo
 // for a plan, opens @ceo's page from the org chart, reads the turn's transcript (a tool
 // call's input and output, a long text expanded), pauses and resumes @ceo (the marker shows
@@ -12,6 +12,8 @@ import { join, resolve } from "node:path";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { parse } from "yaml";
 import { makeFleet, TEST_TOKEN, type Fleet } from "../support/fleet.ts";
+import { buildArch } from "../../build.ts";
+import { hostArch } from "../../src/broker/elf.ts";
 import { openAiTextReply, startModelServer, type ModelServer } from "../agent/model-server.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -68,12 +70,14 @@ let fleet: Fleet | null = null;
 let model: ModelServer | null = null;
 let context: BrowserContext | null = null;
 const profileDir = mkdtempSync(join(tmpdir(), "crewlet-chromium-"));
+const binDir = mkdtempSync(join(tmpdir(), "crewlet-bin-"));
 
 afterAll(async () => {
   await context?.close().catch(() => undefined);
   await fleet?.stop();
   model?.stop();
   rmSync(profileDir, { recursive: true, force: true });
+  rmSync(binDir, { recursive: true, force: true });
 });
 
 async function until<T>(what: string, check: () => Promise<T | null | undefined | false>): Promise<T> {
@@ -108,7 +112,9 @@ async function signIn(page: Page, token: string): Promise<void> {
 test("agent page → turn transcript → controls → spend; a read-only token is told what it lacks", async () => {
   model = startModelServer();
   model.script([openAiTextReply("Delivery plan drafted.")]);
-  fleet = await makeFleet({ nodes: [{ id: "node-1", kind: "member" }], company: companyWith(model.url), tokens: [{ id: "viewer", token: VIEWER_TOKEN, grants: ["state:read"] }] });
+  // The compiled binary, as shipped: the dashboard's parts are joined and embedded in it.
+  const built = buildArch(hostArch(), resolve(import.meta.dir, "../../src/main.ts"), { outDir: binDir });
+  fleet = await makeFleet({ nodes: [{ id: "node-1", kind: "member" }], company: companyWith(model.url), binary: built.path, tokens: [{ id: "viewer", token: VIEWER_TOKEN, grants: ["state:read"] }] });
   const node = fleet.node("node-1");
   await node.start();
   await node.waitReady(60_000);
