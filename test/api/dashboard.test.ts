@@ -90,6 +90,24 @@ describe("dashboard", () => {
     expect(source).not.toContain("localStorage");
   });
 
+  test("the two libraries the script imports (marked, DOMPurify) are served under content names, as modules, without source-map comments", async () => {
+    const { html } = await page();
+    const source = await (await app.request(assetPaths(html).js)).text();
+    const imports = [...source.matchAll(/^import (.*) from "\.\/([^"]+)";$/gm)].map((m) => ({ what: m[1], name: m[2]! }));
+    expect(imports.map((i) => i.what)).toEqual(["{ Marked }", "DOMPurify"]);
+    for (const { name } of imports) {
+      expect(name).toMatch(/^(marked|purify)\.[0-9a-f]{12}\.js$/);
+      const res = await app.request(`/dashboard/${name}`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+      expect(res.headers.get("cache-control")).toContain("immutable");
+      expect(res.headers.get("content-security-policy")).toContain("script-src 'self'");
+      const lib = await res.text();
+      expect(lib).not.toContain("sourceMappingURL");
+      expect(() => new Bun.Transpiler({ loader: "js" }).transformSync(lib)).not.toThrow();
+    }
+  });
+
   test("an unknown asset is a 404 in the API's error shape", async () => {
     const res = await app.request("/dashboard/dashboard.000000000000.js");
     expect(res.status).toBe(404);
