@@ -11,6 +11,7 @@ import { WATCHDOG_EXIT_CODE } from "../../src/seat/watchdog.ts";
 import { encodeTrigger } from "../../src/org/trigger.ts";
 import { durableName, mailbox, STREAM_AGENT, STREAM_DLQ } from "../../src/queue/topics.ts";
 import { makeFleet, type Fleet, type FleetNode } from "../support/fleet.ts";
+import { describeEvent, seatTracker } from "../../src/api/dashboard/event-sentences.js";
 
 /** Slack on every spec bound: a loaded 2-core CI box runs six processes here, and a dead
  * member that led the lease bucket stalls its writes for seconds (bench/failover.ts). */
@@ -156,6 +157,18 @@ describe("three members, R3, TTL 3 s, twelve seats", () => {
     }
     // The dead node's presence lapsed with its leases: it is not counted any more.
     expect(value.nodes.map((n) => n.id).sort()).toEqual(["b", "c"]);
+    // The events backlog tells it as the dashboard's Events view does: a's seat moved to its
+    // new holder, and a never let it go, so it was a failover.
+    const moved = before[0]!.handle;
+    const holder = value.leases.find((l) => l.handle === moved)!.node;
+    await waitFor(`the backlog telling ${moved}'s failover`, 10_000, async () => {
+      const res = await b.get(`/events?seat=${moved}&limit=200`);
+      if (!res.ok) return null;
+      const page = (await res.json()) as { events: { name: string; body: Record<string, unknown> }[] };
+      const seats = seatTracker();
+      const said = [...page.events].reverse().map((e) => describeEvent(e.name, e.body, seats.observe(e.name, e.body)).text);
+      return said.at(-1) === `seat ${moved} moved from a to ${holder} (failover)` ? said : null;
+    });
 
     // Back to three members before the next fault (R3 needs two of three up).
     await a.start();
