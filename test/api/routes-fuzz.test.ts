@@ -314,6 +314,11 @@ test("every route the node serves answers hostile input with a named 4xx, never 
       continue;
     }
     if (p.names && !(err.field === p.names || err.message.includes(p.names))) failures.push(`does not name ${p.names}: ${where}`);
+    // A refused path parameter is named — unless no route took the path at all (an encoded
+    // slash that routes nowhere) or the parameter passed and the missing body was refused.
+    const param = p.kind.startsWith("param ") ? p.kind.slice(6) : null;
+    const elsewhere = ["not_found", "method_not_allowed", "unsupported_media_type", "invalid_json", "unauthorized"].includes(err.code) || err.field === "body" || err.field === "content-type";
+    if (param && !OPEN.has(p.route) && !elsewhere && !(err.field === param || err.message.includes(`params.${param}`))) failures.push(`does not name the parameter ${param}: ${where}`);
   }
 
   // Idempotency-Key abuse on a real write: unusable keys are refused naming the header; a

@@ -73,7 +73,12 @@ export function pagesRoutes(router: EstateRouter): RouteGroup {
         const title = param(pageTitle, c.req.param("title"), "title");
         parseNoQuery(c);
         const page = await estateCall(() => router.read({ q: "pages.get", container, title }));
-        if (!page) throw new ApiError(404, "unknown_page", `no page "${title}" in ${container}`, "title");
+        if (!page) {
+          // Name what is missing: the container, or the page in a container that exists.
+          const known = await estateCall(() => router.read({ q: "pages.containers" }));
+          if (!known.some((k) => k.key === container)) throw new ApiError(404, "unknown_container", `no container ${container}`, "container");
+          throw new ApiError(404, "unknown_page", `no page "${title}" in ${container}`, "title");
+        }
         return c.json(page);
       });
       app.put("/:container/:title", auth.require("knowledge:write"), async (c) => {
