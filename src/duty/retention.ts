@@ -4,6 +4,7 @@
 // (yet) is passed over, so a rule can be listed before the table lands.
 import type { Database } from "bun:sqlite";
 import { DIARY_CAP } from "../memory/store.ts";
+import { TRANSCRIPT_HORIZON_MS } from "../agent/transcripts.ts";
 
 export interface RetentionRule {
   table: string;
@@ -57,6 +58,16 @@ export const RETENTION_RULES: readonly RetentionRule[] = [
            )`,
         )
         .run({ $max: EPISODES_PER_SEAT_MAX }).changes;
+    },
+  },
+  {
+    // Each insert trims its own seat and the horizon (src/agent/transcripts.ts); this sweep
+    // lets the horizon go on a node that has stopped running turns too.
+    table: "turn_transcripts",
+    horizon: `${TRANSCRIPT_HORIZON_MS / 86_400_000} days`,
+    why: "a transcript answers 'what did it do this week'; the turn's outcome stays in its episode",
+    sweep(db, now_ms) {
+      return db.query(`DELETE FROM turn_transcripts WHERE started_at < $before`).run({ $before: now_ms - TRANSCRIPT_HORIZON_MS }).changes;
     },
   },
 ];

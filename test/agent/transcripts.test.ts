@@ -16,7 +16,8 @@ import { TurnEngine } from "../../src/agent/turn.ts";
 import { buildOrg } from "../../src/org/org.ts";
 import { MemoryQueue } from "../../src/queue/memory.ts";
 import { TRANSCRIPT_MAX_BYTES, TRANSCRIPT_SPENT_TEXT_MAX, TRANSCRIPT_TOOL_TEXT_MAX, TranscriptRecorder, type TurnTranscript } from "../../src/agent/transcript.ts";
-import { TranscriptStore } from "../../src/agent/transcripts.ts";
+import { TRANSCRIPT_HORIZON_MS, TranscriptStore } from "../../src/agent/transcripts.ts";
+import { runRetention } from "../../src/duty/retention.ts";
 import { LocalEstate, mentionTrigger, rootCompany } from "./support.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "crewlet-transcripts-"));
@@ -124,6 +125,18 @@ describe("the store (node.db)", () => {
     expect(store.count("pm")).toBe(0);
     expect(store.list("ceo", 10).turns.map((t) => t.id)).toEqual(["late"]);
   });
+});
+
+test("the maintenance sweep lets the horizon go on a node that runs no more turns", () => {
+  const db = openDb();
+  const store = new TranscriptStore(db);
+  store.insert(transcript("ceo", "old", 1_000), 1_000);
+  store.insert(transcript("ceo", "new", 1_000 + TRANSCRIPT_HORIZON_MS), 1_000 + TRANSCRIPT_HORIZON_MS);
+  const out = runRetention(db, 2_000 + TRANSCRIPT_HORIZON_MS);
+  expect(out.find((r) => r.table === "turn_transcripts")).toEqual({ table: "turn_transcripts", deleted: 1, horizon: "7 days" });
+  expect(store.list("ceo", 10).turns.map((t) => t.id)).toEqual(["new"]);
+  expect(runRetention(db, 2_000 + 2 * TRANSCRIPT_HORIZON_MS).find((r) => r.table === "turn_transcripts")?.deleted).toBe(1);
+  expect(store.list("ceo", 10).turns).toEqual([]);
 });
 
 describe("a real turn", () => {
