@@ -62,7 +62,6 @@ function eventsView() {
 
   function matches(name, body) {
     if (kind.value && name !== kind.value) return false;
-    if (!kind.value && name === "turn_text") return true;
     const s = seat.value.trim().replace(/^@/, "");
     if (s && body.seat !== s && body.handle !== s) return false;
     return true;
