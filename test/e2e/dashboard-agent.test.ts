@@ -200,6 +200,8 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   await until("the paused marker", async () => ((await page.locator(".facts .badge-paused").textContent())?.startsWith("paused by test") ? true : null));
   expect((await facts(page)).State).toContain("paused");
   await check(page, "agent-paused");
+  await page.getByRole("link", { name: "Agents", exact: true }).click();
+  await until("@ceo paused in the Agents list", async () => ((await rows(page, /Agent seats/)).find((r) => r[0]!.startsWith("@ceo"))?.[2]?.startsWith("paused by test") ? true : null));
   await page.getByRole("link", { name: "Org", exact: true }).click();
   await until("@ceo's card paused", async () => ((await page.locator('.seat-card[data-handle="ceo"] .seat-state').textContent()) === "paused" ? true : null));
   expect(await page.locator('.seat-card[data-handle="ceo"] .paused-line').textContent()).toBe("paused by test");

@@ -8,7 +8,9 @@ function agentsView() {
   const root = h("div", {}, list.root, h("p", { class: "muted" }, "Turn figures come from the node holding each seat; a seat held elsewhere shows that node's name."));
   function agentRow(a) {
     const t = a.turns;
-    const state = !a.holder
+    const state = a.paused
+      ? pausedMarker(a.paused)
+      : !a.holder
       ? h("span", { class: "muted" }, "unheld")
       : !t
         ? h("span", { class: "muted" }, `see ${a.turns_known_on}`)
