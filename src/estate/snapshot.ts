@@ -154,9 +154,19 @@ export class SnapshotStore {
     return this.o.nc.jetstream({ timeout: OS_TIMEOUT_MS }).views.os(SNAPSHOT_BUCKET);
   }
 
+  /** Runs `fn` on the bucket; a failure forgets the handle, so the next call opens (and if need be creates) the bucket again — one deleted under a running node is recreated rather than failing every later call. */
+  private async withOs<T>(fn: (os: ObjectStore) => Promise<T>): Promise<T> {
+    try {
+      return await fn(await this.os());
+    } catch (err) {
+      this.osP = null;
+      throw err;
+    }
+  }
+
   /** The stored snapshot's label, or null when there is none. */
   async info(): Promise<SnapshotMeta | null> {
-    const info = await (await this.os()).info(SNAPSHOT_OBJECT);
+    const info = await this.withOs((os) => os.info(SNAPSHOT_OBJECT));
     if (!info || info.deleted) return null;
     try {
       const parsed = snapshotMetaSchema.safeParse(JSON.parse(info.description ?? ""));
@@ -173,8 +183,7 @@ export class SnapshotStore {
       sqlite.run(`VACUUM INTO ${quoted(tmp)}`);
       const facts = readSnapshotFacts(tmp);
       const meta: SnapshotMeta = { ...facts, taken_by: this.o.nodeId, taken_at: this.o.clock.now() };
-      const os = await this.os();
-      const info = await os.put({ name: SNAPSHOT_OBJECT, description: JSON.stringify(meta) }, Bun.file(tmp).stream() as ReadableStream<Uint8Array>);
+      const info = await this.withOs((os) => os.put({ name: SNAPSHOT_OBJECT, description: JSON.stringify(meta) }, Bun.file(tmp).stream() as ReadableStream<Uint8Array>));
       this.o.log.info("estate_snapshot_uploaded", { bytes: info.size, positions: meta.positions, digest: info.digest });
       return meta;
     } finally {
@@ -187,8 +196,7 @@ export class SnapshotStore {
    * reads its facts from the file itself. Null when there is none. The caller removes `path`.
    */
   async fetch(): Promise<{ path: string; meta: SnapshotMeta } | null> {
-    const os = await this.os();
-    const got = await os.get(SNAPSHOT_OBJECT);
+    const got = await this.withOs((os) => os.get(SNAPSHOT_OBJECT));
     if (!got) return null;
     const path = join(this.o.dir, `estate-restore-${process.pid}-${randomBytes(6).toString("hex")}.db`);
     try {

@@ -18,6 +18,7 @@ import { appliedPositions, ESTATE_DB_FILE } from "../../src/estate/estate.ts";
 import type { AnyBody } from "../../src/estate/records.ts";
 import { conclusionSchema, holdKey, readRecord, releaseHold, takeHold, trimKey } from "../../src/estate/retention-records.ts";
 import { DOMAINS, type Domain } from "../../src/estate/schema.ts";
+import { SNAPSHOT_BUCKET } from "../../src/estate/snapshot.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { presenceKey } from "../../src/seat/presence.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
@@ -277,6 +278,31 @@ export function trimScenario(SIZE: number): void {
       ext = await logExtent();
       for (const dm of DOMAINS) expect(ext[dm].first_seq).toBe(stored.positions[dm]! + 1);
       expect(a.sink.events("estate_snapshot_uploaded").length).toBe(uploads);
+
+      // The snapshot bucket deleted under the fleet: the tick cannot store a snapshot, so it
+      // purges nothing and says so; the next tick creates the bucket again and trims.
+      const jsm = await conns[0]!.jetstreamManager();
+      await jsm.streams.delete(`OBJ_${SNAPSHOT_BUCKET}`);
+      const beforeLoss = await logExtent();
+      await writeMany(12);
+      await allLevel();
+      await publishPresence();
+      // The first domain's upload meets the missing bucket; the next one's opens it again.
+      await expect(tick()).rejects.toThrow(/not purged/);
+      ext = await logExtent();
+      const restored = (await a.estate.snapshots!.info())!;
+      let failedDomains = 0;
+      for (const dm of DOMAINS) {
+        const c = await conclusion(dm);
+        if (c.outcome === "failed") {
+          failedDomains++;
+          expect(ext[dm].first_seq).toBe(beforeLoss[dm].first_seq);
+        } else expect(restored.positions[dm]! + 1).toBeGreaterThanOrEqual(ext[dm].first_seq);
+      }
+      expect(failedDomains).toBeGreaterThanOrEqual(1);
+      await tick();
+      ext = await logExtent();
+      for (const dm of DOMAINS) expect(ext[dm].first_seq).toBeGreaterThan(beforeLoss[dm].first_seq);
 
       // A live data node whose row does not say where its copy is: the trim does nothing.
       await publishPresence();
