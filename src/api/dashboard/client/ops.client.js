@@ -8,6 +8,10 @@ const OPS_SECTIONS = [
 ];
 /** Audit entries per page (the API's ceiling is higher). */
 const AUDIT_PAGE = 50;
+/** How often a shown section is read again: these change by a person's hand (each action
+ * here re-reads at once), and listing dead letters costs the node one read per letter (up
+ * to 1,000), too much for the 3 s refresh. */
+const OPS_REFRESH_MS = 15_000;
 /** Characters of a dead letter's body shown before "Show all". */
 const DEAD_LETTER_PREVIEW = 200;
 
@@ -29,6 +33,7 @@ function opsView(arg) {
   const body = h("div");
   const root = h("div", {}, nav, body);
   const parts = { config: configPart(), schedules: schedulesPart(), deadletters: deadLettersPart(), audit: auditPart() };
+  const readAt = new Map(); // section → when it was last read (a section shown again is read at once if stale)
 
   function drawNav() {
     nav.replaceChildren(...OPS_SECTIONS.map(([k, t]) => h("a", { href: `#ops/${k}`, "aria-current": k === section ? "page" : undefined }, t)));
@@ -45,7 +50,13 @@ function opsView(arg) {
         drawNav();
       }
     },
-    refresh: () => parts[section].refresh(),
+    async refresh() {
+      const now = Date.now();
+      if (now - (readAt.get(section) ?? 0) < OPS_REFRESH_MS) return;
+      const s = section;
+      await parts[s].refresh();
+      readAt.set(s, now);
+    },
   };
 }
 
