@@ -251,6 +251,30 @@ export class BudgetCounters {
     return this.outbox.size();
   }
 
+  /**
+   * GET /budgets/history: one scope's day counters, newest first, for the last `days` days
+   * (crewlet_budgets keeps a record 32 days: BUCKETS.budgets). A counter exists only for a
+   * scope a day cap holds — a charge goes to the caps that apply — so `counted` says
+   * whether these figures are the scope's spend or merely empty.
+   */
+  async history(scope: Scope, days: number): Promise<{ counted: boolean; days: { reset_at: number; input_tokens: number; output_tokens: number; cost_micros: number }[] }> {
+    const now = this.o.clock.now();
+    const tz = this.o.timezone();
+    const caps = capsFor(this.o.budgets(), scope.kind === "seat" ? scope.handle : "");
+    const counted = caps.some((c) => c.window === "day" && c.scope.kind === scope.kind);
+    // One window per calendar day back. A day is 23 to 25 h (DST), so 26 h before a window's
+    // reset always falls in the window before it: its reset is this window's start.
+    const resets: number[] = [];
+    let at = now;
+    for (let i = 0; i < days; i++) {
+      const { reset_at } = windowOf("day", at, tz);
+      resets.push(reset_at);
+      at = reset_at - 26 * 3_600_000;
+    }
+    const reads = await Promise.all(resets.map((r) => this.read(counterKey(scope, "day", r))));
+    return { counted, days: resets.map((reset_at, i) => ({ reset_at, input_tokens: reads[i]!.record.input_tokens, output_tokens: reads[i]!.record.output_tokens, cost_micros: reads[i]!.record.cost_micros })) };
+  }
+
   /** GET /budgets: every configured cap with its current window's figure. */
   async status(handles: readonly string[]): Promise<ScopeStatus[]> {
     const now = this.o.clock.now();

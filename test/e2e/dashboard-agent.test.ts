@@ -226,6 +226,15 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   expect(await page.locator('svg.chart rect.chart-bar.bar-over[data-scope="@pm · day"]').count()).toBe(1);
   expect(await page.locator("svg.chart line.chart-alert").count()).toBe(1);
   expect(await page.locator("ol.plain li").allTextContents()).toContainEqual(expect.stringContaining("@pm"));
+  // The last 30 days, the company's first (its day cap counts them): today's column has @pm's 18 tokens.
+  await until("the company's 30 days", async () => ((await page.locator("svg.day-chart rect.chart-bar").count()) === 30 ? true : null));
+  expect(await page.getByLabel("Scope", { exact: true }).inputValue()).toBe("org");
+  expect(await page.locator("svg.day-chart rect.chart-bar").last().getAttribute("data-tokens")).toBe("18");
+  expect(await page.locator("svg.day-chart rect.chart-bar").first().getAttribute("data-tokens")).toBe("0");
+  // A seat's days: @pm's.
+  await page.getByLabel("Scope", { exact: true }).selectOption("seat:pm");
+  await until("@pm's 30 days", async () => ((await page.locator("svg.day-chart").getAttribute("aria-label"))?.startsWith("@pm") ? true : null));
+  expect(await page.locator("svg.day-chart rect.chart-bar").last().getAttribute("data-tokens")).toBe("18");
   await check(page, "spend");
   expect(problems).toEqual([]);
 

@@ -62,6 +62,32 @@ function barChart(title, rows, soft) {
   return h("figure", { class: "chart-box" }, chart);
 }
 
+/** Days of history the chart shows (the counters keep 32). */
+const HISTORY_DAYS = 30;
+const COL_CHART_H = 160;
+
+/** Tokens per day as columns, oldest on the left; the newest day's label and every 7th. */
+function dayChart(title, days) {
+  const shown = [...days].reverse();
+  const max = Math.max(1, ...shown.map((d) => d.tokens));
+  const colW = (CHART_W - 60) / shown.length;
+  const chart = svg("svg", { viewBox: `0 0 ${CHART_W} ${COL_CHART_H + 30}`, role: "img", "aria-label": title, class: "chart day-chart", width: "100%" });
+  chart.append(svg("title", {}, title));
+  chart.append(svg("text", { x: 0, y: 12, class: "chart-note" }, `${count(max)} tokens`));
+  chart.append(svg("line", { x1: 56, x2: CHART_W, y1: COL_CHART_H, y2: COL_CHART_H, class: "chart-axis" }));
+  shown.forEach((d, i) => {
+    const hgt = (d.tokens / max) * (COL_CHART_H - 20);
+    const x = 60 + i * colW;
+    const day = new Date(new Date(d.reset_at).getTime() - 1);
+    const label = `${day.getDate()} ${day.toLocaleString("en", { month: "short" })}`;
+    const bar = svg("rect", { x: x + 1, y: COL_CHART_H - hgt, width: Math.max(1, colW - 2), height: Math.max(hgt, d.tokens > 0 ? 1 : 0), class: "chart-bar bar-tokens", "data-day": label, "data-tokens": d.tokens });
+    bar.append(svg("title", {}, `${label}: ${count(d.tokens)} tokens${d.money > 0 ? ` · ${d.money.toFixed(4)}` : ""}`));
+    chart.append(bar);
+    if (i === shown.length - 1 || (shown.length - 1 - i) % 7 === 0) chart.append(svg("text", { x: x + colW / 2, y: COL_CHART_H + 16, class: "chart-note", "text-anchor": "middle" }, label));
+  });
+  return h("figure", { class: "chart-box" }, chart);
+}
+
 function spendView() {
   const root = h("div");
   let windowChoice = "";
@@ -70,11 +96,38 @@ function spendView() {
     windowChoice = windowSelect.value;
     refreshNow();
   });
+  let historyScope = "";
+  const historySelect = h("select", { id: "spend-history-scope" });
+  historySelect.addEventListener("change", () => {
+    historyScope = historySelect.value;
+    refreshNow();
+  });
+  const historyBox = h("div");
   return {
     title: "Spend",
     root,
     async refresh() {
       const [budgets, { agents }] = await Promise.all([readBudgets(), api("/agents")]);
+      if (budgets !== null) {
+        const scopes = ["org", ...agents.map((a) => `seat:${a.handle}`)];
+        if (JSON.stringify(scopes) !== JSON.stringify([...historySelect.options].map((o) => o.value))) {
+          historySelect.replaceChildren(...scopes.map((sc) => h("option", { value: sc }, scopeLabel(sc))));
+        }
+        // The first scope a day cap counts, unless the person chose one.
+        if (!historyScope) historyScope = budgets.budgets.find((b) => b.window === "day")?.scope ?? "org";
+        historySelect.value = historyScope;
+        try {
+          const hist = await api(`/budgets/history?${new URLSearchParams({ scope: historyScope, days: String(HISTORY_DAYS) })}`);
+          historyBox.replaceChildren(
+            hist.counted
+              ? dayChart(`${scopeLabel(historyScope)}: tokens per day, the last ${HISTORY_DAYS} days`, hist.days)
+              : h("p", { class: "muted" }, `No day cap holds ${scopeLabel(historyScope)}, so its days are not counted (counters are kept per cap).`),
+          );
+        } catch (err) {
+          if (err instanceof AuthError) throw err;
+          historyBox.replaceChildren(h("p", { class: "muted" }, `Spend history unavailable: ${err.message}.`));
+        }
+      }
       const held = agents.filter((a) => a.turns);
       const tokenMax = Math.max(1, ...held.map((a) => a.turns.input_tokens + a.turns.output_tokens));
       const tokenChart = held.length
@@ -120,6 +173,9 @@ function spendView() {
           ? barChart(`Spend against each cap${windowSelect.value ? ` (${windowSelect.value})` : ""}; the alert line at ${Math.round(soft * 100)}%`, shown.map((b) => ({ label: `${scopeLabel(b.scope)} · ${b.window}`, fraction: b.fraction, text: spentText(b), cls: cls(b) })), soft)
           : h("p", { class: "muted" }, "No budget is configured (company.budgets): spend is counted only against caps."),
         table("Budgets: spent, cap and when each window resets", ["Scope", "Window", "Spent / cap", "Used", "Resets"], rows, "No caps."),
+        h("h3", {}, `The last ${HISTORY_DAYS} days`),
+        h("div", { class: "filters" }, h("label", { for: "spend-history-scope" }, "Scope "), historySelect),
+        historyBox,
         h("h3", {}, "Top spenders"),
         spenders.length ? h("ol", { class: "plain" }, spenders.map((b) => h("li", {}, `${scopeLabel(b.scope)} · ${spentText(b)} this ${b.window}`))) : h("p", { class: "muted" }, "Nobody has spent anything in the current windows."),
         h("h3", {}, "Tokens per seat"),
