@@ -8,6 +8,9 @@
 const AGENT_TURNS_PAGE = 10;
 /** Seat events shown as the holder history: the newest of each kind. */
 const HOLDER_HISTORY_MAX = 10;
+/** The holder history is read again at most this often: three backlog reads (the events
+ * stream, scanned in windows) every 3 s refresh would be the page's heaviest work. */
+const HOLDER_HISTORY_EVERY_MS = 30_000;
 
 /** Tools by where they come from: builtins, each MCP server's (named `{server}__{tool}`). */
 function toolGroups(tools, servers) {
@@ -70,6 +73,8 @@ function agentView(arg) {
   // Kept across refreshes, so an open confirmation or an older page survives the 3 s loop.
   let controls = null;
   let controlsKey = null;
+  let history = null;
+  let historyAt = 0;
   let turnsCursor = null;
   let olderTurns = [];
   const olderBox = h("div");
@@ -110,6 +115,8 @@ function agentView(arg) {
         handle = next;
         controls = null;
         controlsKey = null;
+        history = null;
+        historyAt = 0;
         turnsCursor = null;
         olderTurns = [];
         root.replaceChildren();
@@ -135,7 +142,8 @@ function agentView(arg) {
           if (err instanceof AuthError) throw err;
           return { failed: err.message };
         });
-      const [memory, work, turns, budgets, history] = await Promise.all([
+      const historyDue = Date.now() - historyAt >= HOLDER_HISTORY_EVERY_MS;
+      const [memory, work, turns, budgets, historyRead] = await Promise.all([
         api(`/agents/${enc}/memory`).catch((err) => {
           if (err instanceof AuthError) throw err;
           return { state: "unavailable", reason: err.message, memory: null };
@@ -143,8 +151,12 @@ function agentView(arg) {
         readPages("/work", "after", undefined),
         soft(api(`/agents/${enc}/turns?limit=${AGENT_TURNS_PAGE}`)),
         soft(readBudgets()),
-        soft(holderHistory(handle)),
+        historyDue ? soft(holderHistory(handle)) : Promise.resolve(history),
       ]);
+      if (historyDue) {
+        history = historyRead;
+        historyAt = history.failed ? 0 : Date.now();
+      }
       if (turnsCursor === null && olderTurns.length === 0 && !turns.failed) turnsCursor = turns.next;
       const st = seatState(a);
       const t = a.turns;
