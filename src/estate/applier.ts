@@ -7,7 +7,7 @@
 // says so); one it cannot apply stops it. Both are facts the soundness check reads.
 import type { Database } from "bun:sqlite";
 import { eq } from "drizzle-orm";
-import { DeliverPolicy, ReplayPolicy, type ConsumerMessages } from "nats";
+import { ConsumerEvents, DeliverPolicy, ReplayPolicy, type ConsumerMessages } from "nats";
 import type { Clock, Timer } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { stateLogStream } from "../queue/topics.ts";
@@ -22,6 +22,13 @@ import type { StateLog } from "./statelog.ts";
  * copy catches up; at ~50 µs an apply, 256 is a few ms of work per round trip.
  */
 const PULL_BATCH_MSGS = 256;
+/**
+ * How long one pull waits on the broker. The client sends idle heartbeats at half of it and
+ * judges the consumer lost after two missed, so 10 s finds a consumer whose server left in
+ * ~10 s (the client's default, 30 s, took up to a minute); a pull renewed every 10 s while
+ * idle costs nothing worth counting.
+ */
+const PULL_EXPIRES_MS = 10_000;
 /** The ledger key of a record passed over by a skip marker: one per (domain, position), the same on every copy. */
 export function skippedOpId(domain: Domain, seq: number): string {
   return `skipped-${domain}-${seq}`;
@@ -180,9 +187,13 @@ export class DomainApplier {
           opt_start_seq: this.appliedSeq + 1,
           replay_policy: ReplayPolicy.Instant,
         });
-        const iter = await consumer.consume({ max_messages: PULL_BATCH_MSGS });
+        const iter = await consumer.consume({ max_messages: PULL_BATCH_MSGS, expires: PULL_EXPIRES_MS });
         this.iter = iter;
         if (this.closed) iter.stop();
+        // A consumer that stopped sending heartbeats (its server left the cluster) is given
+        // up here and a new one follows the log from this copy's position, instead of the
+        // copy waiting out the stall bound (seen: 60 s behind after a member's graceful stop).
+        void this.watchHeartbeats(iter);
         for await (const m of iter) {
           if (this.suspended || this.closed) break;
           if (m.seq <= this.appliedSeq) continue;
@@ -199,6 +210,22 @@ export class DomainApplier {
       }
       if (this.closed || this.suspended) return;
       await this.o.clock.sleep(RESTART_BACKOFF_MS);
+    }
+  }
+
+  private async watchHeartbeats(iter: ConsumerMessages): Promise<void> {
+    try {
+      for await (const s of await iter.status()) {
+        if (s.type === ConsumerEvents.HeartbeatsMissed && typeof s.data === "number" && s.data >= 2) {
+          if (this.iter === iter) {
+            this.o.log.warn("estate_applier_restarting", { domain: this.domain, error: `the log's consumer missed ${s.data} heartbeats` });
+            iter.stop();
+          }
+          return;
+        }
+      }
+    } catch {
+      // the iterator ended
     }
   }
 
