@@ -325,20 +325,27 @@ export class AttachmentCore implements Attachment {
     void this.settle(m, "handback", reason);
   }
 
-  private async settle(m: RawMessage, kind: Kind, reason: string, delay_ms?: number): Promise<void> {
-    const settlement = settlementFor(kind, m.delivery.deliveryCount);
-    try {
-      if (settlement === "ack") await m.ack();
-      else if (settlement === "nak") await m.nak(delay_ms);
-      else {
-        await this.source.deadLetter(m, reason);
-        await m.term();
-        this.log.warn("queue_dead_lettered", { subject: m.delivery.subject, seq: m.delivery.streamSeq, delivery_count: m.delivery.deliveryCount, reason });
-      }
-    } catch (err) {
-      // Unsettled, the broker redelivers after the ack wait; a failed dead-letter leaves
-      // the message where the broker would have left it, and says so.
-      this.log.error("queue_settle_failed", { subject: m.delivery.subject, seq: m.delivery.streamSeq, settlement, error: err });
+  private settle(m: RawMessage, kind: Kind, reason: string, delay_ms?: number): Promise<void> {
+    return settleDelivery(this.source, m, kind, reason, this.log, delay_ms);
+  }
+}
+
+/**
+ * Settles one delivery by its outcome (settlementFor); never throws. Unsettled, the broker
+ * redelivers after the ack wait; a failed dead-letter leaves the message where the broker
+ * would have left it, and says so.
+ */
+export async function settleDelivery(source: MailboxSource, m: RawMessage, kind: Kind, reason: string, log: Logger, delay_ms?: number): Promise<void> {
+  const settlement = settlementFor(kind, m.delivery.deliveryCount);
+  try {
+    if (settlement === "ack") await m.ack();
+    else if (settlement === "nak") await m.nak(delay_ms);
+    else {
+      await source.deadLetter(m, reason);
+      await m.term();
+      log.warn("queue_dead_lettered", { subject: m.delivery.subject, seq: m.delivery.streamSeq, delivery_count: m.delivery.deliveryCount, reason });
     }
+  } catch (err) {
+    log.error("queue_settle_failed", { subject: m.delivery.subject, seq: m.delivery.streamSeq, settlement, error: err });
   }
 }

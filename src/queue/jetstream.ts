@@ -25,7 +25,8 @@ import {
   type Responder,
   type ScatterOptions,
 } from "./contract.ts";
-import { AttachmentCore, PULL_EXPIRES_MS, type CoreOptions, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
+import { PullInboxes, type PullInbox } from "./pull-inboxes.ts";
+import { AttachmentCore, PULL_EXPIRES_MS, settleDelivery, type CoreOptions, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter, replayDeadLetterVia } from "./deadletter.ts";
 import { apiErrorCode, ensureStreams, WAITING_FOR_MEMBERS } from "./streams.ts";
 import { durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_AGENT, STREAM_DLQ, streamForSubject } from "./topics.ts";
@@ -200,6 +201,8 @@ export class JetStreamQueue implements Queue {
   /** The consumer behind each attachment, for handOffLeaderships. */
   private readonly consumerOf = new Map<AttachmentCore, { stream: string; durable: string }>();
   private readonly pulls = new PullTracker();
+  /** Every attachment's source, so close() can drop their subscriptions. */
+  private readonly sources = new Set<JetStreamSource>();
   private readonly serving = new Set<Subscription>();
 
   constructor(opts: JetStreamQueueOptions) {
@@ -338,10 +341,13 @@ export class JetStreamQueue implements Queue {
     // Attaching creates the mailbox if it is missing: the seat's owner must never consume
     // from nothing (idempotent and cheap when it exists).
     await this.ensureMailbox(subject, group);
-    const source = new JetStreamSource(this.nc, this.js, mustStream(subject), group, this.clock, this.pulls);
-    const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, this.log.child({ subject, group }), opts, () => {
+    const log = this.log.child({ subject, group });
+    const source = new JetStreamSource(this.nc, this.js, mustStream(subject), group, this.clock, this.pulls, log);
+    this.sources.add(source);
+    const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, log, opts, () => {
       this.attachments.delete(core);
       this.consumerOf.delete(core);
+      source.retire(() => this.sources.delete(source));
     });
     this.attachments.add(core);
     this.consumerOf.set(core, { stream: mustStream(subject), durable: durableName(group) });
@@ -586,6 +592,8 @@ export class JetStreamQueue implements Queue {
     for (const s of this.serving) s.unsubscribe();
     this.serving.clear();
     await this.pulls.idle();
+    for (const s of this.sources) s.close();
+    this.sources.clear();
   }
 
   /** Pulls still out at the broker (for tests and the shutdown log). */
@@ -621,6 +629,7 @@ function mustStream(subject: string): string {
 class JetStreamSource implements MailboxSource {
   private readonly durable: string;
   private readonly nextSubject: string;
+  private readonly inboxes: PullInboxes;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -629,56 +638,75 @@ class JetStreamSource implements MailboxSource {
     private readonly group: string,
     private readonly clock: Clock,
     private readonly pulls: PullTracker,
+    private readonly log: Logger,
   ) {
     this.durable = durableName(group);
     this.nextSubject = `$JS.API.CONSUMER.MSG.NEXT.${stream}.${this.durable}`;
+    this.inboxes = new PullInboxes(nc, clock, (msg) => void this.handBackStray(msg));
+  }
+
+  /** The attachment is gone: its subscription goes once its last pull is over. */
+  retire(onClosed: () => void): void {
+    this.inboxes.retire(onClosed);
+  }
+
+  close(): void {
+    this.inboxes.close();
   }
 
   /**
-   * One pull on its own inbox, kept subscribed until the pull is provably over: the broker
-   * ended it (408 expired, a refusal), it delivered its batch, or its expiry plus
-   * PULL_LOST_AFTER_MS passed. Never earlier: nats-server cannot withdraw a waiting
-   * pull (2.15.2 neither), and in a cluster the consumer leader may already have a message on its way here
-   * when an UNSUB leaves; our member would drop it and the message would sit ack-pending for
-   * the ack wait (30 minutes). What arrives while the attachment may not run it is the
-   * attachment's to hand back.
+   * A delivery that came after its pull ended and with no other pull open (see
+   * pull-inboxes.ts): no attachment will run it, so it is handed back now, as an
+   * attachment hands back what it may not run, rather than left for the ack wait.
+   */
+  private async handBackStray(msg: Msg): Promise<void> {
+    try {
+      const m = this.rawMessage(msg);
+      this.log.info("queue_late_delivery_handed_back", { seq: m.delivery.streamSeq, delivery_count: m.delivery.deliveryCount });
+      await settleDelivery(this, m, "handback", "delivered after its pull ended", this.log);
+    } catch (error) {
+      this.log.error("queue_late_delivery_unsettled", { reply: msg.reply, error });
+    }
+  }
+
+  /**
+   * One pull on its own subject of the queue's pull inboxes (pull-inboxes.ts). It is over
+   * when the broker ended it (408 expired, a refusal), it delivered its batch, or its expiry
+   * plus PULL_LOST_AFTER_MS passed; never earlier, since nats-server cannot withdraw a
+   * waiting pull (2.15.2 neither) and a second request would queue behind it. Whatever the
+   * broker still sends to it afterwards reaches the queue's stray hand-back, never the sink.
    */
   pull(batch: number, sink: PullSink, mode: PullMode): void {
-    const inbox = createInbox();
     let done = false;
     let timer: Timer | null = null;
-    let sub: Subscription | null = null;
+    let inbox: PullInbox | null = null;
     let received = 0;
     const finish = (error?: unknown) => {
       if (done) return;
       done = true;
       timer?.cancel();
-      sub?.unsubscribe();
+      inbox?.close();
       this.pulls.ended();
       sink.end(error);
     };
     this.pulls.started();
     try {
-      sub = this.nc.subscribe(inbox, {
-        callback: (err, msg) => {
-          if (err) return finish(err);
-          const status = statusOf(msg);
-          if (status === 100) return; // idle heartbeat
-          if (status === 408 || status === 404) return finish(); // expired: ask again
-          if (status !== 0) return finish(new Error(`pull refused: ${status} ${msg.headers?.description ?? ""}`.trim()));
-          received += 1;
-          let raw: RawMessage;
-          try {
-            raw = this.rawMessage(msg);
-          } catch (error) {
-            return finish(error);
-          }
-          sink.message(raw);
-          if (received >= batch) finish();
-        },
+      inbox = this.inboxes.openInbox((err, msg) => {
+        if (err || !msg) return finish(err ?? new Error("pull inbox closed"));
+        const status = statusOf(msg);
+        if (status === 100) return; // idle heartbeat
+        if (status === 408 || status === 404) return finish(); // expired: ask again
+        if (status !== 0) return finish(new Error(`pull refused: ${status} ${msg.headers?.description ?? ""}`.trim()));
+        received += 1;
+        let raw: RawMessage;
+        try {
+          raw = this.rawMessage(msg);
+        } catch (error) {
+          return finish(error);
+        }
+        sink.message(raw);
+        if (received >= batch) finish();
       });
-      // The connection closed under the pull: nothing more can arrive, so it is over.
-      void sub.closed.then(() => finish(new Error("connection closed under the pull")));
       timer = this.clock.setTimeout(() => finish(new Error("pull went unanswered past its expiry")), PULL_EXPIRES_MS + PULL_LOST_AFTER_MS);
       // A drain is no_wait WITH an expiry: nats-server then waits for the first message up
       // to the expiry, delivers what else is waiting up to the batch, and ends the pull at
@@ -687,7 +715,7 @@ class JetStreamSource implements MailboxSource {
       // nothing waiting it ends at the expiry, 408). Without no_wait the pull would hold out
       // for the whole batch; no_wait without an expiry would answer 404 at once when idle.
       const request = { batch, expires: PULL_EXPIRES_MS * NS_PER_MS, no_wait: mode === "drain" };
-      this.nc.publish(this.nextSubject, JSON.stringify(request), { reply: inbox });
+      this.nc.publish(this.nextSubject, JSON.stringify(request), { reply: inbox.subject });
     } catch (error) {
       // A closed connection throws synchronously; the attachment's retry path handles it.
       queueMicrotask(() => finish(error));
