@@ -584,7 +584,12 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       const att = track(await h.queue.attachBatch(box.subject, box.group, rec.handler, { batch: 8 }));
       await eventually("redelivered after the throw", () => rec.flat().length >= 4);
       expect(rec.texts()[0]).toEqual(["m1", "m2"]);
-      expect(rec.drains.slice(1).flat().map((d) => [text(d), d.deliveryCount])).toEqual([["m1", 2], ["m2", 2]]);
+      // Both come back, in either order: nats-server 2.15.2 on 3 members can deliver m1's
+      // redelivery behind m2's and behind the 408 ending that pull; then it is handed back
+      // once more (delivery 3) rather than lost (pull-inboxes.ts).
+      const reruns = rec.drains.slice(1).flat();
+      expect(reruns.map(text).sort()).toEqual(["m1", "m2"]);
+      for (const d of reruns) expect([2, 3]).toContain(d.deliveryCount);
       expect(att.quiesced).toBe(false);
       const failed = h.logs.events("queue_handler_failed").filter((l) => l.fields.subject === box.subject);
       expect(failed).toHaveLength(1);
