@@ -13,14 +13,31 @@ import type { MemorySync } from "../memory/sync.ts";
 import type { Org, Seat } from "../org/org.ts";
 import { ack, nak, type Attachment, type Delivery, type Outcome, type Queue } from "../queue/contract.ts";
 import { mailbox } from "../queue/topics.ts";
+import { FAILED_DELIVERIES_MAX, redeliveryDelayMs } from "./classify.ts";
 import { systemPrompt } from "./prompt.ts";
 import { ProviderError, type Provider, type Usage } from "./providers/contract.ts";
+import type { FailureClass } from "./providers/failure.ts";
 import type { SpendGate } from "./turn.ts";
 
 /** Diary notes a reflection pass is shown, so it does not write them again. */
 export const REFLECTION_DIARY_NOTES = 10;
 /** Trigger type the scripted provider's rules match a reflection pass by. */
 export const REFLECTION_TRIGGER = "reflection";
+
+/**
+ * What a failed reflection call does next. A reflection is the seat's own summary of a turn
+ * that already answered, so nobody waits on it: a failure asking again cannot heal (a wrong
+ * key, a prompt over the context) drops the pass, and a passing failure waits the turns'
+ * growing redelivery delay, given up after as many deliveries as a turn gets — never
+ * straight back, which made a 401 cost 25 model calls in a second (and a dead letter).
+ * `failure` null: not the provider's (a defect); treated as passing.
+ */
+export function afterFailedReflection(failure: FailureClass | null, delivery_count: number): Outcome {
+  if (failure === "permanent" || failure === "context_too_long") return ack();
+  if (failure === "cancelled") return nak(); // a drain stopped it: the next holder runs it
+  if (delivery_count >= FAILED_DELIVERIES_MAX) return ack();
+  return nak(redeliveryDelayMs(delivery_count));
+}
 
 export interface ReflectOptions {
   queue: Queue;
@@ -79,8 +96,8 @@ export class ReflectDispatcher {
       return ack();
     }
     if (refused !== null) {
-      this.o.log.warn("memory_reflection_failed", { seat: handle, turn_id: due.turn_id, error: refused.unknown, retry: true });
-      return nak();
+      this.o.log.warn("memory_reflection_failed", { seat: handle, turn_id: due.turn_id, error: refused.unknown, retry: true, delivery_count: d.deliveryCount });
+      return nak(redeliveryDelayMs(d.deliveryCount));
     }
     const store = this.o.store;
     const cp = due.counterparty ? store.counterparty(handle, due.counterparty) : null;
@@ -112,11 +129,9 @@ export class ReflectDispatcher {
       text = answer.text;
       usage = answer.usage;
     } catch (err) {
-      // A model that failed may answer on the next delivery (bounded: the queue's delivery
-      // budget, then the dead letters); a configuration error never will.
-      const permanent = err instanceof ProviderError && err.kind === "config";
-      this.o.log.warn("memory_reflection_failed", { seat: handle, turn_id: due.turn_id, error: err as Error, retry: !permanent });
-      return permanent ? ack() : nak();
+      const next = afterFailedReflection(err instanceof ProviderError ? err.failure : null, d.deliveryCount);
+      this.o.log.warn("memory_reflection_failed", { seat: handle, turn_id: due.turn_id, error: err as Error, retry: next.kind === "nak", delivery_count: d.deliveryCount });
+      return next;
     }
     await this.o.spend?.charge(handle, provider.name, usage);
     const r = parseReflection(text);
