@@ -8,6 +8,7 @@
 // spend, a pause or a stop (later issues) builds its own cause words and calls
 // Notifier.tell the same way.
 import { MAX_MESSAGE_BYTES, MAX_WORK_BODY_BYTES, truncateToBytes } from "../estate/records.ts";
+import { automaticOpId } from "../estate/wakes.ts";
 import { EstateInvalid, EstateUnavailable } from "../estate/router.ts";
 import type { Logger } from "../log.ts";
 import type { Trigger } from "../org/trigger.ts";
@@ -142,7 +143,13 @@ export class Notifier {
         const m = await this.o.estate.read({ q: "chat.message", id: chat.refs.message_id! });
         const root = m ? (m.thread_parent ?? m.id) : chat.refs.message_id!;
         result = await writeResult(
-          () => this.o.estate.write("chat", { op: "chat.post", channel: chat.refs.channel!, author: seat, body: truncateToBytes(text, MAX_MESSAGE_BYTES), thread_parent: root, mentions: [], dm: null }),
+          () =>
+            this.o.estate.write(
+              "chat",
+              { op: "chat.post", channel: chat.refs.channel!, author: seat, body: truncateToBytes(text, MAX_MESSAGE_BYTES), thread_parent: root, mentions: [], dm: null },
+              // One notice per (seat, message answered): a retry is the same write, and it wakes no agent (wakes.ts).
+              { op_id: automaticOpId("notice", `${seat}\n${target.event_id}`) },
+            ),
           (o) => o,
         );
       } else {

@@ -11,6 +11,7 @@ import { createHash, randomUUID } from "node:crypto";
 import type { Clock } from "../clock.ts";
 import { EstateInvalid, EstateUnavailable } from "../estate/router.ts";
 import { parseMentions } from "../estate/mentions.ts";
+import { automaticOpId } from "../estate/wakes.ts";
 import { MAX_MESSAGE_BYTES, truncateToBytes } from "../estate/records.ts";
 import type { Message } from "../estate/queries.ts";
 import type { Logger } from "../log.ts";
@@ -693,7 +694,7 @@ export class TurnEngine {
         // as the same write, and so is a re-run after a redelivery — the log and every
         // copy apply one op id once, so the answer lands once. Acking on an unknown reply
         // without trying again lost answers in the chaos runs.
-        const op_id = `reply-${createHash("sha256").update(`${seat.handle}\n${chat.event_id}`).digest("hex").slice(0, 40)}`;
+        const op_id = automaticOpId("reply", `${seat.handle}\n${chat.event_id}`);
         const post = () =>
           writeResult(
             // The engine's own post is bounded by the record's rule too: cut with a marker, so

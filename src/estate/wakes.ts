@@ -5,6 +5,7 @@
 // A seat is woken by a chat message that mentions it or is posted in a DM it is part of, by
 // a work item assigned to it, and by somebody else's comment on a work item it is assigned.
 // Nobody is woken by their own act, and a person (a human seat) is never woken.
+import { createHash } from "node:crypto";
 import type { Trigger } from "../org/trigger.ts";
 import type { Outcome } from "./apply.ts";
 import type { StateRecord } from "./records.ts";
@@ -27,6 +28,27 @@ function quote(s: string): string {
   return cut + "…";
 }
 
+/**
+ * Posts the engine makes by itself: a turn's automatic reply, a failure notice, a budget
+ * alert. Their op ids say so (derived from what they answer, so a retry is the same write),
+ * and they wake no agent by DM membership: two agents in a DM would otherwise answer each
+ * other's automatic replies for ever (seen: an over-cap seat's notice to its manager, the
+ * manager's reply waking the seat, refused again, notified again — 7 turns in 20 s). Their
+ * mentions of agents are dropped at the source (turn.ts) for the same reason. A person is
+ * never woken anyway; an agent that means to reach a colleague posts with a tool.
+ */
+export type AutomaticPost = "reply" | "notice" | "alert";
+const AUTOMATIC_PREFIXES: readonly string[] = ["reply-", "notice-", "alert-"];
+
+/** The op id of an automatic post, derived from `seed` (what it answers). */
+export function automaticOpId(kind: AutomaticPost, seed: string): string {
+  return `${kind}-${createHash("sha256").update(seed).digest("hex").slice(0, 40)}`;
+}
+
+export function isAutomaticPost(op_id: string): boolean {
+  return AUTOMATIC_PREFIXES.some((p) => op_id.startsWith(p));
+}
+
 /** The trigger's id, inbox message id and claim key: one per (record, seat). */
 export function wakeEventId(domain: string, op_id: string, seat: string): string {
   return `wake.${domain}.${op_id}.${seat}`;
@@ -47,7 +69,7 @@ export function deriveTriggers(record: StateRecord, position: number, facts: Wak
       if (!channel) return [];
       const conversation = `chat:${b.channel}:${b.thread_parent ?? record.op_id}`;
       const refs = { channel: b.channel, message_id: record.op_id, position };
-      const direct = channel.kind === "dm" ? channel.members : [];
+      const direct = channel.kind === "dm" && !isAutomaticPost(record.op_id) ? channel.members : [];
       for (const seat of direct) {
         if (seat === b.author) continue;
         wake(seat, { type: "chat_direct", conversation, from: b.author, text: `${b.author} (direct): ${quote(b.body)}`, refs });

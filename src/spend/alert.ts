@@ -5,6 +5,7 @@ import type { EventSink } from "../agent/events.ts";
 import type { EstatePort } from "../agent/tools/estate-port.ts";
 import { dmChannelId } from "../estate/mentions.ts";
 import { MAX_MESSAGE_BYTES, truncateToBytes } from "../estate/records.ts";
+import { automaticOpId } from "../estate/wakes.ts";
 import type { Logger } from "../log.ts";
 import type { Org } from "../org/org.ts";
 import { MICROS, scopeName } from "./budget.ts";
@@ -46,7 +47,7 @@ export function budgetAlerter(o: { events: EventSink; estate: EstatePort; org: (
         thread_parent: null,
         mentions: [],
         dm: existing ? null : { members: [handle, manager] },
-      });
+      }, { op_id: automaticOpId("alert", `${scopeName(a.scope)}\n${a.window}\n${a.reset_at}`) });
     })().catch((err) => o.log.warn("budget_alert_post_failed", { seat: handle, manager, error: (err as Error).message }));
   };
 }

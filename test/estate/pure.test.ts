@@ -10,7 +10,7 @@ import { askOrder, SILENT_FOR_MS } from "../../src/estate/router.ts";
 import * as schema from "../../src/estate/schema.ts";
 import { seedBodies } from "../../src/estate/seed.ts";
 import { judgeCopy, STALL_MS, UNDECODABLE_GRACE_MS, type CopyFacts, type Judgement } from "../../src/estate/soundness.ts";
-import { deriveTriggers, type WakeFacts } from "../../src/estate/wakes.ts";
+import { automaticOpId, deriveTriggers, isAutomaticPost, type WakeFacts } from "../../src/estate/wakes.ts";
 import { testCompany } from "./support.ts";
 
 const NOW = 1_000_000_000;
@@ -130,6 +130,24 @@ test("wake derivation: mentions and DMs wake agent seats, never the author or a 
   const comment = makeRecord("tracker", { op: "work.comment", key: "ENG-1", author: "carol", body: "?" }, 7, "n", "op-22345678");
   expect(deriveTriggers(comment, 4, facts({ outcome: { ok: true, assignee: "bob", title: "t" } })).map((t) => [t.seat, t.type])).toEqual([["bob", "task_comment"]]);
   expect(deriveTriggers(comment, 4, facts({ outcome: { ok: true, assignee: "carol", title: "t" } }))).toEqual([]);
+});
+
+test("wake derivation: the engine's own posts in a DM (reply, notice, alert) wake no agent; a tool's post does", () => {
+  const kinds: Record<string, "agent" | "human"> = { alice: "agent", bob: "agent" };
+  const facts: WakeFacts = {
+    seatKind: (h) => kinds[h] ?? null,
+    outcome: { ok: true },
+    channel: () => ({ kind: "dm", members: ["alice", "bob"] }),
+  };
+  const post = (op_id: string) => makeRecord("chat", { op: "chat.post", channel: "dm.alice.bob", author: "alice", body: "done", thread_parent: null, mentions: [], dm: null }, 7, "n", op_id);
+  for (const kind of ["reply", "notice", "alert"] as const) {
+    const op_id = automaticOpId(kind, "alice\nwake.chat.op-1.alice");
+    expect(isAutomaticPost(op_id)).toBe(true);
+    expect(deriveTriggers(post(op_id), 3, facts)).toEqual([]);
+  }
+  expect(automaticOpId("reply", "x")).toBe(automaticOpId("reply", "x")); // a retry is the same write
+  expect(isAutomaticPost("op-12345678")).toBe(false);
+  expect(deriveTriggers(post("op-12345678"), 3, facts).map((t) => [t.seat, t.type])).toEqual([["bob", "chat_direct"]]);
 });
 
 test("seeding: a project, container and channel per unit plus the company-wide ones", () => {

@@ -335,7 +335,8 @@ export async function callWithRetries<T>(build: (attempt: number) => PostSpec, c
     const delay_ms = retryDelayMs(retry_after, attempt, opts.clock.now(), random);
     // A server asking for longer than the budget has left is saying "not now": the turn
     // fails honestly and its delivery comes back later instead.
-    if (spend.used_ms + delay_ms > opts.budget_ms) break;
+    // A budget of 0 is "never retry", even when the attempt and the delay round to 0 ms.
+    if (opts.budget_ms <= 0 || spend.used_ms + delay_ms > opts.budget_ms) break;
     try {
       await opts.clock.sleep(delay_ms, opts.signal);
     } catch {
