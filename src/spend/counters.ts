@@ -2,12 +2,35 @@
 // per (scope, window) in crewlet_budgets, changed only by compare-and-set, so N nodes
 // charging one cap see one figure. Decisions are budget.ts's (pure); this is the I/O.
 //
-// Why compare-and-set and not a counter stream (nats-server 2.12+ allow_msg_counter): a
-// counter adds one integer per subject, and a charge adds four figures to each record (input,
-// output, money, rounds) plus the once-per-window soft-alert mark, which must be set by
-// exactly one writer fleet-wide — a CAS record does all of it in one write per scope. The
-// cost per round (bench/budgets.ts) is one read per capped scope before the call and one
-// read + one CAS write per capped scope after it, which measured well under a model round.
+// Why compare-and-set and not a counter stream (nats-server 2.12+ allow_msg_counter, a
+// publish with header Nats-Incr whose ack carries the subject's total) — chosen by
+// measurement and by what the outbox needs. bench/budgets.ts, nats-server 2.15.2, load ~4 on
+// 2 cores, `bun bench/budgets.ts --rounds 100 --only-choice`:
+//   R1 one charger:  CAS (read + update) p50 0.59 ms p99 23.8 ms · Nats-Incr p50 0.19 ms p99 0.65 ms
+//   R1 6 chargers, one record: CAS 942 charges/s (109 conflicts retried) · Nats-Incr 17,607/s
+//   R3 one charger:  CAS p50 1.69 ms p99 6.0 ms · Nats-Incr p50 0.86 ms p99 2.2 ms
+//   R3 6 chargers, one record: CAS 369 charges/s, p99 126 ms (124 conflicts) · Nats-Incr 2,087/s
+// (A second run, load ~7: R3 6 chargers CAS 274/s vs Nats-Incr 4,215/s; the engine's whole
+// charge, outbox row and two capped records, 141 rounds/s on one org record with 6 turns.)
+// Counters are 2–3× faster alone and 6–19× under contention, and no charge was lost either
+// way. We keep CAS anyway:
+// - Exactly once. A charge whose answer was lost is written again from the outbox (every 5 s,
+//   and at the next start, however long the node was down); the record's per-outbox mark
+//   makes that retry a no-op forever. A counter dedupes a retry only by Nats-Msg-Id inside
+//   the stream's duplicate window — measured: the same id sent again after the window is
+//   added a second time (total 5 → 10 → 15) — so a node back after an outage longer than
+//   the window would charge twice. A counter's body is its total alone: there is no place
+//   for a mark.
+// - One record, one write: a charge adds four figures (input, output, money, rounds); as
+//   counters that is four publishes, not atomic, so a crash between them leaves a record
+//   half-charged (and the outbox cannot tell which half).
+// - The cost does not matter at our rate: one CAS charge at R3 is ~2 ms against a model
+//   round of seconds, and 369 charges/s on ONE org record is hundreds of turns each
+//   making a round every second or so; a fleet's caps are spread over many records.
+// The soft-alert mark (set by exactly one writer fleet-wide) rides in the same CAS write.
+// Revisit if one record must take thousands of charges a second. The cost per round in full
+// (outbox row + one read per capped scope before the call, read + CAS after) is the first
+// part of the same bench.
 import type { Database } from "bun:sqlite";
 import { z } from "zod";
 import type { Clock, Timer } from "../clock.ts";
