@@ -3,9 +3,13 @@
 // when, and the outcome (the HTTP status). Written to node.db first (ARCHITECTURE.md: the
 // node store holds the audit), then shared on CREWLET_AUDIT (audit-stream.ts), which
 // GET /audit reads, so any node answers for the whole fleet's actions. node.db rows are
-// trimmed past AUDIT_RETENTION_MS, the stream's own age limit.
+// trimmed past AUDIT_RETENTION_MS, the stream's own age limit, on every node's maintenance
+// tick (startAuditTrim) — not in the maintenance duty, which runs on one node: every node
+// has its own audit rows.
 import type { Database } from "bun:sqlite";
 import { randomBytes } from "node:crypto";
+import type { Clock, Timer } from "../clock.ts";
+import type { Logger } from "../log.ts";
 import { AUDIT_MAX_AGE_MS } from "../queue/streams.ts";
 
 /** How long an audit row is kept in node.db: as long as the fleet's stream keeps it (a
@@ -120,4 +124,20 @@ export class AuditLog {
     const r = this.db.query("DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? ORDER BY id LIMIT ?)").run(now - horizon_ms, AUDIT_TRIM_BATCH);
     return r.changes;
   }
+}
+
+/**
+ * Every node's own sweep of its node.db audit rows to AUDIT_RETENTION_MS, once per
+ * `every_ms` (the node passes MAINTENANCE_TICK_MS). Each tick deletes at most
+ * AUDIT_TRIM_BATCH rows; a backlog goes over the next ticks. Never throws.
+ */
+export function startAuditTrim(o: { audit: AuditLog; clock: Clock; log: Logger; every_ms: number }): Timer {
+  return o.clock.setInterval(() => {
+    try {
+      const n = o.audit.trim(o.clock.now());
+      if (n > 0) o.log.info("audit_trimmed", { rows: n, horizon_ms: AUDIT_RETENTION_MS });
+    } catch (err) {
+      o.log.warn("audit_trim_failed", { error: err as Error });
+    }
+  }, o.every_ms);
 }

@@ -9,7 +9,7 @@
 import { DEFAULT_SOFT_ALERT } from "../config/budgets.ts";
 import { Database } from "bun:sqlite";
 import { randomUUID } from "node:crypto";
-import { AuditLog, AUDIT_RETENTION_MS } from "../api/audit.ts";
+import { AuditLog, startAuditTrim } from "../api/audit.ts";
 import { AuditPublisher, fleetAuditReader } from "../api/audit-stream.ts";
 import { auditGroup } from "../api/routes/audit.ts";
 import { MAINTENANCE_TICK_MS } from "../duty/duties.ts";
@@ -590,14 +590,7 @@ export class CrewletNode {
     const auditDb = new Database(join(storeDir, NODE_DB_FILE), { create: true, strict: true });
     auditDb.exec("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000;");
     const audit = new AuditLog(auditDb);
-    const auditTrim = this.clock.setInterval(() => {
-      try {
-        const n = audit.trim(this.clock.now());
-        if (n > 0) this.log.info("audit_trimmed", { rows: n, horizon_ms: AUDIT_RETENTION_MS });
-      } catch (err) {
-        this.log.warn("audit_trim_failed", { error: err as Error });
-      }
-    }, MAINTENANCE_TICK_MS);
+    const auditTrim = startAuditTrim({ audit, clock: this.clock, log: this.log, every_ms: MAINTENANCE_TICK_MS });
     const auditShare = new AuditPublisher({ audit, js: nc.jetstream(), node: this.nodeId, clock: this.clock, log: this.log });
     auditShare.start();
     const auditReader = fleetAuditReader({ js: nc.jetstream(), jsm: await nc.jetstreamManager({ checkAPI: false }), publisher: auditShare });
