@@ -104,6 +104,19 @@ export function counterKey(scope: Scope, window: BudgetWindow, reset_at: number)
 }
 
 /** The scope, window and window end a record key names (counterKey's inverse), or null. */
+/**
+ * The day records every round is charged to whatever the caps say: the seat's and the org's
+ * (GET /budgets/history's 30 days exist for every scope, not only a day-capped one). They
+ * are the very keys a day cap's counter uses, so a capped day is one record, not two; the
+ * bucket keeps each 32 days (BUCKETS.budgets). Cost: with no day cap on the seat or the org,
+ * one or two more records per round — each a read and a compare-and-set write on the flush
+ * after the call (never before it: a tally is no cap, check() does not read it).
+ */
+export function dayTallyKeys(handle: string, now: number, timezone: string): string[] {
+  const { reset_at } = windowOf("day", now, timezone);
+  return [counterKey({ kind: "seat", handle }, "day", reset_at), counterKey({ kind: "org" }, "day", reset_at)];
+}
+
 export function parseCounterKey(key: string): { scope: Scope; window: BudgetWindow; reset_at: number } | null {
   const m = /^(?:org|seat\.([^.]+))\.(day|week|month)\.(\d+)$/.exec(key);
   if (!m) return null;
@@ -208,17 +221,15 @@ export class BudgetCounters {
    */
   async charge(handle: string, provider: string, usage: Usage): Promise<void> {
     if (usage.input_tokens === 0 && usage.output_tokens === 0) return;
-    const caps = this.applied(handle, this.o.clock.now());
-    if (caps.length === 0) return;
-    const cost = costMicros(usage, this.o.pricing(provider));
-    const dropped = this.outbox.add(
-      caps.map((c) => c.key),
-      usage,
-      cost,
-      this.o.clock.now(),
-    );
+    const now = this.o.clock.now();
+    const pricing = this.o.pricing(provider);
+    const cost = costMicros(usage, pricing);
+    // The metrics' spend by seat (src/metrics/node-metrics.ts) counts this line.
+    this.o.log.debug("spend_charged", { seat: handle, provider, input_tokens: usage.input_tokens, output_tokens: usage.output_tokens, cost_micros: pricing ? cost : null });
+    const keys = [...new Set([...this.applied(handle, now).map((c) => c.key), ...dayTallyKeys(handle, now, this.o.timezone())])];
+    const dropped = this.outbox.add(keys, usage, cost, now);
     for (const d of dropped) this.o.log.error("budget_charge_dropped", { key: d.key, seq: d.seq, input_tokens: d.input_tokens, output_tokens: d.output_tokens, cost_micros: d.cost_micros });
-    await Promise.all(caps.map((c) => this.flush(c.key)));
+    await Promise.all(keys.map((k) => this.flush(k)));
   }
 
   /** Writes what is owed to one record; never throws (what fails stays owed, logged). */
@@ -276,15 +287,14 @@ export class BudgetCounters {
 
   /**
    * GET /budgets/history: one scope's day counters, newest first, for the last `days` days
-   * (crewlet_budgets keeps a record 32 days: BUCKETS.budgets). A counter exists only for a
-   * scope a day cap holds — a charge goes to the caps that apply — so `counted` says
-   * whether these figures are the scope's spend or merely empty.
+   * (crewlet_budgets keeps a record 32 days: BUCKETS.budgets). Every round is charged to its
+   * seat's and the org's day records (dayTallyKeys), capped or not, so `counted` is always
+   * true now; it stays in the answer for clients that read it.
    */
   async history(scope: Scope, days: number): Promise<{ counted: boolean; days: { reset_at: number; input_tokens: number; output_tokens: number; cost_micros: number }[] }> {
     const now = this.o.clock.now();
     const tz = this.o.timezone();
-    const caps = capsFor(this.o.budgets(), scope.kind === "seat" ? scope.handle : "");
-    const counted = caps.some((c) => c.window === "day" && c.scope.kind === scope.kind);
+    const counted = true;
     // One window per calendar day back. A day is 23 to 25 h (DST), so 26 h before a window's
     // reset always falls in the window before it: its reset is this window's start.
     const resets: number[] = [];
