@@ -40,6 +40,8 @@ export class NodeMetrics {
   private readonly providerErrors: Counter<"provider" | "kind">;
   private readonly providerLatency: Histogram<"provider">;
   private readonly tokens: Counter<"seat" | "direction">;
+  private readonly spend: Counter<"seat">;
+  private readonly failovers: Counter<never>;
   private readonly claims: Counter<never>;
   private readonly releases: Counter<"reason" | "mode">;
   private readonly dutyTicks: Counter<"duty" | "outcome">;
@@ -55,6 +57,8 @@ export class NodeMetrics {
     this.providerErrors = new Counter({ name: "crewlet_provider_errors_total", help: "Model calls that failed, by error kind", labelNames: ["provider", "kind"], registers });
     this.providerLatency = new Histogram({ name: "crewlet_provider_latency_seconds", help: "Model call duration", labelNames: ["provider"], buckets: PROVIDER_LATENCY_BUCKETS, registers });
     this.tokens = new Counter({ name: "crewlet_tokens_total", help: "Model tokens used by turns, by seat", labelNames: ["seat", "direction"], registers });
+    this.spend = new Counter({ name: "crewlet_spend_total", help: "Money spent on model calls by seat (turns and reflections), in the currency of providers.llm.*.pricing; priced providers only", labelNames: ["seat"], registers });
+    this.failovers = new Counter({ name: "crewlet_seat_failovers_total", help: "Seats this node claimed whose previous holder had not let them go (seat_failover)", registers });
     this.claims = new Counter({ name: "crewlet_seat_claims_total", help: "Seats claimed by this node", registers });
     this.releases = new Counter({ name: "crewlet_seat_releases_total", help: "Seats this node let go, by reason", labelNames: ["reason", "mode"], registers });
     this.dutyTicks = new Counter({ name: "crewlet_duty_ticks_total", help: "Duty ticks run on this node, by outcome", labelNames: ["duty", "outcome"], registers });
@@ -135,8 +139,15 @@ export class NodeMetrics {
           this.providerLatency.observe({ provider }, num(f.duration_ms) / 1000);
           break;
         }
+        case "spend_charged":
+          // null: the provider has no pricing, so there is no money to count (tokens still are).
+          if (typeof f.cost_micros === "number") this.spend.inc({ seat: str(f.seat) }, num(f.cost_micros) / 1_000_000);
+          break;
         case "seat_claimed":
           this.claims.inc();
+          break;
+        case "seat_failover":
+          this.failovers.inc();
           break;
         case "seat_detached":
           this.releases.inc({ reason: str(f.reason), mode: str(f.mode) });

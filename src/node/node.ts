@@ -40,7 +40,7 @@ import { SeatHost, type SeatGrant, type SeatHooks } from "../seat/host.ts";
 import { Watchdog } from "../seat/watchdog.ts";
 import type { MailboxWatch } from "../seat/mailbox-watch.ts";
 import { watchHeldMailboxes } from "../seat/mailbox-wiring.ts";
-import { mailbox } from "../queue/topics.ts";
+import { eventSubject, mailbox } from "../queue/topics.ts";
 import { brokerPlanFor } from "./broker-plan.ts";
 import { handOffStreamLeaders } from "../broker/handoff.ts";
 import { decideSeed, SeedMemory } from "./company-seed.ts";
@@ -56,7 +56,7 @@ import { NodeMetrics } from "../metrics/node-metrics.ts";
 import { observedLogger } from "../metrics/observed-logger.ts";
 import { eventsGroup } from "../api/routes/events.ts";
 import { chatStreamGroup } from "../api/routes/chat-stream.ts";
-import { seatEventTap } from "./seat-events.ts";
+import { FailoverWatch, seatEventTap } from "./seat-events.ts";
 import { configGroup } from "../api/routes/config.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
 import { storeIdentity } from "./store-identity.ts";
@@ -309,6 +309,31 @@ export class CrewletNode {
     this.queue = new JetStreamQueue({ nc, replicas, clock: this.clock, log: this.log, decidesStreams });
     const queue = this.queue;
     this.seatEvents = seatEventTap(publishEventSink(queue, this.log, () => this.clock.now()), this.nodeId);
+    // Failovers (crewlet_seat_failovers_total): the fleet's seat events, heard from now on;
+    // a claim of ours whose previous holder never let the seat go is logged as seat_failover.
+    const failovers = new FailoverWatch();
+    const seatLines = ["seat_claimed", "seat_detached", "seat_orphan_released"].map((name) =>
+      nc.subscribe(eventSubject(name), {
+        callback: (_err, m) => {
+          try {
+            const b = JSON.parse(new TextDecoder().decode(m.data)) as Record<string, unknown>;
+            const f = failovers.see(name, b);
+            if (f && f.node === this.nodeId) this.log.info("seat_failover", { seat: f.seat, from: f.from, epoch: b.epoch });
+          } catch {
+            // an unreadable event is the events view's to show; nothing is counted
+          }
+        },
+      }),
+    );
+    this.onStop(() => {
+      for (const s of seatLines) {
+        try {
+          s.unsubscribe();
+        } catch {
+          // the connection closed first: nothing left to end
+        }
+      }
+    });
     await this.whileClusterForms("streams", () => queue.ensureStreams());
     // Registered first, so it runs last of the components: after the seats are handed
     // over, the last pulls must end before the connection does (see JetStreamQueue.close).

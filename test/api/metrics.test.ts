@@ -48,6 +48,10 @@ describe("log lines to series (a table)", () => {
     { line: ["seat_probe_sent", { seat: "s1", probe: "x-1" }], series: "crewlet_seat_mailbox_probes_total", labels: { result: "sent" }, value: 1 },
     { line: ["seat_probe_heard", { seat: "s1", probe: "x-1", rtt_ms: 3 }], series: "crewlet_seat_mailbox_probes_total", labels: { result: "heard" }, value: 1 },
     { line: ["seat_mailbox_deaf", { seat: "s1", reason: "probe_unheard", heal: "rewind" }], series: "crewlet_seat_mailbox_deaf_total", labels: { reason: "probe_unheard" }, value: 1 },
+    { line: ["spend_charged", { seat: "cto", provider: "p", input_tokens: 1000, output_tokens: 100, cost_micros: 3_000 }], series: "crewlet_spend_total", labels: { seat: "cto" }, value: 0.003 },
+    // No pricing: no money to count (tokens are counted by crewlet_tokens_total).
+    { line: ["spend_charged", { seat: "cto", provider: "p", input_tokens: 1000, output_tokens: 100, cost_micros: null }], series: "crewlet_spend_total", labels: { seat: "cto" }, value: 0 },
+    { line: ["seat_failover", { seat: "cto", from: "node-a", epoch: 4 }], series: "crewlet_seat_failovers_total", labels: {}, value: 1 },
     // A malformed field moves nothing and throws nothing.
     { line: ["turn_completed", { seat: "ceo", outcome: "answered", tokens: { input: "lots", output: -4 } }], series: "crewlet_tokens_total", labels: { seat: "ceo", direction: "input" }, value: 0 },
   ];
@@ -120,6 +124,12 @@ test("a scrape after a scripted turn history parses and has the named series", a
   expect(sum(family(fams, "crewlet_seats_held"))).toBe(4);
   expect(sum(family(fams, "crewlet_seat_claims_total"))).toBeGreaterThanOrEqual(4);
   expect(family(fams, "crewlet_seat_releases_total").type).toBe("COUNTER");
+  // Nobody failed over on a one-box node; the series is there, at zero.
+  expect(family(fams, "crewlet_seat_failovers_total").type).toBe("COUNTER");
+  expect(sum(family(fams, "crewlet_seat_failovers_total"))).toBe(0);
+  // Spend in money by seat: the root company's scripted provider has no pricing, so the
+  // family is declared with no seat yet (priced figures: the table above and test/spend).
+  expect(family(fams, "crewlet_spend_total").type).toBe("COUNTER");
   expect(family(fams, "crewlet_mailbox_depth").metrics.map((m) => m.labels?.seat).sort()).toEqual(["ceo", "cto", "engineer", "pm"]);
   // The estate: chat and work were written, so their positions moved; lag per domain.
   const applied = family(fams, "crewlet_estate_applied_position");

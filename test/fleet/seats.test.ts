@@ -169,6 +169,17 @@ describe("three members, R3, TTL 3 s, twelve seats", () => {
       const said = [...page.events].reverse().map((e) => describeEvent(e.name, e.body, seats.observe(e.name, e.body)).text);
       return said.at(-1) === `seat ${moved} moved from a to ${holder} (failover)` ? said : null;
     });
+    // Each new holder counted them: a seat_failover line from a per seat it took, and the
+    // same count in crewlet_seat_failovers_total (b and c heard a's claims from the start).
+    const failedOver = () => [b, c].flatMap((n) => n.events("seat_failover").filter((e) => e.from === "a").map((e) => String(e.seat)));
+    await waitFor("every seat of a's told as a failover", 10_000, async () => (new Set(failedOver()).size === before.length ? true : null));
+    expect(failedOver().sort()).toEqual(before.map((l) => l.handle).sort());
+    let scraped = 0;
+    for (const n of [b, c]) {
+      const text = await (await n.get("/metrics")).text();
+      for (const m of text.matchAll(/^crewlet_seat_failovers_total\{[^}]*\} (\d+)$/gm)) scraped += Number(m[1]);
+    }
+    expect(scraped).toBe(before.length);
 
     // Back to three members before the next fault (R3 needs two of three up).
     await a.start();
@@ -244,6 +255,8 @@ describe("three members, R3, TTL 3 s, twelve seats", () => {
     const detached = c.events("seat_detached").filter((e) => e.mode === "voluntary" && e.reason === "drain").map((e) => e.seat);
     expect(new Set(detached)).toEqual(new Set(before.map((l) => l.handle)));
     expect(c.events("seat_drain_finished")[0]?.undead).toEqual([]);
+    // A drain's handover is no failover.
+    expect([a, b].flatMap((n) => n.events("seat_failover")).filter((e) => e.from === "c")).toEqual([]);
 
     // Every trigger ran as exactly one completed turn, wherever its seat was by then.
     const turnsFor = () => {
