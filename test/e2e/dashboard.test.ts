@@ -35,6 +35,20 @@ async function rows(page: Page, caption: RegExp): Promise<string[][]> {
   return table.locator("tbody tr").evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll("th, td")].map((c) => (c.textContent ?? "").trim())));
 }
 
+/**
+ * The <time> elements of a table: each must carry the absolute date and time on hover (a
+ * title with the year, weekday and zone) and a machine-readable datetime; returns the titles.
+ */
+async function timeTitles(page: Page, caption: RegExp): Promise<string[]> {
+  const table = page.locator("table", { has: page.locator("caption", { hasText: caption }) });
+  const stamps = await table.locator("time").evaluateAll((ts) => ts.map((t) => [t.getAttribute("title") ?? "", t.getAttribute("datetime") ?? ""] as const));
+  for (const [title, iso] of stamps) {
+    expect(title).toMatch(/^\w{3}, \d{1,2} \w{3} \d{4}, \d\d:\d\d:\d\d \S+$/);
+    expect(Number.isNaN(Date.parse(iso))).toBe(false);
+  }
+  return stamps.map(([t]) => t);
+}
+
 /** Each card of the org chart: handle, whether a person, state word, holder and open work lines. */
 async function orgCards(page: Page) {
   return page.locator(".org-tree .seat-card").evaluateAll((els) =>
@@ -134,7 +148,20 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
     return r.length === 4 ? r : null;
   });
   expect(leases.map((r) => r[0]).sort()).toEqual(["@ceo", "@cto", "@engineer", "@pm"]);
-  for (const r of leases) expect(r[1]).toMatch(/^node-1 · since \d\d:\d\d$/);
+  // Relative times in the text, the absolute date and time on hover (a <time> with a title).
+  for (const r of leases) expect(r[1]).toMatch(/^node-1 · since (just now|\d+ min ago)$/);
+  const leaseStamps = await timeTitles(page, /Who holds each agent seat/);
+  expect(leaseStamps.length).toBe(4);
+  // Operations: the duties, each with its holder and when it last ticked.
+  const duties = await until("a duty held, with its last tick", async () => {
+    const r = await rows(page, /Who runs each singleton duty/);
+    return r.length > 0 && r.some((d) => d[2] !== "—") ? r : null;
+  });
+  for (const d of duties) {
+    expect(d[1]).toMatch(/^node-1 · since (just now|\d+ min ago)$/);
+    expect(d[2]).toMatch(/^(—|(just now|\d+ min ago) · \d+ ms)$/);
+  }
+  expect((await timeTitles(page, /Who runs each singleton duty/)).length).toBe(duties.length + duties.filter((d) => d[2] !== "—").length);
   const nodes = await rows(page, /^Nodes$/);
   expect(nodes.length).toBe(1);
   expect(nodes[0]![0]).toBe("node-1");
@@ -148,7 +175,8 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
     const r = await rows(page, /Agent seats/);
     return r.length === 4 && r.every((a) => a[2] === "idle") ? r : null;
   });
-  for (const a of agents) expect(a[1]).toMatch(/^node-1 · since \d\d:\d\d · epoch \d+$/);
+  for (const a of agents) expect(a[1]).toMatch(/^node-1 · since (just now|\d+ min ago) · epoch \d+$/);
+  expect((await timeTitles(page, /Agent seats/)).length).toBeGreaterThanOrEqual(4);
   await page.screenshot({ path: SCREENSHOT.replace(/\.png$/, "-agents.png"), fullPage: true });
 
   // A second tab watches the live event feed (its own sign-in: sessionStorage is per tab).

@@ -21,11 +21,11 @@ function agentsView() {
       "tr",
       {},
       h("th", { scope: "row" }, `@${a.handle}`, h("br"), h("span", { class: "muted" }, a.name)),
-      h("td", {}, a.holder ? `${a.holder.node} · since ${clock(a.holder.since)} · epoch ${a.holder.epoch}` : "nobody"),
+      h("td", {}, a.holder ? [`${a.holder.node} · since `, when(a.holder.since), ` · epoch ${a.holder.epoch}`] : "nobody"),
       h("td", {}, state),
       h("td", { class: "num" }, t ? count(t.turns) : "—"),
-      h("td", {}, t?.last_turn_at ? `${clock(t.last_turn_at)} · ${t.last_outcome ?? "?"}` : "—"),
-      h("td", { class: t?.last_error ? "error" : "muted" }, t?.last_error ? `${t.last_error_at ? `${clock(t.last_error_at)} · ` : ""}${t.last_error}` : "—"),
+      h("td", {}, t?.last_turn_at ? [when(t.last_turn_at), ` · ${t.last_outcome ?? "?"}`] : "—"),
+      h("td", { class: t?.last_error ? "error" : "muted" }, t?.last_error ? [t.last_error_at ? [when(t.last_error_at), " · "] : "", t.last_error] : "—"),
       h("td", { class: "num" }, t ? `${count(t.input_tokens)} in / ${count(t.output_tokens)} out` : "—"),
     );
   }
