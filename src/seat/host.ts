@@ -911,8 +911,11 @@ export class SeatHost {
       }
       s.attachment = null;
       await att.detach();
-      this.log.info("seat_detached", { seat: s.handle, epoch: s.epoch, reason, mode: "voluntary" });
     }
+    // Logged with or without an inbox (a drain that met a seat still establishing): every
+    // tenure's end is on record before its lease goes back, for the failover count and the
+    // chaos checker alike.
+    this.log.info("seat_detached", { seat: s.handle, epoch: s.epoch, reason, mode: "voluntary", attached: att !== null });
     await this.teardown(s, { mode: "voluntary", reason });
   }
 

@@ -119,6 +119,16 @@ describe("ownership", () => {
       [],
     ],
     [
+      "an acquire_failed line logged after a successor's claim, with no turn admitted: the failed claim held nothing (seen: a 21 s hydration)",
+      { claims: [claim("a", 1, 0), claim("b", 2, 5_000)], detaches: [{ ...detach("a", 1, 7_000), mode: "acquire_failed" }] },
+      [],
+    ],
+    [
+      "…but a turn it admitted after the successor's claim is an overlap",
+      { claims: [claim("a", 1, 0), claim("b", 2, 5_000)], turns: [turn("a", 1, 6_000)], detaches: [{ ...detach("a", 1, 7_000), mode: "acquire_failed" }] },
+      ["overlap"],
+    ],
+    [
       "a holder whose broker was killed: its drain's later detach is bookkeeping",
       { claims: [claim("a", 1, 0), claim("b", 2, 8_000)], detaches: [detach("a", 1, 11_000)], faults: [fault("broker_kill9", "a", 1_000)] },
       [],

@@ -124,7 +124,7 @@ export interface Tenure {
   epoch: number;
   start_ms: number;
   end_ms: number;
-  ended_by: "detached" | "death" | "frozen" | "cut" | "running";
+  ended_by: "detached" | "acquire_failed" | "death" | "frozen" | "cut" | "running";
 }
 
 export interface Figures {
@@ -204,6 +204,14 @@ export function tenuresOf(f: ChaosFacts): Tenure[] {
       // tenure otherwise ended) ended nothing: it renews again after the heal.
       if (b.by === "cut" && !f.claims.some((o) => o.seat === c.seat && o.epoch > c.epoch && o.ts >= b.from && o.ts < end)) continue;
       [end, ended_by] = [last, b.by];
+    }
+    // A claim whose acquire failed (fenced while establishing) never attached its inbox, so
+    // it admitted no turn: its hold ends where its last turn began, if it had any — the
+    // `seat_acquire_failed` line comes when the establishing step returns, which after a
+    // lost lease can be seconds after a successor claimed (seen: a 21 s hydration).
+    if (ended_by === "detached" && f.detaches.some((d) => key(d) === k && d.mode === "acquire_failed" && d.ts === end)) {
+      const acts = turnsBy.get(k) ?? [];
+      [end, ended_by] = [acts.length ? Math.max(...acts) : c.ts, "acquire_failed"];
     }
     if (end === Number.POSITIVE_INFINITY) end = f.run_ended_ms;
     out.push({ seat: c.seat, node: c.node, inc: c.inc, epoch: c.epoch, start_ms: c.ts, end_ms: end, ended_by });
