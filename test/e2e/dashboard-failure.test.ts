@@ -91,7 +91,10 @@ test("a refused key: the person sees the notice and their message marked failed;
     return cells.some((c) => c.includes("HTTP 401")) ? cells : null;
   });
   const error = row.find((c) => c.includes("HTTP 401"))!;
-  expect(error).toMatch(/^\d\d:\d\d · /);
+  // Dated relative in the text ("just now · …"), the absolute date on hover.
+  expect(error).toMatch(/^(just now|\d+ min ago) · provider /);
+  const errorTime = page.locator("tbody tr", { hasText: "@cto" }).locator("td.error time");
+  expect(await errorTime.getAttribute("title")).toMatch(/\d{4}/);
   expect(error).not.toContain("sk-e2e-secret-key-123456");
 
   // The org chart marks @cto failing; its agent page shows the error, dated, and no secret.

@@ -38,7 +38,7 @@ const CAP = 20_000;
 // row charges its own window's org record, so the two never share a figure.
 const ROWS = [
   { in_flight_per_node: 1, window: "week" },
-  { in_flight_per_node: 3, window: "day" },
+  { in_flight_per_node: 3, window: "month" },
 ] as const;
 
 for (const { in_flight_per_node: IN_FLIGHT_PER_NODE, window } of ROWS)
