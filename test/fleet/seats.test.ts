@@ -160,14 +160,14 @@ describe("three members, R3, TTL 3 s, twelve seats", () => {
     // The events backlog tells it as the dashboard's Events view does: a's seat moved to its
     // new holder, and a never let it go, so it was a failover.
     const moved = before[0]!.handle;
-    const holder = value.leases.find((l) => l.handle === moved)!.node;
-    await waitFor(`the backlog telling ${moved}'s failover`, 10_000, async () => {
+    await waitFor(`the backlog telling ${moved}'s failover`, 30_000, async () => {
       const res = await b.get(`/events?seat=${moved}&limit=200`);
       if (!res.ok) return null;
       const page = (await res.json()) as { events: { name: string; body: Record<string, unknown> }[] };
       const seats = seatTracker();
       const said = [...page.events].reverse().map((e) => describeEvent(e.name, e.body, seats.observe(e.name, e.body)).text);
-      return said.at(-1) === `seat ${moved} moved from a to ${holder} (failover)` ? said : null;
+      // Any of b or c: a rebalance may move the seat again before the backlog is read.
+      return said.some((x) => x === `seat ${moved} moved from a to b (failover)` || x === `seat ${moved} moved from a to c (failover)`) ? said : null;
     });
     // Each new holder counted them: a seat_failover line from a per seat it took, and the
     // same count in crewlet_seat_failovers_total (b and c heard a's claims from the start).
