@@ -9,39 +9,17 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
+import { checkView, openBrowser, SEE_MS, seen, tableRows, watchProblems } from "./browser.ts";
 import { parse } from "yaml";
 import { makeFleet, TEST_TOKEN, type Fleet } from "../support/fleet.ts";
 import { buildArch } from "../../build.ts";
 import { hostArch } from "../../src/broker/elf.ts";
 import { openAiTextReply, startModelServer, type ModelServer } from "../agent/model-server.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
 const SCREENSHOT = process.env.CREWLET_DASHBOARD_SCREENSHOT ?? "/tmp/dashboard.png";
 const shot = (name: string) => SCREENSHOT.replace(/\.png$/, `-${name}.png`);
-const AXE = readFileSync(resolve(import.meta.dir, "../../node_modules/axe-core/axe.min.js"), "utf8");
 
-/** A view checked as every view is: a screenshot, axe-core (no serious or critical
- * violations), and no sideways scroll at a phone's 390 px. */
-async function check(page: Page, name: string): Promise<void> {
-  await page.screenshot({ path: shot(name), fullPage: true });
-  // Evaluated through the devtools protocol, which the content policy does not govern.
-  await page.evaluate(AXE);
-  const found = await page.evaluate<string[]>(`(async () => {
-    const r = await axe.run(document, { resultTypes: ["violations"] });
-    return r.violations
-      .filter((v) => v.impact === "serious" || v.impact === "critical")
-      .map((v) => v.id + " (" + v.impact + "): " + v.help + " — " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", "));
-  })()`);
-  expect({ view: name, violations: found }).toEqual({ view: name, violations: [] });
-  await page.setViewportSize({ width: 390, height: 844 });
-  await Bun.sleep(100);
-  expect({ view: name, width: await page.evaluate<number>("document.documentElement.scrollWidth") }).toEqual({ view: name, width: 390 });
-  await page.screenshot({ path: shot(`${name}-390`), fullPage: true });
-  await page.setViewportSize({ width: 1280, height: 900 });
-}
-/** Generous: the refresh loop runs every 3 s and CI boxes are shared. */
-const SEE_MS = 30_000;
 const VIEWER_TOKEN = "viewer-token-0123456789abcdef";
 
 const root = (parse(readFileSync(resolve(import.meta.dir, "../../crewlet.yaml"), "utf8")) as { company: { providers: { llm: Record<string, { rules?: unknown[] }> }; roles: { handle: string }[] } }).company;
@@ -80,20 +58,9 @@ afterAll(async () => {
   rmSync(binDir, { recursive: true, force: true });
 });
 
-async function until<T>(what: string, check: () => Promise<T | null | undefined | false>): Promise<T> {
-  const deadline = Date.now() + SEE_MS;
-  for (;;) {
-    const v = await check().catch(() => null);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`the dashboard did not show ${what} within ${SEE_MS} ms`);
-    await Bun.sleep(200);
-  }
-}
+/** An element not there yet counts as not yet. */
+const until = <T>(what: string, check: () => Promise<T | null | undefined | false>) => seen(what, check, { tolerant: true });
 
-async function rows(page: Page, caption: RegExp): Promise<string[][]> {
-  const table = page.locator("table", { has: page.locator("caption", { hasText: caption }) });
-  return table.locator("tbody tr").evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll("th, td")].map((c) => (c.textContent ?? "").trim())));
-}
 
 async function facts(page: Page): Promise<Record<string, string>> {
   return page.locator(".facts").first().evaluate((dl) => {
@@ -119,18 +86,10 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   await node.start();
   await node.waitReady(60_000);
 
-  context = await chromium.launchPersistentContext(profileDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1280, height: 900 },
-  });
-  const page = context.pages()[0] ?? (await context.newPage());
-  const problems: string[] = [];
-  page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
-  page.on("console", (msg) => {
-    if (msg.type() === "error") problems.push(`console: ${msg.text()}`);
-  });
+  const opened = await openBrowser(profileDir);
+  context = opened.context;
+  const page = opened.page;
+  const problems = watchProblems(page, { console: true });
 
   // Someone asks @ceo for a plan (through the API, as any client would).
   const posted = await node.post("/chat/channels/general/messages", { body: "@ceo please make a plan for the launch", author: "founder" });
@@ -149,7 +108,7 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   // Today's spend on each card with a day counter: @pm's eighteen tokens, at its price.
   expect(await page.locator('.seat-card[data-handle="pm"] .spend-line').textContent()).toMatch(/^today: 18 tokens · 0\.0001$/);
   expect(await page.locator('.seat-card[data-handle="ceo"] .spend-line').textContent()).toBe("today: 0 tokens");
-  await check(page, "org-badges");
+  await checkView(page, "org-badges", shot);
 
   // The agent page: what the company says, tools by source, holder history, budgets, turns.
   await page.locator('.seat-card[data-handle="ceo"]').click();
@@ -162,17 +121,17 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   expect(f.Model).toBe("offline · scripted");
   expect(f.State).toMatch(/^(idle|working)$/);
   await until("the claim in @ceo's holder history", async () => ((await page.locator(".holder-history li").allTextContents()).some((l) => l.includes("claimed by node-1")) ? true : null));
-  const budgets = await rows(page, /Budgets that hold @ceo/);
+  const budgets = await tableRows(page, /Budgets that hold @ceo/);
   expect(budgets.map((r) => [r[0], r[1]])).toEqual([
     ["Whole company", "day"],
     ["This seat", "day"],
   ]);
   const turns = await until("@ceo's turn from founder", async () => {
-    const r = await rows(page, /Recent turns of @ceo/);
+    const r = await tableRows(page, /Recent turns of @ceo/);
     return r.find((t) => t[2] === "chat mention from founder" && t[1] === "completed") ?? null;
   });
   expect(turns[3]).toMatch(/^\d+ · \d+$/);
-  await check(page, "agent-page");
+  await checkView(page, "agent-page", shot);
 
   // A click opens the transcript: the trigger, each round, each tool call's input and output.
   const table = page.locator("table", { has: page.locator("caption", { hasText: /Recent turns of @ceo/ }) });
@@ -190,7 +149,7 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   expect(await call.getByLabel("Output of work_create").textContent()).toMatch(/ENG-\d+/);
   expect(await page.locator(".round").last().textContent()).toContain("@cto owns the technical plan");
   expect(await page.getByLabel("The first message sent", { exact: true }).textContent()).toContain("please make a plan for the launch");
-  await check(page, "transcript");
+  await checkView(page, "transcript", shot);
 
   // Pause, asked first; the marker shows on the page and on the card; resume takes it away.
   await page.getByRole("link", { name: "← @ceo" }).click();
@@ -199,9 +158,9 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   await page.getByRole("alertdialog", { name: /Pause @ceo\?/ }).getByRole("button", { name: "Pause" }).click();
   await until("the paused marker", async () => ((await page.locator(".facts .badge-paused").textContent())?.startsWith("paused by test") ? true : null));
   expect((await facts(page)).State).toContain("paused");
-  await check(page, "agent-paused");
+  await checkView(page, "agent-paused", shot);
   await page.getByRole("link", { name: "Agents", exact: true }).click();
-  await until("@ceo paused in the Agents list", async () => ((await rows(page, /Agent seats/)).find((r) => r[0]!.startsWith("@ceo"))?.[2]?.startsWith("paused by test") ? true : null));
+  await until("@ceo paused in the Agents list", async () => ((await tableRows(page, /Agent seats/)).find((r) => r[0]!.startsWith("@ceo"))?.[2]?.startsWith("paused by test") ? true : null));
   await page.getByRole("link", { name: "Org", exact: true }).click();
   await until("@ceo's card paused", async () => ((await page.locator('.seat-card[data-handle="ceo"] .seat-state').textContent()) === "paused" ? true : null));
   expect(await page.locator('.seat-card[data-handle="ceo"] .paused-line').textContent()).toBe("paused by test");
@@ -219,7 +178,7 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   await page.getByRole("link", { name: "Spend" }).click();
   await page.getByRole("heading", { name: "Spend", level: 2 }).waitFor({ timeout: SEE_MS });
   const spend = await until("@pm over its cap in the budgets", async () => {
-    const r = await rows(page, /Budgets: spent, cap/);
+    const r = await tableRows(page, /Budgets: spent, cap/);
     return r.find((x) => x[0] === "@pm" && x[3]!.includes("over cap")) ? r : null;
   });
   expect(spend[0]![0]).toBe("Whole company");
@@ -235,7 +194,7 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   await page.getByLabel("Scope", { exact: true }).selectOption("seat:pm");
   await until("@pm's 30 days", async () => ((await page.locator("svg.day-chart").getAttribute("aria-label"))?.startsWith("@pm") ? true : null));
   expect(await page.locator("svg.day-chart rect.chart-bar").last().getAttribute("data-tokens")).toBe("18");
-  await check(page, "spend");
+  await checkView(page, "spend", shot);
   expect(problems).toEqual([]);
 
   // A read-only token sees everything but is told, in words, what the controls need.
@@ -265,5 +224,5 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   expect(await page.locator(".transcript-text script").count()).toBe(0);
   await expand.click();
   expect(await asked.textContent()).toBe(folded);
-  await check(page, "transcript-expanded");
+  await checkView(page, "transcript-expanded", shot);
 }, 240_000);

@@ -7,13 +7,11 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
+import { openBrowser, SEE_MS, seen, watchProblems } from "./browser.ts";
 import { openAiStream, startModelServer, type ModelServer } from "../agent/model-server.ts";
 import { makeFleet, TEST_TOKEN, type Fleet } from "../support/fleet.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
-/** Generous: the refresh loop runs every 3 s and CI boxes are shared. */
-const SEE_MS = 30_000;
 
 let fleet: Fleet | null = null;
 let context: BrowserContext | null = null;
@@ -27,15 +25,7 @@ afterAll(async () => {
   rmSync(profileDir, { recursive: true, force: true });
 });
 
-async function until<T>(what: string, check: () => Promise<T | null | undefined | false>): Promise<T> {
-  const deadline = Date.now() + SEE_MS;
-  for (;;) {
-    const v = await check();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`the dashboard did not show ${what} within ${SEE_MS} ms`);
-    await Bun.sleep(200);
-  }
-}
+const until = seen;
 
 async function signIn(page: Page, url: string): Promise<void> {
   await page.goto(url);
@@ -59,15 +49,10 @@ test("a refused key: the person sees the notice and their message marked failed;
   await node.start();
   await node.waitReady(60_000);
 
-  context = await chromium.launchPersistentContext(profileDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1280, height: 900 },
-  });
-  const page = context.pages()[0] ?? (await context.newPage());
-  const problems: string[] = [];
-  page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
+  const opened = await openBrowser(profileDir);
+  context = opened.context;
+  const page = opened.page;
+  const problems = watchProblems(page);
   await signIn(page, `${node.apiUrl}/dashboard#chat`);
   await page.getByRole("heading", { name: "#general" }).waitFor({ timeout: SEE_MS });
   await page.getByLabel("Message", { exact: true }).fill("@cto status?");

@@ -13,7 +13,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { connect, headers as natsHeaders } from "nats";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
+import { checkView, openBrowser, SEE_MS, seen, tableRows, watchProblems } from "./browser.ts";
 import { parse } from "yaml";
 import { buildArch } from "../../build.ts";
 import { hostArch } from "../../src/broker/elf.ts";
@@ -22,13 +23,11 @@ import { openAiTextReply, startModelServer, type ModelServer } from "../agent/mo
 import { makeFleet, TEST_TOKEN, type Fleet } from "../support/fleet.ts";
 import { api, askCeoForAPlan } from "./support.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
 const SHOTS = process.env.CREWLET_DASHBOARD_SCREENSHOT_DIR ?? "/tmp";
-/** Generous: CI boxes are shared. */
-const SEE_MS = 30_000;
-const AXE = readFileSync(resolve(import.meta.dir, "../../node_modules/axe-core/axe.min.js"), "utf8");
 
 const rootCompany = (parse(readFileSync(resolve(import.meta.dir, "../../crewlet.yaml"), "utf8")) as { company: any }).company;
+const until = <T>(what: string, check: () => Promise<T | null | undefined | false>) => seen(what, check, { every_ms: 100 });
+const shot = (name: string) => join(SHOTS, `dashboard-${name}.png`);
 let fleet: Fleet | null = null;
 let context: BrowserContext | null = null;
 let server: ModelServer | null = null;
@@ -43,45 +42,9 @@ afterAll(async () => {
   rmSync(binDir, { recursive: true, force: true });
 });
 
-async function until<T>(what: string, check: () => Promise<T | null | undefined | false>): Promise<T> {
-  const deadline = Date.now() + SEE_MS;
-  for (;;) {
-    const v = await check();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`the dashboard did not show ${what} within ${SEE_MS} ms`);
-    await Bun.sleep(100);
-  }
-}
 
-/** axe-core over the page as it is: serious and critical violations, as readable lines. */
-async function axe(page: Page, what: string): Promise<void> {
-  // Evaluated by the browser's devtools protocol, which the content policy does not govern.
-  await page.evaluate(AXE);
-  // A string, evaluated in the page (this file is typed for bun, not the DOM).
-  const found = await page.evaluate<string[]>(`(async () => {
-    const r = await axe.run(document, { resultTypes: ["violations"] });
-    return r.violations
-      .filter((v) => v.impact === "serious" || v.impact === "critical")
-      .map((v) => v.id + " (" + v.impact + "): " + v.help + " — " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", "));
-  })()`);
-  expect({ view: what, violations: found }).toEqual({ view: what, violations: [] });
-}
 
-/** A view checked the way every view is: screenshot, axe, and no sideways scroll at 390 px. */
-async function check(page: Page, name: string): Promise<void> {
-  await page.screenshot({ path: join(SHOTS, `dashboard-${name}.png`), fullPage: true });
-  await axe(page, name);
-  await page.setViewportSize({ width: 390, height: 844 });
-  await Bun.sleep(100);
-  expect({ view: name, width: await page.evaluate<number>("document.documentElement.scrollWidth") }).toEqual({ view: name, width: 390 });
-  await page.screenshot({ path: join(SHOTS, `dashboard-${name}-390.png`), fullPage: true });
-  await page.setViewportSize({ width: 1280, height: 900 });
-}
 
-async function rows(page: Page, caption: RegExp): Promise<string[][]> {
-  const table = page.locator("table", { has: page.locator("caption", { hasText: caption }) });
-  return table.locator("tbody tr").evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll("th, td")].map((c) => (c.textContent ?? "").trim())));
-}
 
 test("live chat, events backlog, operations, work board and knowledge, each as a person uses it", async () => {
   server = startModelServer();
@@ -102,15 +65,10 @@ test("live chat, events backlog, operations, work board and knowledge, each as a
   // What happened before anyone opened the dashboard: @ceo's plan, work picked up.
   await askCeoForAPlan(url);
 
-  context = await chromium.launchPersistentContext(profileDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1280, height: 900 },
-  });
-  const page = context.pages()[0] ?? (await context.newPage());
-  const problems: string[] = [];
-  page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
+  const opened = await openBrowser(profileDir);
+  context = opened.context;
+  const page = opened.page;
+  const problems = watchProblems(page);
   // While the injected page renders, the browser reports what its content policy refused
   // (the sanitizer parses the page's HTML to clean it): the second wall, kept apart.
   let injecting = false;
@@ -155,7 +113,7 @@ test("live chat, events backlog, operations, work board and knowledge, each as a
   await page.getByLabel("Seat", { exact: true }).fill("");
   await page.getByRole("button", { name: "Apply" }).click();
   await page.getByText("Live.", { exact: true }).waitFor({ timeout: SEE_MS });
-  await check(page, "events");
+  await checkView(page, "events", shot);
 
   // ---- Chat: live. Ask @engineer; watch "working…", then the reply, with no polling.
   await page.getByRole("link", { name: "Chat" }).click();
@@ -182,7 +140,7 @@ test("live chat, events backlog, operations, work board and knowledge, each as a
   expect(await second.locator(".failed-mark").textContent()).toContain("failed");
   expect(await second.locator(".failure-reason").textContent()).toContain("401");
   expect(await page.content()).not.toContain("sk-views-0123456789");
-  await check(page, "chat");
+  await checkView(page, "chat", shot);
 
   // ---- Knowledge: a page written with a script injection renders inert.
   const spaces = (await api(url, "/pages/containers")).json.containers as { key: string }[];
@@ -221,17 +179,17 @@ test("live chat, events backlog, operations, work board and knowledge, each as a
   await page.locator(".kb-hits a", { hasText: "Runbook" }).waitFor({ timeout: SEE_MS });
   await page.getByRole("link", { name: "Runbook" }).click();
   await article.locator("h1").waitFor({ timeout: SEE_MS });
-  await check(page, "knowledge");
+  await checkView(page, "knowledge", shot);
   injecting = false;
   expect(refused.every((m) => m.includes("has been blocked"))).toBe(true);
 
   // ---- Work: 30 more items to page through, and the board by status.
   for (let i = 0; i < 30; i++) expect((await api(url, "/work", { body: { project: "OPS", title: `Chore ${i}` } })).status).toBe(200);
   await page.getByRole("link", { name: "Work" }).click();
-  await until("the first page of work", async () => (await rows(page, /work items/)).length === 25);
+  await until("the first page of work", async () => (await tableRows(page, /work items/)).length === 25);
   expect(await page.locator(".pager").first().textContent()).toContain("1–25 of 32");
   await page.getByRole("button", { name: "Next →" }).first().click();
-  await until("the second page of work", async () => (await rows(page, /work items/)).length === 7);
+  await until("the second page of work", async () => (await tableRows(page, /work items/)).length === 7);
   await page.getByRole("button", { name: "Board" }).click();
   const board = await until("the board's columns", async () => {
     const cols = await page.locator(".board-col").evaluateAll((els) => els.map((e) => ({ title: e.querySelector("h3")?.textContent ?? "", cards: [...e.querySelectorAll(".work-card a")].map((a) => a.textContent) })));
@@ -243,7 +201,7 @@ test("live chat, events backlog, operations, work board and knowledge, each as a
   await page.getByRole("button", { name: /^Show 10 more/ }).click();
   await until("all 30 to-do cards", async () => (await page.locator(".col-todo .work-card").count()) === 30);
   expect(await page.locator(".work-card time").first().getAttribute("title")).toMatch(/\d{4}/);
-  await check(page, "work-board");
+  await checkView(page, "work-board", shot);
 
   // ---- Operations: config revisions — a second revision, the diff, a rollback with confirmation.
   const next = structuredClone(company);
@@ -253,7 +211,7 @@ test("live chat, events backlog, operations, work board and knowledge, each as a
   await page.getByRole("link", { name: "Operations" }).click();
   await page.getByRole("link", { name: "Config revisions" }).click();
   const revs = await until("two revisions", async () => {
-    const r = await rows(page, /company revisions/);
+    const r = await tableRows(page, /company revisions/);
     return r.length === 2 ? r : null;
   });
   expect(revs[0]![5]).toBe("active");
@@ -272,19 +230,19 @@ test("live chat, events backlog, operations, work board and knowledge, each as a
   await older.getByRole("button", { name: "Activate" }).click();
   await older.getByRole("button", { name: "Yes, activate" }).click();
   await page.getByText(/is active \(epoch \d+/).waitFor({ timeout: SEE_MS });
-  await until("the older revision active", async () => (await rows(page, /company revisions/))[1]?.[5] === "active");
-  await check(page, "ops-config");
+  await until("the older revision active", async () => (await tableRows(page, /company revisions/))[1]?.[5] === "active");
+  await checkView(page, "ops-config", shot);
 
   // Schedules.
   await page.getByRole("link", { name: "Schedules" }).click();
   const sched = await until("the standup schedule", async () => {
-    const r = await rows(page, /schedule/);
+    const r = await tableRows(page, /schedule/);
     return r.find((x) => x[0] === "standup") ?? null;
   });
   expect(sched[1]).toBe("@pm");
   expect(sched[5]).toBe("enabled");
   expect(await page.locator("table time").first().getAttribute("title")).toMatch(/\d{4}/);
-  await check(page, "ops-schedules");
+  await checkView(page, "ops-schedules", shot);
 
   // Dead letters: two put there by hand, one requeued, one discarded, each after a confirmation.
   const nc = await connect({ servers: `127.0.0.1:${node.clientPort}`, ...node.natsAuth() });
@@ -300,7 +258,7 @@ test("live chat, events backlog, operations, work board and knowledge, each as a
   await page.getByRole("link", { name: "Dead letters" }).click();
   // (The node's own dead letters may be there too: @engineer's refused turns.)
   const dls = await until("the two dead letters for @pm", async () => {
-    const r = (await rows(page, /dead letter/)).filter((x) => x[1]!.includes("crewlet.agent.pm.inbox"));
+    const r = (await tableRows(page, /dead letter/)).filter((x) => x[1]!.includes("crewlet.agent.pm.inbox"));
     return r.length === 2 ? r : null;
   });
   expect(dls[0]![2]).toBe("handler failed 25 times");
@@ -316,25 +274,25 @@ test("live chat, events backlog, operations, work board and knowledge, each as a
   await requeueRow.getByRole("button", { name: "Yes, requeue" }).click();
   await page.getByText(`Dead letter ${oldest} requeued.`).waitFor({ timeout: SEE_MS });
   await until("both gone from the list", async () => {
-    const ids = (await rows(page, /dead letter/)).map((r) => r[0]);
+    const ids = (await tableRows(page, /dead letter/)).map((r) => r[0]);
     return !ids.includes(newest) && !ids.includes(oldest);
   });
-  await check(page, "ops-deadletters");
+  await checkView(page, "ops-deadletters", shot);
 
   // Audit: the writes above (and twenty posts more), newest first, in pages of 50.
   for (let i = 0; i < 20; i++) expect((await api(url, "/chat/channels/ops/messages", { body: { body: `note ${i}`, author: "founder" } })).status).toBe(200);
   await page.getByRole("link", { name: "Audit log" }).click();
   const audit = await until("the audit log", async () => {
-    const r = await rows(page, /Writes this node answered/);
+    const r = await tableRows(page, /Writes this node answered/);
     return r.length === 50 ? r : null;
   });
   expect(audit.some((r) => r[3]!.startsWith("DELETE /deadletters/"))).toBe(true);
   await page.getByRole("button", { name: "Older →" }).click();
   await until("the audit's second page", async () => {
-    const r = await rows(page, /page 2/);
+    const r = await tableRows(page, /page 2/);
     return r.length > 0 && r.some((x) => x[3]!.startsWith("PUT /pages/")) ? r : null;
   });
-  await check(page, "ops-audit");
+  await checkView(page, "ops-audit", shot);
 
   // ---- The other views pass the same checks: the org chart, fleet, agents, an agent's page.
   for (const [hash, heading, name] of [
@@ -347,7 +305,7 @@ test("live chat, events backlog, operations, work board and knowledge, each as a
     await page.goto(`${url}/dashboard${hash}`);
     await page.getByRole("heading", { name: heading, level: 2 }).waitFor({ timeout: SEE_MS });
     await until(`${name} filled in`, async () => (await page.locator("#view-body").textContent())!.length > 40);
-    await check(page, name);
+    await checkView(page, name, shot);
   }
 
   // ---- Chat reconnects by itself after the node restarts, and misses nothing posted since.

@@ -7,16 +7,13 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
+import { openBrowser, SEE_MS, seen, tableRows, watchProblems } from "./browser.ts";
 import { parse } from "yaml";
 import { makeFleet, TEST_TOKEN, type Fleet } from "../support/fleet.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
 /** Where the final screenshot goes, for a person to look at after a run. */
 const SCREENSHOT = process.env.CREWLET_DASHBOARD_SCREENSHOT ?? "/tmp/dashboard.png";
-/** Generous: the scripted turn, two tool calls and the pick-ups take well under a second
- * here, but CI boxes are shared; the refresh loop itself runs every 3 s. */
-const SEE_MS = 30_000;
 
 const rootCompany = (parse(readFileSync(resolve(import.meta.dir, "../../crewlet.yaml"), "utf8")) as { company: unknown }).company;
 let fleet: Fleet | null = null;
@@ -30,10 +27,6 @@ afterAll(async () => {
 });
 
 /** Rows of the table captioned `caption`, each as its cells' text. */
-async function rows(page: Page, caption: RegExp): Promise<string[][]> {
-  const table = page.locator("table", { has: page.locator("caption", { hasText: caption }) });
-  return table.locator("tbody tr").evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll("th, td")].map((c) => (c.textContent ?? "").trim())));
-}
 
 /**
  * The <time> elements of a table: each must carry the absolute date and time on hover (a
@@ -71,15 +64,7 @@ async function parentOf(page: Page, handle: string): Promise<string | null> {
   });
 }
 
-async function until<T>(what: string, check: () => Promise<T | null | undefined | false>): Promise<T> {
-  const deadline = Date.now() + SEE_MS;
-  for (;;) {
-    const v = await check();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`the dashboard did not show ${what} within ${SEE_MS} ms`);
-    await Bun.sleep(200);
-  }
-}
+const until = seen;
 
 test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply and the work", async () => {
   fleet = await makeFleet({ nodes: [{ id: "node-1", kind: "member" }], company: rootCompany });
@@ -87,19 +72,11 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
   await node.start();
   await node.waitReady(60_000);
 
-  context = await chromium.launchPersistentContext(profileDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1280, height: 900 },
-  });
-  const page = context.pages()[0] ?? (await context.newPage());
+  const opened = await openBrowser(profileDir);
+  context = opened.context;
+  const page = opened.page;
   // A script error or a refused resource (the content policy) shows up here.
-  const problems: string[] = [];
-  page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
-  page.on("console", (msg) => {
-    if (msg.type() === "error") problems.push(`console: ${msg.text()}`);
-  });
+  const problems = watchProblems(page, { console: true });
 
   // "/" leads to the dashboard, which asks for the token and shows nothing else.
   await page.goto(`${node.apiUrl}/`);
@@ -144,7 +121,7 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
   await page.getByRole("link", { name: "Fleet" }).click();
   await page.getByRole("heading", { name: "Fleet", level: 2 }).waitFor({ timeout: SEE_MS });
   const leases = await until("four seat leases", async () => {
-    const r = await rows(page, /Who holds each agent seat/);
+    const r = await tableRows(page, /Who holds each agent seat/);
     return r.length === 4 ? r : null;
   });
   expect(leases.map((r) => r[0]).sort()).toEqual(["@ceo", "@cto", "@engineer", "@pm"]);
@@ -154,7 +131,7 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
   expect(leaseStamps.length).toBe(4);
   // Operations: the duties, each with its holder and when it last ticked.
   const duties = await until("a duty held, with its last tick", async () => {
-    const r = await rows(page, /Who runs each singleton duty/);
+    const r = await tableRows(page, /Who runs each singleton duty/);
     return r.length > 0 && r.some((d) => d[2] !== "—") ? r : null;
   });
   for (const d of duties) {
@@ -162,7 +139,7 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
     expect(d[2]).toMatch(/^(—|(just now|\d+ min ago) · \d+ ms)$/);
   }
   expect((await timeTitles(page, /Who runs each singleton duty/)).length).toBe(duties.length + duties.filter((d) => d[2] !== "—").length);
-  const nodes = await rows(page, /^Nodes$/);
+  const nodes = await tableRows(page, /^Nodes$/);
   expect(nodes.length).toBe(1);
   expect(nodes[0]![0]).toBe("node-1");
   expect(nodes[0]![5]).toBe("4");
@@ -172,7 +149,7 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
   // Agents: each held here and idle before anyone has asked anything.
   await page.getByRole("link", { name: "Agents" }).click();
   const agents = await until("four idle agents", async () => {
-    const r = await rows(page, /Agent seats/);
+    const r = await tableRows(page, /Agent seats/);
     return r.length === 4 && r.every((a) => a[2] === "idle") ? r : null;
   });
   for (const a of agents) expect(a[1]).toMatch(/^node-1 · since (just now|\d+ min ago) · epoch \d+$/);
@@ -206,7 +183,7 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
   // Work: an ENG item for @cto and an OPS item for @pm, picked up.
   await page.getByRole("link", { name: "Work" }).click();
   const work = await until("the ENG and OPS items in progress", async () => {
-    const r = await rows(page, /work items/);
+    const r = await tableRows(page, /work items/);
     const eng = r.find((w) => w[0]!.startsWith("ENG-") && w[3] === "@cto" && w[2] === "in progress");
     const ops = r.find((w) => w[0]!.startsWith("OPS-") && w[3] === "@pm" && w[2] === "in progress");
     return eng && ops ? { eng, ops } : null;
@@ -258,12 +235,12 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
   expect(cto.State).toBe("idle");
   const hover = await page.locator(".facts time").first().getAttribute("title");
   expect(hover).toMatch(/\d{4}/); // the absolute date, year included
-  const openWork = await rows(page, /Open work assigned to @cto/);
+  const openWork = await tableRows(page, /Open work assigned to @cto/);
   expect(openWork.length).toBe(1);
   expect(openWork[0]![0]).toMatch(/^ENG-\d+$/);
   expect(openWork[0]![2]).toBe("in progress");
   const turns = await until("@cto's turn in its recent turns", async () => {
-    const r = await rows(page, /Recent turns of @cto/);
+    const r = await tableRows(page, /Recent turns of @cto/);
     return r.length >= 1 ? r : null;
   });
   // Each turn as its holder recorded it: when (a link to its transcript), outcome, trigger.
