@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { resolve } from "node:path";
 import { openAiTextReply, openAiToolReply, startModelServer, type ModelServer } from "../agent/model-server.ts";
-import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
+import { makeFleet, TEST_TOKEN, waitFor as waitUntil, type Fleet, type FleetNode } from "../support/fleet.ts";
 
 const WAIT_MS = 60_000;
 /** The first model round of the stopped turn takes this long: time to send the stop. */
@@ -46,15 +46,8 @@ function crewlet(...args: string[]): { code: number; out: string; err: string } 
 }
 const agents = (...args: string[]) => crewlet("agents", ...args, "--url", node.apiUrl, "--token", TEST_TOKEN);
 
-async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined>): Promise<T> {
-  const deadline = Date.now() + WAIT_MS;
-  for (;;) {
-    const v = await probe().catch(() => null);
-    if (v !== null && v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${WAIT_MS} ms\n${node.log().split("\n").filter((l) => /turn_|stop|error/.test(l)).slice(-30).join("\n")}`);
-    await Bun.sleep(100);
-  }
-}
+const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined>) =>
+  waitUntil(what, probe, WAIT_MS, () => node.log().split("\n").filter((l) => /turn_|stop|error/.test(l)).slice(-30).join("\n"));
 
 const pausedBy = async () => ((await (await node.get("/agents/dev")).json()) as { paused: { by: string } | null }).paused?.by ?? null;
 

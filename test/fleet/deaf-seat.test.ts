@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { connect } from "nats";
 import { durableName, mailbox, STREAM_AGENT } from "../../src/queue/topics.ts";
-import { makeFleet, type Fleet, type FleetNode } from "../support/fleet.ts";
+import { makeFleet, waitFor as waitUntil, type Fleet, type FleetNode } from "../support/fleet.ts";
 
 /** Generous: a loaded 2-core box boots and answers in well under this. */
 const WAIT_MS = 90_000;
@@ -40,19 +40,7 @@ afterAll(async () => {
   await fleet?.stop();
 });
 
-async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined>): Promise<T> {
-  const deadline = Date.now() + WAIT_MS;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== null && v !== undefined) return v;
-    } catch {
-      // not answering this instant
-    }
-    await Bun.sleep(100);
-  }
-  throw new Error(`${what}: not within ${WAIT_MS} ms`);
-}
+const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined>) => waitUntil(what, probe, WAIT_MS);
 
 async function post(body: string): Promise<string> {
   const res = await a.post("/chat/channels/general/messages", { body, author: "founder" });

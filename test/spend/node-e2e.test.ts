@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { resolve } from "node:path";
 import { dmChannelId } from "../../src/estate/mentions.ts";
 import { openAiTextReply, startModelServer, type ModelServer } from "../agent/model-server.ts";
-import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
+import { makeFleet, TEST_TOKEN, waitFor as waitUntil, type Fleet, type FleetNode } from "../support/fleet.ts";
 
 const WAIT_MS = 60_000;
 /** The endpoint's usage per round (openAiTextReply): 11 prompt + 7 completion tokens. */
@@ -47,15 +47,8 @@ afterAll(async () => {
   server?.stop();
 });
 
-async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined>): Promise<T> {
-  const deadline = Date.now() + WAIT_MS;
-  for (;;) {
-    const v = await probe().catch(() => null);
-    if (v !== null && v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${WAIT_MS} ms\n${node.log().split("\n").filter((l) => /budget|turn_|error/.test(l)).slice(-30).join("\n")}`);
-    await Bun.sleep(100);
-  }
-}
+const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined>) =>
+  waitUntil(what, probe, WAIT_MS, () => node.log().split("\n").filter((l) => /budget|turn_|error/.test(l)).slice(-30).join("\n"));
 
 async function messages(channel: string): Promise<{ author: string; body: string }[]> {
   const res = await node.get(`/chat/channels/${channel}/messages?limit=500`);

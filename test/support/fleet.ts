@@ -255,3 +255,18 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
     },
   };
 }
+
+/**
+ * Polls `probe` every 100 ms until it returns a value (not null or undefined). A probe that
+ * throws (a node mid-restart or mid-drain not answering this instant) counts as not yet.
+ * Past `within_ms` it throws naming what it waited for, with `explain()` (e.g. a log tail).
+ */
+export async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined>, within_ms: number, explain?: () => string): Promise<T> {
+  const deadline = Date.now() + within_ms;
+  for (;;) {
+    const v = await probe().catch(() => null);
+    if (v !== null && v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${within_ms} ms${explain ? `\n${explain()}` : ""}`);
+    await Bun.sleep(100);
+  }
+}
