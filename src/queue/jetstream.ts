@@ -35,8 +35,9 @@ import { durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_AGEN
  * A pull the broker has not ended this long after its expiry (PULL_EXPIRES_MS, attachment.ts)
  * is over: the leader counts the expiry from when the request reached it, which is later than
  * our send by one trip through our member and a route, milliseconds even on a loaded box;
- * 5 s covers a stalled route many times over. Only then is the inbox dropped, so nothing
- * the leader sends can be lost on its way in. Normally the broker's 408 ends the pull first.
+ * 5 s covers a stalled route many times over. Normally the broker's 408 ends the pull
+ * first; what the leader still sends after either end is caught by the attachment's
+ * subscription, which outlives its pulls (pull-inboxes.ts).
  */
 export const PULL_LOST_AFTER_MS = 5_000;
 /**
@@ -670,11 +671,12 @@ class JetStreamSource implements MailboxSource {
   }
 
   /**
-   * One pull on its own subject of the queue's pull inboxes (pull-inboxes.ts). It is over
-   * when the broker ended it (408 expired, a refusal), it delivered its batch, or its expiry
-   * plus PULL_LOST_AFTER_MS passed; never earlier, since nats-server cannot withdraw a
-   * waiting pull (2.15.2 neither) and a second request would queue behind it. Whatever the
-   * broker still sends to it afterwards reaches the queue's stray hand-back, never the sink.
+   * One pull on its own subject of this attachment's pull inboxes (pull-inboxes.ts). It is
+   * over when the broker ended it (408 expired, a refusal), it delivered its batch, or its
+   * expiry plus PULL_LOST_AFTER_MS passed; never earlier, since nats-server cannot withdraw
+   * a waiting pull (2.15.2 neither) and a second request would queue behind it. A delivery
+   * the broker still sends afterwards goes to the pull then open, or to handBackStray —
+   * never to this pull's sink.
    */
   pull(batch: number, sink: PullSink, mode: PullMode): void {
     let done = false;
