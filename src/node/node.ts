@@ -56,7 +56,7 @@ import { NodeMetrics } from "../metrics/node-metrics.ts";
 import { observedLogger } from "../metrics/observed-logger.ts";
 import { eventsGroup } from "../api/routes/events.ts";
 import { chatStreamGroup } from "../api/routes/chat-stream.ts";
-import { FailoverWatch, seatEventTap } from "./seat-events.ts";
+import { FAILOVER_JUDGE_INTERVAL_MS, FailoverWatch, seatEventTap } from "./seat-events.ts";
 import { configGroup } from "../api/routes/config.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
 import { storeIdentity } from "./store-identity.ts";
@@ -316,16 +316,19 @@ export class CrewletNode {
       nc.subscribe(eventSubject(name), {
         callback: (_err, m) => {
           try {
-            const b = JSON.parse(new TextDecoder().decode(m.data)) as Record<string, unknown>;
-            const f = failovers.see(name, b);
-            if (f && f.node === this.nodeId) this.log.info("seat_failover", { seat: f.seat, from: f.from, epoch: b.epoch });
+            failovers.see(name, JSON.parse(new TextDecoder().decode(m.data)) as Record<string, unknown>, this.clock.now());
           } catch {
             // an unreadable event is the events view's to show; nothing is counted
           }
         },
       }),
     );
+    // Judged once the grace for a late release has passed (FAILOVER_GRACE_MS).
+    const judging = this.clock.setInterval(() => {
+      for (const f of failovers.due(this.clock.now())) if (f.node === this.nodeId) this.log.info("seat_failover", { seat: f.seat, from: f.from, epoch: f.epoch });
+    }, FAILOVER_JUDGE_INTERVAL_MS);
     this.onStop(() => {
+      judging.cancel();
       for (const s of seatLines) {
         try {
           s.unsubscribe();

@@ -8,7 +8,7 @@ import type { EventSink } from "../agent/events.ts";
 import type { Fields } from "../log.ts";
 
 /** Log lines that are also events; everything else the seat host logs stays in the log. */
-export const SEAT_EVENTS: ReadonlySet<string> = new Set(["seat_claimed", "seat_detached", "seat_orphan_released", "turn_stop_requested"]);
+export const SEAT_EVENTS: ReadonlySet<string> = new Set(["seat_claimed", "seat_detached", "seat_orphan_released", "seat_failover", "turn_stop_requested"]);
 
 /** An observer of log lines (src/metrics/observed-logger.ts) that republishes SEAT_EVENTS. */
 export function seatEventTap(events: EventSink, node: string): (event: string, fields: Fields) => void {
@@ -16,7 +16,7 @@ export function seatEventTap(events: EventSink, node: string): (event: string, f
     if (!SEAT_EVENTS.has(event)) return;
     // Published only: the line is already in the log.
     const extra: Record<string, unknown> = {};
-    for (const k of ["epoch", "reason", "mode", "by", "turns"]) if (fields[k] !== undefined) extra[k] = fields[k];
+    for (const k of ["epoch", "from", "reason", "mode", "by", "turns"]) if (fields[k] !== undefined) extra[k] = fields[k];
     events.emit(event, { seat: fields.seat, node, ...extra }, { log: false });
   };
 }
@@ -26,34 +26,89 @@ export function seatEventTap(events: EventSink, node: string): (event: string, f
 export const FAILOVER_SEATS_MAX = 10_000;
 
 /**
+ * How long a claim that replaced an unreleased tenure waits for that tenure's release to be
+ * heard before it is judged a failover. The holder's release event and the claimant's claim
+ * event reach a node through different servers (the holder's sidecar's route, the lease
+ * store's leader), so the claim can arrive first — by a route's flush, milliseconds; CI saw
+ * it on a drain. Five seconds is far beyond any route's delay short of a partition, and far
+ * below how often a real failover happens (a TTL at least); the count is only that late.
+ */
+export const FAILOVER_GRACE_MS = 5_000;
+
+/** How often a node asks the watch for judged failovers: a count a second late is on time. */
+export const FAILOVER_JUDGE_INTERVAL_MS = 1_000;
+
+export interface Failover {
+  seat: string;
+  /** The claimant. */
+  node: string;
+  /** The holder that never let the seat go. */
+  from: string;
+  /** The claimant's epoch. */
+  epoch: unknown;
+}
+
+interface Tenure {
+  node: string;
+  epoch: unknown;
+  released: boolean;
+}
+
+/**
  * Which seat claims were failovers — the seat claimed while its previous holder had not let
- * it go (no voluntary seat_detached or seat_orphan_released from that node after its
- * claim) — the dashboard's Events rule (event-sentences.js), except that a fenced detach
- * (the holder found its lease lost) is no letting go. Pure: fed the fleet's
- * seat events in stream order by the node (node.ts subscribes to them), it answers, for a
- * claim, the node the seat failed over from, or null. What a node did not see (claims made
- * before it started) it does not judge: a claim with no known previous holder is no
- * failover, so the count is a floor, never a guess.
+ * it go (no voluntary seat_detached or seat_orphan_released for that tenure). A fenced
+ * detach (the holder found its lease lost) is no letting go. Pure: fed the fleet's seat
+ * events as they arrive (node.ts subscribes to them) with the time, it answers from due()
+ * the claims whose predecessor's release did not arrive within FAILOVER_GRACE_MS. What a
+ * node did not see (claims made before it started) it does not judge: a claim with no known
+ * previous holder is no failover, so the count is a floor, never a guess.
  */
 export class FailoverWatch {
-  private readonly last = new Map<string, { node: string; released: boolean }>();
+  private readonly last = new Map<string, Tenure>();
+  /** Claims awaiting their predecessor's release, by seat and predecessor. */
+  private readonly pending = new Map<string, Failover & { from_epoch: unknown; due_ms: number }>();
 
-  see(event: string, fields: Record<string, unknown>): { seat: string; node: string; from: string } | null {
+  see(event: string, fields: Record<string, unknown>, now_ms: number): void {
     const seat = fields.seat;
     const node = fields.node;
-    if (typeof seat !== "string" || typeof node !== "string") return null;
+    if (typeof seat !== "string" || typeof node !== "string") return;
     if (event === "seat_detached" || event === "seat_orphan_released") {
       // A fenced detach is a lease lost, not given: the next claim is still a failover.
-      if (fields.mode === "fenced") return null;
+      if (fields.mode === "fenced") return;
       const l = this.last.get(seat);
-      if (l && l.node === node) l.released = true;
-      return null;
+      if (l && l.node === node && sameTenure(l.epoch, fields.epoch)) l.released = true;
+      // Heard after the claim that replaced it: that claim was a handover after all.
+      const p = this.pending.get(pendingKey(seat, node));
+      if (p && sameTenure(p.from_epoch, fields.epoch)) this.pending.delete(pendingKey(seat, node));
+      return;
     }
-    if (event !== "seat_claimed") return null;
+    if (event !== "seat_claimed") return;
     const before = this.last.get(seat);
     this.last.delete(seat);
-    this.last.set(seat, { node, released: false });
+    this.last.set(seat, { node, epoch: fields.epoch, released: false });
     if (this.last.size > FAILOVER_SEATS_MAX) this.last.delete(this.last.keys().next().value!);
-    return before && before.node !== node && !before.released ? { seat, node, from: before.node } : null;
+    if (!before || before.node === node || before.released) return;
+    this.pending.set(pendingKey(seat, before.node), { seat, node, from: before.node, epoch: fields.epoch, from_epoch: before.epoch, due_ms: now_ms + FAILOVER_GRACE_MS });
+    if (this.pending.size > FAILOVER_SEATS_MAX) this.pending.delete(this.pending.keys().next().value!);
   }
+
+  /** The claims whose grace has passed with no release heard: failovers, each told once. */
+  due(now_ms: number): Failover[] {
+    const out: Failover[] = [];
+    for (const [k, p] of this.pending) {
+      if (p.due_ms > now_ms) continue;
+      this.pending.delete(k);
+      out.push({ seat: p.seat, node: p.node, from: p.from, epoch: p.epoch });
+    }
+    return out;
+  }
+}
+
+function pendingKey(seat: string, from: string): string {
+  return `${seat}\u0000${from}`;
+}
+
+/** A release names the tenure it ends; one without an epoch (an older build) ends whichever. */
+function sameTenure(claimed: unknown, released: unknown): boolean {
+  return typeof claimed !== "number" || typeof released !== "number" || claimed === released;
 }

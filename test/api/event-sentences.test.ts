@@ -35,15 +35,15 @@ test.each(cases)("%s %o reads %p", (name, body, text, level) => {
   expect(describeEvent(name, body)).toEqual({ text, level });
 });
 
-test("a claim says where the seat came from and why: failover when the old holder never let go", () => {
+test("a claim says where the seat came from and why; a failover is the claimant's own event", () => {
   const seats = seatTracker();
-  const say = (name: string, body: Record<string, unknown>) => describeEvent(name, body, seats.observe(name, body)).text;
-  expect(say("seat_claimed", { seat: "agent-03", node: "a" })).toBe("seat agent-03 was taken up by a");
-  expect(say("seat_claimed", { seat: "agent-03", node: "b" })).toBe("seat agent-03 moved from a to b (failover)");
-  expect(say("seat_detached", { seat: "agent-03", node: "b", reason: "drain", mode: "voluntary" })).toBe("seat agent-03 was let go by b (drain)");
-  expect(say("seat_claimed", { seat: "agent-03", node: "c" })).toBe("seat agent-03 moved from b to c (drain)");
-  expect(say("seat_claimed", { seat: "agent-03", node: "c" })).toBe("seat agent-03 was taken up by c");
-  expect(describeEvent("seat_claimed", { seat: "x", node: "b" }, { node: "a", released: null }).level).toBe("warn");
+  const say = (name: string, body: Record<string, unknown>) => describeEvent(name, body, seats.observe(name, body));
+  expect(say("seat_claimed", { seat: "agent-03", node: "a" }).text).toBe("seat agent-03 was taken up by a");
+  expect(say("seat_claimed", { seat: "agent-03", node: "b" })).toEqual({ text: "seat agent-03 moved from a to b", level: "info" });
+  expect(say("seat_failover", { seat: "agent-03", node: "b", from: "a", epoch: 2 })).toEqual({ text: "seat agent-03 failed over from a to b: a never let it go", level: "warn" });
+  expect(say("seat_detached", { seat: "agent-03", node: "b", reason: "drain", mode: "voluntary" }).text).toBe("seat agent-03 was let go by b (drain)");
+  expect(say("seat_claimed", { seat: "agent-03", node: "c" })).toEqual({ text: "seat agent-03 moved from b to c (drain)", level: "info" });
+  expect(say("seat_claimed", { seat: "agent-03", node: "c" }).text).toBe("seat agent-03 was taken up by c");
 });
 
 test("places and details", () => {

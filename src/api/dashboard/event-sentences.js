@@ -1,5 +1,5 @@
 // The engine's events as sentences a person reads ("cto answered founder in #general",
-// "seat cto moved from node-a to node-b (failover)"), for the Events view. Pure: an event's
+// "seat cto failed over from node-a to node-b"), for the Events view. Pure: an event's
 // name and body in, words out; no DOM, so it is table-tested under bun (test/api/
 // event-sentences.test.ts). Event names and fields are those the engine publishes
 // (src/agent/turn.ts, src/agent/notice.ts, src/spend/, src/node/seat-events.ts); an event
@@ -83,7 +83,7 @@ function turnCompleted(b) {
 
 /**
  * Who held each seat last, as the events said, so a claim can say where the seat came from
- * and why it moved. Feed it events oldest first; it remembers one line per seat.
+ * and, for a handover, why it moved. Feed it events oldest first; it remembers one line per seat.
  */
 export function seatTracker() {
   const held = new Map(); // seat → { node, released: reason | null }
@@ -147,11 +147,14 @@ export function describeEvent(name, body, before = null) {
       return { text: `${b.scope ?? "a budget"} has used ${pct} of its ${words(b.window)} budget`, level: "warn" };
     }
     case "seat_claimed":
+      // Whether the move was a failover is judged by the claimant (seat_failover, below):
+      // the release's event may arrive after the claim's, through another server.
       if (before && before.node && before.node !== b.node) {
-        const why = before.released ? words(before.released) : "failover";
-        return { text: `seat ${seat} moved from ${before.node} to ${b.node} (${why})`, level: before.released ? "info" : "warn" };
+        return { text: join(`seat ${seat} moved from ${before.node} to ${b.node}`, before.released ? `(${words(before.released)})` : ""), level: "info" };
       }
       return { text: `seat ${seat} was taken up by ${b.node}`, level: "info" };
+    case "seat_failover":
+      return { text: `seat ${seat} failed over from ${b.from} to ${b.node}: ${b.from} never let it go`, level: "warn" };
     case "seat_detached":
       return { text: join(`seat ${seat} was let go by ${b.node}`, `(${words(b.reason ?? "released")}${b.mode === "fenced" ? ", fenced" : ""})`), level: b.mode === "fenced" ? "warn" : "info" };
     case "turn_stop_requested":
