@@ -57,6 +57,7 @@ describe("ownership", () => {
           { node: "b", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
         ],
         claims: [claim("a", 1, 0), claim("b", 2, 9_000)],
+        faults: [fault("kill9", "a", 3_000)],
       },
       [],
     ],
@@ -179,6 +180,71 @@ describe("ownership", () => {
       }),
     );
     expect(v.figures.first_turn_ms.kill9).toEqual({ n: 2, p50: 7_500, p99: 12_000, max: 12_000 });
+  });
+});
+
+describe("every exit is a fault's", () => {
+  /** b's first incarnation ran from T0 and ended at `ended` with `code`; a ran throughout. */
+  const bEnded = (code: number, ended = 5_000, inc = 1) => ({
+    incarnations: [
+      { node: "a", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
+      { node: "b", inc, started_ms: T0, ended_ms: T0 + ended, exit_code: code },
+    ],
+  });
+  const fullRestart = (at: number): FaultRecord => ({ ...fault("full_restart", "a", at), targets: ["a", "b"] });
+  const cases: [string, Partial<ChaosFacts>, string[]][] = [
+    ["a killed node's 137", { ...bEnded(137), faults: [fault("kill9", "b", 5_000)] }, []],
+    ["…or its -9", { ...bEnded(-9), faults: [fault("kill9", "b", 5_000)] }, []],
+    ["a full restart's 137 on every node", { incarnations: [0, 1].map((i) => ({ node: ["a", "b"][i]!, inc: 1, started_ms: T0, ended_ms: T0 + 5_000, exit_code: 137 })), faults: [fullRestart(5_000)] }, []],
+    ["a SIGTERM'd node's 0", { ...bEnded(0, 8_000), faults: [fault("sigterm", "b", 5_000)] }, []],
+    ["a node whose broker was killed stops with 1", { ...bEnded(1, 8_000), faults: [fault("broker_kill9", "b", 5_000)] }, []],
+    ["…or is killed by the harness when it outlives its sidecar", { ...bEnded(137, 50_000), faults: [fault("broker_kill9", "b", 5_000)] }, []],
+    [
+      "a frozen node's 75",
+      { ...bEnded(75, 20_000), faults: [fault("sigstop", "b", 5_000, 15_000, { frozen: { node: "b", inc: 1 } })] },
+      [],
+    ],
+    ["a frozen node's other code is the frozen rule's, said once", { ...bEnded(137, 40_000), faults: [fault("sigstop", "b", 5_000, 15_000, { frozen: { node: "b", inc: 1 } })] }, ["frozen"]],
+    ["a running node is not judged", { faults: [fault("cut_member", "b", 5_000, 15_000)] }, []],
+    ["exit 1 on its own", bEnded(1), ["exit"]],
+    ["exit 1 after a kill of another node", { ...bEnded(1, 8_000), faults: [fault("kill9", "a", 5_000)] }, ["exit"]],
+    ["a watchdog's 75 with no freeze", bEnded(75), ["exit"]],
+    ["a SIGTERM'd node that exits 1 (its drain failed)", { ...bEnded(1, 8_000), faults: [fault("sigterm", "b", 5_000)] }, ["exit"]],
+    ["a killed node's 0 (the kill is not what ended it)", { ...bEnded(0, 8_000), faults: [fault("kill9", "b", 5_000)] }, ["exit"]],
+    ["a cut-off node that quits", { ...bEnded(1, 8_000), faults: [fault("cut_member", "b", 5_000, 15_000)] }, ["exit"]],
+    ["a cut leaf that quits", { ...bEnded(1, 8_000), faults: [fault("cut_leaf", "b", 5_000, 15_000)] }, ["exit"]],
+    ["a kill that came after the node had already exited 1 explains nothing", { ...bEnded(1, 4_000), faults: [fault("kill9", "b", 5_000)] }, ["exit"]],
+    [
+      "a fault on an earlier incarnation explains nothing in the next",
+      {
+        incarnations: [
+          { node: "a", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
+          { node: "b", inc: 1, started_ms: T0, ended_ms: T0 + 5_000, exit_code: 137 },
+          { node: "b", inc: 2, started_ms: T0 + 6_000, ended_ms: T0 + 30_000, exit_code: 1 },
+        ],
+        faults: [fault("kill9", "b", 5_000)],
+      },
+      ["exit"],
+    ],
+  ];
+  for (const [name, over, want] of cases) {
+    test(name, () => {
+      expect(check(facts(over)).violations.map((x) => x.split(":")[0])).toEqual(want);
+    });
+  }
+
+  test("the violation names the node, the incarnation and the code", () => {
+    const [v] = check(
+      facts({
+        incarnations: [
+          { node: "a", inc: 1, started_ms: T0, ended_ms: null, exit_code: null },
+          { node: "b", inc: 3, started_ms: T0, ended_ms: T0 + 8_000, exit_code: 1 },
+        ],
+        faults: [fault("sigterm", "b", 5_000)],
+      }),
+    ).violations;
+    expect(v).toBe(`exit: b#3 exited 1 at ${T0 + 8_000}; the sigterm at ${T0 + 5_000} explains 0`);
+    expect(check(facts(bEnded(1))).violations).toEqual([`exit: b#1 exited 1 at ${T0 + 5_000}; no fault hit it`]);
   });
 });
 

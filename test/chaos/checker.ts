@@ -26,6 +26,13 @@
 // Anything else is a violation: lost (no answer, not held), or answered twice outside a
 // kill window, or more than twice.
 //
+// How an exit is judged. Every incarnation that exited must have been ended by a fault the
+// harness performed on it while it ran, with the code that fault causes (EXPECTED_EXITS):
+// SIGKILL's 137 for a kill -9 or a full restart, 0 for a SIGTERM's drain, 1 (or 137) for a
+// broker kill -9, 75 for a freeze (judged by the frozen rule). Any other exit — exit 1 on
+// its own, a watchdog's 75 with no freeze, a cut-off node that quit — is a violation naming
+// the node, the incarnation and the code.
+//
 // Mailbox probes (seat/mailbox-watch.ts) ride the same inboxes but are not mail: the
 // driver never sent them, so they are in no `sent` record and no reply is owed; the checker
 // counts them apart (sent, heard, deaf alarms by reason) and holds one thing against them —
@@ -259,6 +266,18 @@ export function check(f: ChaosFacts): Verdict {
     else violations.push(`frozen: ${x.frozen!.node}#${x.frozen!.inc} frozen at ${x.at_ms} exited ${life?.exit_code ?? "never"}, want 75`);
   }
 
+  // --- every exit is a fault's ----------------------------------------------------------
+  for (const life of f.incarnations) {
+    if (life.exit_code === null) continue;
+    // A frozen incarnation's exit is the frozen rule's to judge (it must be 75).
+    if (frozen.some((x) => x.frozen!.node === life.node && x.frozen!.inc === life.inc)) continue;
+    const ended = life.ended_ms ?? f.run_ended_ms;
+    const hitBy = f.faults.filter((x) => x.targets.includes(life.node) && x.at_ms >= life.started_ms && x.at_ms <= ended);
+    if (hitBy.some((x) => EXPECTED_EXITS[x.kind].includes(life.exit_code!))) continue;
+    const why = hitBy.length === 0 ? "no fault hit it" : hitBy.map((x) => `the ${x.kind} at ${x.at_ms} explains ${EXPECTED_EXITS[x.kind].join("/") || "no exit"}`).join("; ");
+    violations.push(`exit: ${life.node}#${life.inc} exited ${life.exit_code} at ${life.ended_ms ?? "?"}; ${why}`);
+  }
+
   // --- mail ------------------------------------------------------------------------------
   const repliesTo = new Map<string, Reply[]>();
   for (const r of f.replies) repliesTo.set(r.thread_parent, [...(repliesTo.get(r.thread_parent) ?? []), r]);
@@ -362,6 +381,26 @@ function summarize(samples: Record<string, number[]>): Record<string, { n: numbe
   }
   return out;
 }
+
+/** What Bun reports for a child ended by SIGKILL (128 + 9); -9 is the same death as a signal
+ * number, as other runners spell it. */
+const SIGKILL_EXITS = [137, -9];
+/**
+ * The exit codes each fault explains in the incarnation it hit. A kill -9 and a full
+ * restart (kill -9 of every node) end a process with SIGKILL. A broker kill -9 leaves the
+ * node to notice its sidecar's death and stop with 1 (EXIT_FAILURE), or SIGKILL when the
+ * harness ends a node that outlived its sidecar. A freeze ends in the watchdog's 75. A
+ * SIGTERM is a drain, which exits 0. A cut ends nothing: the node rides it out.
+ */
+export const EXPECTED_EXITS: Readonly<Record<FaultKind, readonly number[]>> = {
+  kill9: SIGKILL_EXITS,
+  broker_kill9: [1, ...SIGKILL_EXITS],
+  sigstop: [75],
+  sigterm: [0],
+  full_restart: SIGKILL_EXITS,
+  cut_member: [],
+  cut_leaf: [],
+};
 
 /** A kill this long before the first answer still counts as its window: the answer's turn
  * began before the kill's victim wrote it (the answer is stamped when it is applied). A
