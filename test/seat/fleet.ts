@@ -193,6 +193,8 @@ export interface NodeSpec {
   /** The agent engine's part for drains; preferred over handler (as the host does). */
   batchHandler?: BatchInboxHandler;
   watchdog?: boolean;
+  /** Starts with its estate copy behind (host.setBehind): it claims nothing until level. */
+  behind?: boolean;
 }
 
 export interface FleetOptions {
@@ -287,6 +289,7 @@ export class Fleet {
     this.nodes.set(spec.id, node);
     this.incarnations.push(node);
     if (spec.watchdog !== false) watchdog.arm();
+    if (spec.behind) host.setBehind(true);
     await host.start(this.seats);
     // Lets the first pass (which start() kicks off, not awaits) run to its next wait.
     await this.clock.advance(0);

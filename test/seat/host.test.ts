@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { Fleet } from "./fleet.ts";
-import { seatKey } from "../../src/seat/presence.ts";
+import { parsePresence, presenceKey, seatKey } from "../../src/seat/presence.ts";
+import { SWEEP_INTERVAL_MS } from "../../src/seat/placement.ts";
 import { INBOX_DRAIN_MAX } from "../../src/seat/host.ts";
 import { ack, type Delivery } from "../../src/queue/contract.ts";
 
@@ -93,6 +94,35 @@ describe("fleet placement", () => {
     await f.advance(TTL + 2 * 5_000);
     expect(f.holders().size).toBe(12);
     expect(f.live().map((n) => n.host.held().length)).toEqual([6, 6]);
+  });
+
+  test("a behind node is left out of shares: its part is claimed within a TTL and two sweeps, and it takes a share once level", async () => {
+    const f = await makeFleet(12);
+    const a = await f.addNode({ id: "a" });
+    const b = await f.addNode({ id: "b" });
+    await f.addNode({ id: "c" });
+    await f.advance(30_000);
+    expect(f.live().map((n) => n.host.held().length)).toEqual([4, 4, 4]);
+    // c dies and comes straight back with its estate copy behind: it claims nothing until
+    // level, and says so on its presence row — so a and b must size their shares without
+    // it, or c's four seats stay unowned for as long as it catches up.
+    await f.crash("c");
+    const c = await f.addNode({ id: "c", behind: true });
+    await f.advance(TTL + 2 * SWEEP_INTERVAL_MS);
+    expect(f.holders().size).toBe(12);
+    for (const owners of f.holders().values()) expect(owners).toHaveLength(1);
+    expect([a, b, c].map((n) => n.host.held().length)).toEqual([6, 6, 0]);
+    expect(parsePresence((await f.truth.get(presenceKey("c")))!).behind).toBe(true);
+    expect(c.sink.events("seat_claims_withheld").every((l) => l.fields.reason === "behind")).toBe(true);
+    expect(c.sink.events("seat_claims_withheld").length).toBeGreaterThan(0);
+    // Level: its row says so, a and b count it again and give back their excess, c claims.
+    c.host.setBehind(false);
+    await f.advance(30_000);
+    expect(parsePresence((await f.truth.get(presenceKey("c")))!).behind).toBe(false);
+    expect([a, b, c].map((n) => n.host.held().length)).toEqual([4, 4, 4]);
+    expect(f.holders().size).toBe(12);
+    for (const owners of f.holders().values()) expect(owners).toHaveLength(1);
+    expect([a, b].flatMap((n) => n.sink.events("seat_detached")).every((l) => l.fields.reason === "rebalance")).toBe(true);
   });
 
   test("setSeats runs one early pass, at most one per interval", async () => {
