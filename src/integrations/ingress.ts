@@ -115,16 +115,32 @@ function payloadOf(contentType: string, text: string): unknown {
   return parseJson(text);
 }
 
-/** The provider's own delivery id, or the body's hash where it gives none. */
-function deliveryIdOf(integ: IntegrationConfig, header: (n: string) => string | undefined, payload: unknown, body: Uint8Array): string {
-  const hash = () => `sha256:${createHash("sha256").update(body).digest("hex")}`;
+/** Where a delivery id came from: the provider's header, Slack's event_id, or the body's hash. */
+type DeliveryIdSource = "header" | "event_id" | "body_hash";
+
+/**
+ * The provider's own delivery id, or the body's hash where it gives none. GitHub always
+ * sends X-GitHub-Delivery; a signed request without it (a proxy that strips X- headers) is
+ * still authentic, and a GitHub redelivery resends the same bytes, so the hash dedupes what
+ * the id would. It is accepted, not refused: GitHub does not retry a refused delivery on its
+ * own, so a 4xx would lose the event. (The one case the hash cannot join: the same delivery
+ * once with its header and once without wakes twice.)
+ */
+function deliveryIdOf(integ: IntegrationConfig, header: (n: string) => string | undefined, payload: unknown, body: Uint8Array): { id: string; from: DeliveryIdSource } {
+  const hash = () => ({ id: `sha256:${createHash("sha256").update(body).digest("hex")}`, from: "body_hash" as const });
+  const fromHeader = (name: string | undefined) => {
+    const v = name ? header(name.toLowerCase())?.trim() : undefined;
+    return v ? { id: v, from: "header" as const } : hash();
+  };
   switch (integ.kind) {
     case "github":
-      return header("x-github-delivery")?.trim() || hash();
-    case "slack":
-      return slackEventId(payload) ?? hash();
+      return fromHeader("x-github-delivery");
+    case "slack": {
+      const id = slackEventId(payload);
+      return id !== null ? { id, from: "event_id" } : hash();
+    }
     case "generic":
-      return (integ.delivery_header ? header(integ.delivery_header.toLowerCase())?.trim() : undefined) || hash();
+      return fromHeader(integ.delivery_header);
   }
 }
 
@@ -156,7 +172,7 @@ export class Ingress {
     const text = new TextDecoder().decode(body);
     const payload = payloadOf(header("content-type") ?? "application/json", text);
     if (payload === undefined) return { status: 400, code: "invalid_json", message: "body is not valid JSON" };
-    const delivery_id = deliveryIdOf(integ, header, payload, body);
+    const { id: delivery_id, from: delivery_id_from } = deliveryIdOf(integ, header, payload, body);
     let parsed: Parsed;
     switch (integ.kind) {
       case "github":
@@ -197,14 +213,14 @@ export class Ingress {
     try {
       const dup = await this.claimAndPublish(delivery, notification);
       if (dup) {
-        this.o.log.info("integration_delivery_duplicate", { integration: id, delivery, delivery_id });
+        this.o.log.info("integration_delivery_duplicate", { integration: id, delivery, delivery_id, delivery_id_from });
         return { status: 200, duplicate: true, delivery };
       }
     } catch (err) {
       this.o.log.warn("integration_delivery_unaccepted", { integration: id, delivery, error: err as Error });
       return { status: 503, code: "unavailable", message: "the delivery could not be recorded; send it again" };
     }
-    this.o.log.info("integration_delivery_accepted", { integration: id, delivery, delivery_id, event_type: event.event, seats: notification.seats });
+    this.o.log.info("integration_delivery_accepted", { integration: id, delivery, delivery_id, delivery_id_from, event_type: event.event, seats: notification.seats });
     return { status: 202, accepted: true, delivery, seats: notification.seats };
   }
 

@@ -116,6 +116,7 @@ describe("inbound", () => {
     ["github-issue_comment-created", "github", "gh", ["cto", "engineer"]],
     ["github-pull_request-opened", "github", "gh", ["cto"]],
     ["github-pull_request_review-submitted", "github", "gh", ["cto"]],
+    ["github-pull_request_review_comment-created", "github", "gh", ["cto"]],
     ["github-check_run-completed", "github", "gh", ["cto"]],
     ["slack-message", "slack", "slack", ["pm"]],
     ["slack-thread-mention", "slack", "slack", ["pm", "cto"]],
@@ -250,6 +251,76 @@ describe("inbound", () => {
     expect(r.inbox.get("cto")!.length).toBe(1);
   }, 60_000);
 
+  test("a Slack retry (same event_id, a new timestamp and signature, X-Slack-Retry-Num) wakes the seat once", async () => {
+    const r = await rig(integrationsCompany());
+    const f = fixture("slack-message");
+    // A message of its own: a wake is one per (message, seat), and the fixture's message woke pm above.
+    const ts = (n: number) => `1355518000.${String(n).padStart(6, "0")}`;
+    const body = { ...f.body, event_id: `Ev${fresh().replace(/-/g, "")}`.slice(0, 40), event: { ...f.body.event, ts: ts(1), event_ts: ts(1) } };
+    const before = await r.notificationsPublished();
+    const first = await r.post("/hooks/slack/slack", slackRequest(f, Date.now() - 30_000, undefined, body));
+    expect(first).toMatchObject({ status: 202, json: { accepted: true, seats: ["pm"] } });
+    // Slack re-signs a retry at its own time and says why it retried; the body is the same.
+    const retry = slackRequest(f, Date.now(), undefined, body);
+    retry.headers["X-Slack-Retry-Num"] = "1";
+    retry.headers["X-Slack-Retry-Reason"] = "http_timeout";
+    const again = await r.post("/hooks/slack/slack", retry);
+    expect(again).toMatchObject({ status: 200, json: { duplicate: true, delivery: first.json.delivery } });
+    expect(await r.notificationsPublished()).toBe(before + 1);
+    // Another message (its own event_id and ts) with the same text is news.
+    const next = { ...body, event_id: `${body.event_id}x`.slice(0, 40), event: { ...body.event, ts: ts(2), event_ts: ts(2) } };
+    const other = await r.post("/hooks/slack/slack", slackRequest(f, Date.now(), undefined, next));
+    expect(other.status).toBe(202);
+    await r.wait("pm's two wakes", () => r.inbox.get("pm")!.length === 2);
+    await Bun.sleep(300);
+    expect(r.inbox.get("pm")!.length).toBe(2);
+    expect(await r.notificationsPublished()).toBe(before + 2);
+  }, 60_000);
+
+  test("generic: with no delivery header configured, or the configured one absent, the body's hash is the delivery id", async () => {
+    const base = integrationsCompany();
+    const noHeader = { ...base, integrations: base.integrations.map((i) => (i.id === "ci" ? { ...i, delivery_header: undefined } : i)) } as Company;
+    for (const [company, why] of [
+      [noHeader, "no delivery_header configured"],
+      [base, "delivery_header configured, the request has none"],
+    ] as const) {
+      const r = await rig(company);
+      const payload = { event: "build.failed", text: `main is red (${why}) ${fresh()}` };
+      const req = genericRequest(payload);
+      expect(Object.keys(req.headers)).not.toContain("X-Delivery");
+      const first = await r.post("/hooks/generic/ci", req);
+      expect(first).toMatchObject({ status: 202, json: { accepted: true, seats: ["engineer"] } });
+      const hash = new Bun.CryptoHasher("sha256").update(req.body).digest("hex");
+      expect(first.json.delivery).toBe(deliveryKey("ci", `sha256:${hash}`));
+      expect(await r.post("/hooks/generic/ci", genericRequest(payload))).toMatchObject({ status: 200, json: { duplicate: true } });
+      // One byte of difference is another delivery.
+      expect((await r.post("/hooks/generic/ci", genericRequest({ ...payload, text: `${payload.text}!` }))).status).toBe(202);
+      await r.wait("engineer's two wakes", () => r.inbox.get("engineer")!.length === 2);
+      await Bun.sleep(300);
+      expect(r.inbox.get("engineer")!.length).toBe(2);
+    }
+  }, 60_000);
+
+  test("GitHub without X-GitHub-Delivery is deduped by the body's hash (a redelivery resends the same bytes)", async () => {
+    const r = await rig(integrationsCompany());
+    const f = fixture("github-issues-labeled");
+    const body = structuredClone(f.body);
+    body.issue.title = `Found a bug ${fresh()}`;
+    const req = githubRequest(f, GH_SECRET, { body });
+    delete req.headers["X-GitHub-Delivery"];
+    const before = await r.notificationsPublished();
+    const first = await r.post("/hooks/github/gh", req);
+    expect(first).toMatchObject({ status: 202, json: { accepted: true, seats: ["pm"] } });
+    const hash = new Bun.CryptoHasher("sha256").update(req.body).digest("hex");
+    expect(first.json.delivery).toBe(deliveryKey("gh", `sha256:${hash}`));
+    expect(r.sink.events("integration_delivery_accepted").at(-1)!.fields).toMatchObject({ delivery_id: `sha256:${hash}`, delivery_id_from: "body_hash" });
+    expect(await r.post("/hooks/github/gh", req)).toMatchObject({ status: 200, json: { duplicate: true } });
+    expect(await r.notificationsPublished()).toBe(before + 1);
+    await r.wait("pm's wake", () => r.inbox.get("pm")!.length === 1);
+    await Bun.sleep(300);
+    expect(r.inbox.get("pm")!.length).toBe(1);
+  }, 60_000);
+
   test("a delivery claimed by a node that died before publishing is published by the retry", async () => {
     const r = await rig(integrationsCompany());
     const delivery = fresh();
@@ -330,7 +401,9 @@ describe("rate valve", () => {
   }, 120_000);
 
   test("a notification handled twice (a redelivery, a second node) wakes the seat once", async () => {
-    const r = await rig(integrationsCompany());
+    // A minute of its own: the valve's window (fleet-wide, outliving a rig) is not shared
+    // with the wakes the inbound tests sent cto this minute on the system clock.
+    const r = await rig(integrationsCompany(), new FakeClock(Date.UTC(2026, 5, 1, 14, 0, 0)));
     const res = await r.post("/hooks/github/gh", githubRequest(fixture("github-issues-opened"), GH_SECRET, { delivery: fresh() }));
     expect(res.status).toBe(202);
     await r.wait("cto's wake", () => r.inbox.get("cto")!.length === 1);

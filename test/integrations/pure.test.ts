@@ -136,6 +136,7 @@ describe("payloads", () => {
     ["github-issue_comment-created", "issue_comment", "issue_comment.created", "commented on issue #1347 “Found a bug”", "octocat/Hello-World#1347", ["bug"]],
     ["github-pull_request-opened", "pull_request", "pull_request.opened", "opened pull request #1348 “Fix the gripper timing”", "octocat/Hello-World#1348", []],
     ["github-pull_request_review-submitted", "pull_request_review", "pull_request_review.submitted", "reviewed pull request #1348 “Fix the gripper timing”: changes requested", "octocat/Hello-World#1348", []],
+    ["github-pull_request_review_comment-created", "pull_request_review_comment", "pull_request_review_comment.created", "commented on the diff of pull request #1348 “Fix the gripper timing”", "octocat/Hello-World#1348", []],
     ["github-check_run-completed", "check_run", "check_run.completed", "check run “Octocoders-linter” completed (completed: failure) on pull request #1348", "octocat/Hello-World#1348", []],
   ])("%s reads as a readable event", (name, header, event, summary, thread, labels) => {
     const f = fixture(name);
@@ -164,6 +165,7 @@ describe("payloads", () => {
     ["issues", "github-issues-opened", (b: any) => delete b.repository, "repository"],
     ["issue_comment", "github-issue_comment-created", (b: any) => delete b.comment.user, "comment.user"],
     ["pull_request", "github-pull_request-opened", (b: any) => (b.pull_request.number = "1348"), "pull_request.number"],
+    ["pull_request_review_comment", "github-pull_request_review_comment-created", (b: any) => delete b.comment.html_url, "comment.html_url"],
     ["check_run", "github-check_run-completed", (b: any) => delete b.check_run.head_sha, "check_run.head_sha"],
   ])("%s missing a used field is unusable, naming it (%s, %s)", (event, name, mutate, field) => {
     const body = structuredClone(fixture(name).body);
@@ -240,6 +242,7 @@ describe("routes", () => {
     ["github-issue_comment-created", "issue_comment", ["cto", "engineer"]],
     ["github-pull_request-opened", "pull_request", ["cto"]],
     ["github-pull_request_review-submitted", "pull_request_review", ["cto"]],
+    ["github-pull_request_review_comment-created", "pull_request_review_comment", ["cto"]],
     ["github-check_run-completed", "check_run", ["cto"]],
   ])("%s wakes %j", (name, event, seats) => {
     expect(seatsFor(gh, parseGithub(event, fixture(name).body))).toEqual(seats);

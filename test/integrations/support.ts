@@ -53,7 +53,7 @@ export function integrationsCompany(opts: { githubBase?: string; slackBase?: str
         ...(opts.githubBase ? { base_url: opts.githubBase } : {}),
         ...(opts.rate ? { rate_per_minute: opts.rate } : {}),
         routes: [
-          { seat: "cto", events: ["issues.opened", "pull_request", "pull_request_review.submitted", "check_run.completed"], repository: "octocat/Hello-World" },
+          { seat: "cto", events: ["issues.opened", "pull_request", "pull_request_review.submitted", "pull_request_review_comment.created", "check_run.completed"], repository: "octocat/Hello-World" },
           { seat: "pm", events: ["issues.labeled"], label: "needs-triage" },
           { unit: "eng", events: ["issue_comment.created"] },
         ],
