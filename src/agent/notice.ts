@@ -70,6 +70,8 @@ export function causeOf(stop: TurnStop): string {
       return `I could not connect to my model endpoint — check ${cfg}.base_url and that the server is running`;
     case "aborted":
       return "my model call was cancelled";
+    case "cooling":
+      return `every API key of my model endpoint is resting after rate limits (429) — check the quota of ${cfg}.api_keys, or add a key or a fallback`;
     case "http":
       break;
   }

@@ -27,6 +27,7 @@ describe("classifyFailure", () => {
     ["http", 529, "overloaded_error", "transient"],
     ["timeout", null, "no answer within 90000 ms", "transient"],
     ["network", null, "ECONNREFUSED", "transient"],
+    ["cooling", null, "all keys cooling after a rate limit", "transient"],
     ["bad_response", null, "response is not JSON: <html>", "permanent"],
     ["config", null, "api_keys is empty", "permanent"],
     ["aborted", null, "cancelled by the caller", "cancelled"],
@@ -51,6 +52,8 @@ describe("coolingReason: which answers rest the key fleet-wide", () => {
     ["http", 400, "30", "bad request", null],
     ["timeout", null, null, "no answer", null],
     ["network", null, null, "ECONNREFUSED", null],
+    // No request was made: nothing new to rest the key for.
+    ["cooling", null, null, "all keys cooling", null],
   ] as const)("%s %p Retry-After %p %p → %p", (kind, status, retry_after, body, want) => {
     expect(coolingReason({ kind: kind as ProviderErrorKind, status, body, retry_after })).toBe(want);
   });

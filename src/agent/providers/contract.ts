@@ -62,6 +62,12 @@ export interface CompletionRequest {
   retry?: RetrySpend;
   /** Text as it arrives, when the provider streams (a live view; never the answer itself). */
   onText?: (delta: string) => void;
+  /**
+   * A fallback provider takes this call when this one gives up (set by withFallback for
+   * its primary): a provider whose keys are all cooling then gives up at once, before any
+   * request, instead of waiting its keys out.
+   */
+  has_fallback?: boolean;
 }
 
 export interface Completion {
@@ -74,6 +80,8 @@ export interface Completion {
 export interface KeyCooldowns {
   /** True while `key` of `provider` is cooling (a local mirror: never waits on the store). */
   cooling(provider: string, key: string): boolean;
+  /** When `key` of `provider` is ready again (clock ms; in the past or 0 when it is ready). */
+  untilOf(provider: string, key: string): number;
   /** Rests `key` for `for_ms` fleet-wide; `reason` is what the events say. Never throws. */
   cool(provider: string, key: string, for_ms: number, reason: string): void;
 }
@@ -96,7 +104,9 @@ export type ProviderErrorKind =
   /** The caller cancelled. */
   | "aborted"
   /** Configuration cannot work (no api key, unknown fallback). */
-  | "config";
+  | "config"
+  /** Every API key of the provider is cooling fleet-wide (src/spend/cooldowns.ts): no call made. */
+  | "cooling";
 
 /**
  * An honest provider failure: which provider, what kind, the status and the body's words

@@ -39,6 +39,8 @@ export function classifyFailure(f: FailureFacts): FailureClass {
       return "permanent";
     case "timeout":
     case "network":
+    // Every key resting after a rate limit: the same call succeeds once one is ready.
+    case "cooling":
       return "transient";
     case "http":
       break;

@@ -260,6 +260,8 @@ export interface RetryOptions extends CallOptions {
   keys: number;
   random?: () => number;
   cooldowns?: KeyCooldowns;
+  /** A fallback takes the call when this one gives up (CompletionRequest.has_fallback). */
+  has_fallback?: boolean;
 }
 
 /** What both wires' providers share about how a call is made and retried. */
@@ -274,7 +276,7 @@ export interface WireSettings {
 }
 
 /** One call's retry options from its provider's settings and the turn's request. */
-export function retryOptions(w: WireSettings, timeouts: Timeouts, keys: number, req: { signal?: AbortSignal; retry?: RetrySpend }): RetryOptions {
+export function retryOptions(w: WireSettings, timeouts: Timeouts, keys: number, req: { signal?: AbortSignal; retry?: RetrySpend; has_fallback?: boolean }): RetryOptions {
   return {
     provider: w.name,
     clock: w.clock,
@@ -286,6 +288,7 @@ export function retryOptions(w: WireSettings, timeouts: Timeouts, keys: number, 
     keys: Math.max(1, keys),
     random: w.random,
     cooldowns: w.cooldowns,
+    has_fallback: req.has_fallback ?? false,
   };
 }
 
@@ -294,6 +297,11 @@ export function retryOptions(w: WireSettings, timeouts: Timeouts, keys: number, 
  * or the retry budget. `build(attempt)` makes each attempt's request (the key rotates).
  * `consume` reads a 2xx answer into the result; a ProviderError it throws (a stalled
  * stream, a bad body) is judged like any other.
+ *
+ * An attempt whose key is cooling fleet-wide (keyFor only picks one when every key is)
+ * makes no request: it is a transient "cooling" failure, thrown at once when a fallback
+ * takes the call (withFallback moves on), else waited out like a Retry-After — until the
+ * key's end plus jitter, inside the budget, or the turn fails and comes back later.
  */
 export async function callWithRetries<T>(build: (attempt: number) => PostSpec, consume: (a: Answer) => Promise<T>, opts: RetryOptions): Promise<T> {
   const spend = opts.spend ?? { used_ms: 0 };
@@ -301,38 +309,55 @@ export async function callWithRetries<T>(build: (attempt: number) => PostSpec, c
   const random = opts.random ?? Math.random;
   let keysRefused = 0;
   let last: ProviderError | null = null;
+  const restingUntil = (spec: PostSpec): number => (spec.key !== undefined && opts.cooldowns ? opts.cooldowns.untilOf(opts.provider, spec.key) : 0);
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
     const spec = build(attempt);
     const started = opts.clock.now();
     let retry_after: string | null = null;
-    try {
-      const answer = await post(spec, opts);
-      if (answer.status >= 200 && answer.status < 300) return await consume(answer);
-      retry_after = answer.retry_after;
-      const body = redact(await answer.text().catch(() => ""));
-      const cooling = spec.key !== undefined && opts.cooldowns ? coolingReason({ kind: "http", status: answer.status, body, retry_after }) : null;
-      if (cooling !== null) {
-        // The key rests fleet-wide until the server's Retry-After, else the backoff's ceiling.
-        const for_ms = retryDelayMs(retry_after, attempt, opts.clock.now(), () => 1);
-        opts.cooldowns!.cool(opts.provider, spec.key!, for_ms, retry_after !== null ? cooling : `${cooling}, backoff ${for_ms} ms`);
+    const resting = restingUntil(spec);
+    if (resting > started) {
+      // keyFor picks a cooling key only when every key is cooling: no request is made with it.
+      last = new ProviderError(opts.provider, "cooling", `all keys cooling after a rate limit, until ${new Date(resting).toISOString()}; no request made`, null, attempt);
+      if (opts.has_fallback) throw last;
+    } else {
+      try {
+        const answer = await post(spec, opts);
+        if (answer.status >= 200 && answer.status < 300) return await consume(answer);
+        retry_after = answer.retry_after;
+        const body = redact(await answer.text().catch(() => ""));
+        const cooling = spec.key !== undefined && opts.cooldowns ? coolingReason({ kind: "http", status: answer.status, body, retry_after }) : null;
+        if (cooling !== null) {
+          // The key rests fleet-wide until the server's Retry-After, else the backoff's ceiling.
+          const for_ms = retryDelayMs(retry_after, attempt, opts.clock.now(), () => 1);
+          opts.cooldowns!.cool(opts.provider, spec.key!, for_ms, retry_after !== null ? cooling : `${cooling}, backoff ${for_ms} ms`);
+        }
+        last = new ProviderError(opts.provider, "http", redact(`HTTP ${answer.status} from ${spec.url}: ${body.slice(0, ERROR_BODY_CHARS)}`), answer.status, attempt, body);
+      } catch (err) {
+        if (!(err instanceof ProviderError)) throw err;
+        if (err.failure === "cancelled") throw err;
+        // Its words may quote the URL (which can carry a key in its query) or a socket error.
+        const clean = new ProviderError(err.provider, err.kind, redact(err.message.replace(/^provider [^:]+: /, "")), err.status, attempt);
+        last = clean;
       }
-      last = new ProviderError(opts.provider, "http", redact(`HTTP ${answer.status} from ${spec.url}: ${body.slice(0, ERROR_BODY_CHARS)}`), answer.status, attempt, body);
-    } catch (err) {
-      if (!(err instanceof ProviderError)) throw err;
-      if (err.failure === "cancelled") throw err;
-      // Its words may quote the URL (which can carry a key in its query) or a socket error.
-      const clean = new ProviderError(err.provider, err.kind, redact(err.message.replace(/^provider [^:]+: /, "")), err.status, attempt);
-      last = clean;
-    }
-    spend.used_ms += opts.clock.now() - started;
-    if (last.status === 401 || last.status === 403) {
-      // A rejected key is not the endpoint's fault: the next key gets a try at once.
-      keysRefused += 1;
-      if (keysRefused < opts.keys) continue;
+      spend.used_ms += opts.clock.now() - started;
+      if (last.status === 401 || last.status === 403) {
+        // A rejected key is not the endpoint's fault: the next key gets a try at once.
+        keysRefused += 1;
+        if (keysRefused < opts.keys) continue;
+      }
     }
     if (last.failure !== "transient") throw last;
     if (attempt >= MAX_ATTEMPTS) break;
-    const delay_ms = retryDelayMs(retry_after, attempt, opts.clock.now(), random);
+    const now = opts.clock.now();
+    let delay_ms = retryDelayMs(retry_after, attempt, now, random);
+    // The next attempt's key is cooling (this answer cooled it, or the fleet did): a
+    // fallback takes the call now; else its end is waited out, jittered past it so the
+    // seats that all found it cooling spread out instead of returning together.
+    const next_resting = restingUntil(build(attempt + 1));
+    if (next_resting > now) {
+      if (opts.has_fallback) throw last;
+      delay_ms = Math.max(delay_ms, next_resting - now + Math.floor(random() * BACKOFF_BASE_MS));
+    }
     // A server asking for longer than the budget has left is saying "not now": the turn
     // fails honestly and its delivery comes back later instead.
     // A budget of 0 is "never retry", even when the attempt and the delay round to 0 ms.
@@ -349,7 +374,7 @@ export async function callWithRetries<T>(build: (attempt: number) => PostSpec, c
 
 /** The key for an attempt: rotate through the list so a rate-limited key rests, and pass
  * over a key the fleet has cooling (`skip`) while another is ready; all cooling: the
- * rotation's own pick (the call's backoff waits it out). */
+ * rotation's own pick, with which callWithRetries makes no request (it waits or gives up). */
 export function keyFor(keys: readonly string[], start: number, attempt: number, skip?: (key: string) => boolean): string | undefined {
   if (keys.length === 0) return undefined;
   const first = (start + attempt - 1) % keys.length;

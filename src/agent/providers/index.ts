@@ -56,10 +56,10 @@ export function withFallback(primary: Provider, fallback: Provider): Provider {
     name: primary.name,
     async complete(req: CompletionRequest): Promise<Completion> {
       try {
-        return await primary.complete(req);
+        return await primary.complete({ ...req, has_fallback: true });
       } catch (err) {
         if (!(err instanceof ProviderError) || !worthFallback(err.failure, err.status)) throw err;
-        return fallback.complete(req);
+        return fallback.complete({ ...req, has_fallback: false });
       }
     },
   };
