@@ -140,6 +140,9 @@ export class Notifier {
         this.o.log.info("turn_notice_skipped", { seat, turn_id, event_id: target.event_id, reason: "already_told" });
         return "already_told";
       }
+      // One notice per (seat, message answered), in a thread or on a task: a retry after a
+      // lost answer is the same write (applied once), and it wakes no agent (wakes.ts).
+      const op_id = automaticOpId("notice", `${seat}\n${target.event_id}`);
       let result;
       if (chat) {
         const m = await this.o.estate.read({ q: "chat.message", id: chat.refs.message_id! });
@@ -149,13 +152,12 @@ export class Notifier {
             this.o.estate.write(
               "chat",
               { op: "chat.post", channel: chat.refs.channel!, author: seat, body: truncateToBytes(text, MAX_MESSAGE_BYTES), thread_parent: root, mentions: [], dm: null },
-              // One notice per (seat, message answered): a retry is the same write, and it wakes no agent (wakes.ts).
-              { op_id: automaticOpId("notice", `${seat}\n${target.event_id}`) },
+              { op_id },
             ),
           (o) => o,
         );
       } else {
-        result = await writeResult(() => this.o.estate.write("tracker", { op: "work.comment", key: work!.refs.work_key!, author: seat, body: truncateToBytes(text, MAX_WORK_BODY_BYTES) }), (o) => o);
+        result = await writeResult(() => this.o.estate.write("tracker", { op: "work.comment", key: work!.refs.work_key!, author: seat, body: truncateToBytes(text, MAX_WORK_BODY_BYTES) }, { op_id }), (o) => o);
       }
       if (result.is_error && !result.reached) throw new Error(result.content);
       await this.o.ledger?.recordNotice({ seat, turn_id, node: this.o.node_id, event_id: target.event_id });

@@ -4,16 +4,17 @@
 // the endpoint got and when, and where the message ended: answered, dead letter with a
 // reason, or handed back.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { NOTICE_PREFIX } from "../../src/agent/notice.ts";
+import { NOTICE_PREFIX, Notifier } from "../../src/agent/notice.ts";
 import { createApp } from "../../src/api/app.ts";
 import { TokenAuth } from "../../src/api/auth.ts";
 import { agentsGroup } from "../../src/api/routes/agents.ts";
 import { GRANTS } from "../../src/config/tier-a.ts";
-import { silentLogger } from "../../src/log.ts";
+import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { buildOrg } from "../../src/org/org.ts";
-import { rootCompany } from "./support.ts";
+import { commentTrigger, directTrigger, mentionTrigger, rootCompany, taskTrigger } from "./support.ts";
 import { MAX_ATTEMPTS } from "../../src/agent/providers/http.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
+import { MemoryEventSink } from "../../src/agent/events.ts";
 import { FailureRig, TEST_REDELIVERY, type Wire } from "./failure-rig.ts";
 import { anthropicStream, anthropicTextReply, openAiStream, openAiTextReply, openAiToolReply, startModelServer, type ModelServer, type Reply } from "./model-server.ts";
 
@@ -67,6 +68,27 @@ function expectClean(r: FailureRig, shown: string[]): void {
 }
 
 const wires: Wire[] = ["openai", "anthropic"];
+
+/** The DM between the founder and cto. */
+const DM = "dm.cto.founder";
+
+/** The founder writes to cto in their DM (the trigger not yet published). */
+async function directMessage(r: FailureRig, body: string): Promise<{ message_id: string; trigger: ReturnType<typeof directTrigger> }> {
+  const out = await r.estate.write("chat", { op: "chat.post", channel: DM, author: "founder", body, thread_parent: null, mentions: [], dm: { members: ["cto", "founder"] } });
+  if (out.status !== "applied" || !out.outcome.ok) throw new Error(`dm failed: ${JSON.stringify(out)}`);
+  const message_id = out.outcome.message_id as string;
+  return { message_id, trigger: directTrigger("cto", DM, message_id, body) };
+}
+
+/** A task assigned to cto and the founder's comment on it (the comment's trigger not yet published). */
+async function commentedTask(r: FailureRig, body: string): Promise<{ work_key: string; trigger: ReturnType<typeof commentTrigger> }> {
+  const created = await r.estate.write("tracker", { op: "work.create", project: "ENG", type: "task", title: "Fix the build", body: "", status: "todo", priority: "medium", assignee: "cto", parent: null, labels: [], due: null, reporter: "founder" });
+  if (created.status !== "applied" || !created.outcome.ok) throw new Error(`work.create failed: ${JSON.stringify(created)}`);
+  const work_key = created.outcome.key as string;
+  const commented = await r.estate.write("tracker", { op: "work.comment", key: work_key, author: "founder", body });
+  if (commented.status !== "applied" || !commented.outcome.ok) throw new Error(`work.comment failed: ${JSON.stringify(commented)}`);
+  return { work_key, trigger: commentTrigger("cto", work_key, commented.outcome.comment_id as string, body) };
+}
 
 describe.each(wires)("%s wire: permanent failures are told at once, never retried", (wire) => {
   test.each([
@@ -269,6 +291,45 @@ describe("fallback, task threads, reaching outside, one notice per message", () 
     }
   });
 
+  test("a DM that fails for good is told in the DM, in the message's thread", async () => {
+    const r = await rig("openai");
+    try {
+      server.script([{ status: 401, json: errorBody("openai", "invalid_api_key", "bad key") }]);
+      const { message_id, trigger } = await directMessage(r, "are we on track?");
+      await r.publish(trigger);
+      const end = await r.ending("cto", null, trigger.event_id);
+      expect(end.where).toBe("dead_letter");
+      expect(server.requests).toHaveLength(1);
+      const thread = (await r.estate.thread(DM, message_id)).map((m) => [m.author, m.thread_parent, m.body.startsWith(NOTICE_PREFIX), m.body.includes("(401)")]);
+      expect(thread).toEqual([
+        ["founder", null, false, false],
+        ["cto", message_id, true, true],
+      ]);
+      expect((await r.estate.thread("general", message_id)).length).toBe(0);
+    } finally {
+      await r.stop(true);
+    }
+  });
+
+  test("a comment on a task that fails for good is told as a comment on the task", async () => {
+    const r = await rig("anthropic");
+    try {
+      server.script([{ status: 404, json: errorBody("anthropic", "not_found_error", "model: test-model") }]);
+      const { work_key, trigger } = await commentedTask(r, "any news?");
+      await r.publish(trigger);
+      const end = await r.ending("cto", null, trigger.event_id);
+      expect(end.where).toBe("dead_letter");
+      expect(server.requests).toHaveLength(1);
+      const got = await r.estate.read({ q: "work.get", key: work_key });
+      expect(got!.comments.map((c) => [c.author, c.body.startsWith(NOTICE_PREFIX), c.body.includes("404")])).toEqual([
+        ["founder", false, false],
+        ["cto", true, true],
+      ]);
+    } finally {
+      await r.stop(true);
+    }
+  });
+
   test("a 500 after a tool wrote outside: acked, the person hears what was done and that it stopped", async () => {
     const r = await rig("openai");
     try {
@@ -314,6 +375,41 @@ describe("fallback, task threads, reaching outside, one notice per message", () 
       const end = await r.ending("cto", message_id, trigger.event_id);
       expect(end.where).toBe("dead_letter");
       expect(end.thread[1]![1]).toContain("I have no model configured");
+    } finally {
+      await r.stop(true);
+    }
+  });
+});
+
+describe("a notice is one write: told again after a lost answer, with no ledger mark, the thread or task holds one", () => {
+  /** A person's message of `kind` to cto, and what cto has written where it is answered. */
+  async function asked(r: FailureRig, kind: "chat_mention" | "chat_direct" | "task_assigned" | "task_comment") {
+    if (kind === "chat_mention" || kind === "chat_direct") {
+      const channel = kind === "chat_direct" ? DM : "general";
+      const message_id = kind === "chat_direct" ? (await directMessage(r, "status?")).message_id : await r.estate.post("general", "founder", "@cto status?");
+      const trigger = kind === "chat_direct" ? directTrigger("cto", DM, message_id, "status?") : mentionTrigger("cto", "general", message_id, "status?");
+      return { trigger, shown: async () => (await r.estate.thread(channel, message_id)).filter((m) => m.author === "cto").map((m) => m.body) };
+    }
+    const task = await commentedTask(r, "any news?");
+    const trigger = kind === "task_comment" ? task.trigger : taskTrigger("cto", task.work_key, "Fix the build", "founder");
+    return { trigger, shown: async () => (await r.estate.read({ q: "work.get", key: task.work_key }))!.comments.filter((c) => c.author === "cto").map((c) => c.body) };
+  }
+
+  test.each(["chat_mention", "chat_direct", "task_assigned", "task_comment"] as const)("%s", async (kind) => {
+    const r = await FailureRig.start({ wire: "openai", base_url: server.url }, nats);
+    try {
+      const { trigger, shown } = await asked(r, kind);
+      // The first write applies but its answer is lost; the ledger's mark never lands (no
+      // ledger here, as when the node dies between the write and the mark): a redelivery tells again.
+      let lost = 0;
+      r.estate.loseAnswer = (_domain, body) => (body as { author?: string }).author === "cto" && lost++ === 0;
+      const { log } = memoryLogger("warn");
+      const notifier = new Notifier({ estate: r.estate, ledger: null, log, events: new MemoryEventSink(), node_id: "node-a" });
+      const text = `${NOTICE_PREFIX}I could not answer this: my model endpoint refused the API key (401).`;
+      expect(await notifier.tell("cto", "turn-1", [trigger], text)).toBe("posted");
+      expect(await notifier.tell("cto", "turn-2", [trigger], text)).toBe("posted");
+      expect(lost).toBe(2);
+      expect(await shown()).toEqual([text]);
     } finally {
       await r.stop(true);
     }

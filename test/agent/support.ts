@@ -101,6 +101,25 @@ export function taskTrigger(seat: string, work_key: string, text: string, from =
   };
 }
 
+/** A DM to `seat` (as wakes.ts derives it: chat_direct, the DM's message as the thread). */
+export function directTrigger(seat: string, channel: string, message_id: string, text: string, from = "founder"): Trigger {
+  return { ...mentionTrigger(seat, channel, message_id, text, from), type: "chat_direct" };
+}
+
+/** Somebody else's comment on a task `seat` is assigned (wakes.ts: task_comment). */
+export function commentTrigger(seat: string, work_key: string, comment_id: string, text: string, from = "founder"): Trigger {
+  return {
+    type: "task_comment",
+    event_id: `comment:${comment_id}:${seat}`,
+    seat,
+    conversation: `work:${work_key}`,
+    from,
+    text,
+    refs: { work_key, comment_id },
+    created_at: 3_000,
+  };
+}
+
 /** Compile-time proof the real router is an EstatePort as it stands (tsc checks this). */
 export function routerIsAnEstatePort(r: import("../../src/estate/router.ts").EstateRouter): EstatePort {
   return r;
