@@ -12,8 +12,6 @@ export interface Bucket extends KvSlot {
   readonly max_age_ms: number;
   /** The entry `revision` wrote under `key` (put, delete or purge), or null if it is gone. */
   at(key: string, revision: number): Promise<KvEntry | null>;
-  /** Latest value of every key matching filter (wildcards `*`, `>`), deletes left out. */
-  entries(filter?: string): Promise<KvEntry[]>;
   /** Sequence of the bucket's last write still held, 0 when it holds nothing. */
   lastRevision(): Promise<number>;
   /** The store's clock, ms: the timestamp the store gives a write made now. */
@@ -160,6 +158,7 @@ export function encodedSlot(inner: Bucket): KvSlot {
     delete: (key, revision) => inner.delete(encodeSlotKey(key), revision),
     purge: (key, revision) => inner.purge(encodeSlotKey(key), revision),
     keys: async (filter) => (await inner.keys(filter === undefined ? undefined : encodeSlotKey(filter, true))).map(decodeSlotKey),
+    entries: async (filter) => (await inner.entries(filter === undefined ? undefined : encodeSlotKey(filter, true))).map(out),
     removals: async (filter) => (await inner.removals(filter === undefined ? undefined : encodeSlotKey(filter, true))).map(out),
     purgeRemoval: (key, revision) => inner.purgeRemoval(encodeSlotKey(key), revision),
     watch: (onEntry, opts) =>

@@ -113,6 +113,9 @@ export interface KvSlot {
   delete(key: string, revision?: number): Promise<void>;
   purge(key: string, revision?: number): Promise<void>;
   keys(filter?: string): Promise<string[]>;
+  /** Latest value of every key matching filter (wildcards `*`, `>`), deletes left out: one
+   *  listing, the same cost as keys() on JetStream (its snapshot carries the values). */
+  entries(filter?: string): Promise<KvEntry[]>;
   /** Removal markers still held: keys whose latest write is a delete or a purge. */
   removals(filter?: string): Promise<KvEntry[]>;
   /**
@@ -125,7 +128,7 @@ export interface KvSlot {
   watch(onEntry: (entry: KvEntry) => void, opts?: { key?: string; includeCurrent?: boolean }): Promise<KvWatch>;
 }
 
-export const SLOT_NAMES = ["config", "status", "ledger", "claims", "mailboxes", "fires", "rate", "budgets", "cooldowns", "controls", "estate"] as const;
+export const SLOT_NAMES = ["config", "status", "ledger", "claims", "mailboxes", "fires", "schedules", "rate", "budgets", "cooldowns", "controls", "estate"] as const;
 export type SlotName = (typeof SLOT_NAMES)[number];
 
 export interface Coordination {

@@ -9,8 +9,7 @@ import type { Clock } from "../clock.ts";
 import { CasConflict, type KvEntry, type KvSlot } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 import type { Queue } from "../queue/contract.ts";
-import { MAILBOX_CREATE_CONCURRENCY, type MailboxWalkResult } from "../queue/mailboxes.ts";
-import { seatMailboxes } from "../queue/topics.ts";
+import { eachInFlight, ensureSeatMailboxes, MAILBOX_CREATE_CONCURRENCY, type MailboxWalkResult } from "../queue/mailboxes.ts";
 
 /** A retirement's budget: its deletes are a few broker calls (milliseconds on a healthy
  * broker); 30 s rides out a leader election several times over (spec: "its 30-second budget"). */
@@ -57,11 +56,25 @@ export type RegisterOutcome = "registered" | "present" | "taken_over" | "failed"
  * (seat_mailbox_unregistered) and the caller creates the mailbox anyway, because a seat in
  * the company losing mail is worse than a mailbox the next sweep registers.
  */
-export async function registerSeat(registry: KvSlot, handle: string, clock: Clock, log: Logger, signal?: AbortSignal): Promise<RegisterOutcome> {
+export async function registerSeat(
+  registry: KvSlot,
+  handle: string,
+  clock: Clock,
+  log: Logger,
+  opts: {
+    signal?: AbortSignal;
+    /** What a listing of the registry just read for the seat (null: no record), so the first
+     *  attempt makes no read of its own; every later attempt reads afresh. */
+    seen?: KvEntry | null;
+  } = {},
+): Promise<RegisterOutcome> {
+  const signal = opts.signal;
+  let seen = opts.seen;
   let waitedFor: string | null = null;
   for (let attempt = 0; attempt < REGISTER_ATTEMPTS; ) {
     try {
-      const e = await registry.get(handle);
+      const e = seen !== undefined ? seen : await registry.get(handle);
+      seen = undefined;
       const now = clock.now();
       if (!e) {
         await registry.create(handle, encodeRecord({ handle, registered_at: now, absent_since: null, retiring: null }));
@@ -108,9 +121,87 @@ export async function registerSeat(registry: KvSlot, handle: string, clock: Cloc
 }
 
 /**
- * The boot (and apply) walk with the registry: each seat is registered, then its three
- * mailboxes are created, `concurrency` seats at a time. A failed creation fails the walk
- * (a seat without a mailbox loses mail); a failed registration does not.
+ * Registrations in flight at once, per node. Each is a KV write (a read first only for a
+ * record that needs one) on the mailboxes bucket, whose one stream leader orders every
+ * member's writes: three members booting at once put ~100 in its queue, a fraction of a
+ * second at the R3 compare-and-set rate bench/budgets.ts measured (~2 ms a write, loaded
+ * 2-core box), far inside the 5 s store call budget; more buys nothing, the leader
+ * serialises them. A registration waiting out a retirement holds its slot while it waits.
+ */
+export const REGISTRATION_CONCURRENCY = 32;
+
+/** One seat the registry step has to visit, and what the listing read for it (see registerSeat's `seen`). */
+export interface RegistrationVisit {
+  handle: string;
+  /** null: not in the listing (a create, no read); undefined: no listing (a read first). */
+  seen: KvEntry | null | undefined;
+}
+
+/**
+ * Which seats the registry step visits, from one listing of the registry (null when the
+ * listing failed: every seat, each read first, as a walk without a listing did). A seat
+ * whose record is settled — readable, no absence stamped, no retirement in flight — is
+ * skipped: registering it would write nothing. Not a keys-only listing: a record marking a
+ * retirement in flight must be waited out before the seat's mailbox is created, and a
+ * stamped absence is cleared by the registration, so the values decide.
+ */
+export function registrationPlan(handles: readonly string[], listed: ReadonlyMap<string, KvEntry> | null): RegistrationVisit[] {
+  const out: RegistrationVisit[] = [];
+  for (const handle of new Set(handles)) {
+    if (listed === null) {
+      out.push({ handle, seen: undefined });
+      continue;
+    }
+    const e = listed.get(handle);
+    if (!e) {
+      out.push({ handle, seen: null });
+      continue;
+    }
+    const rec = decodeMailboxRecord(e);
+    if (rec && rec.absent_since === null && rec.retiring === null) continue;
+    out.push({ handle, seen: e });
+  }
+  return out;
+}
+
+/**
+ * The registry step of the walk: one listing of crewlet_mailboxes, then registerSeat for
+ * each seat the plan visits, `concurrency` at a time. Never throws (registerSeat logs
+ * seat_mailbox_unregistered for a seat it could not register). Returns what the walk logs.
+ */
+export async function registerSeats(
+  registry: KvSlot,
+  handles: readonly string[],
+  clock: Clock,
+  log: Logger,
+  concurrency = REGISTRATION_CONCURRENCY,
+): Promise<{ registry_listed: boolean; registry_visited: number; registered: number; taken_over: number; unregistered: number; registry_ms: number }> {
+  const started_ms = clock.now();
+  let listed: Map<string, KvEntry> | null = null;
+  try {
+    listed = new Map((await registry.entries()).map((e) => [e.key, e]));
+  } catch (err) {
+    // Only dearer: every seat is read and registered one by one.
+    log.warn("seat_mailbox_registry_list_failed", { error: err as Error });
+  }
+  const plan = registrationPlan(handles, listed);
+  const outcomes = { registered: 0, taken_over: 0, unregistered: 0 };
+  await eachInFlight(plan, concurrency, async (v) => {
+    const out = await registerSeat(registry, v.handle, clock, log, { seen: v.seen });
+    if (out === "registered") outcomes.registered++;
+    else if (out === "taken_over") outcomes.taken_over++;
+    else if (out === "failed") outcomes.unregistered++;
+  });
+  return { registry_listed: listed !== null, registry_visited: plan.length, ...outcomes, registry_ms: clock.now() - started_ms };
+}
+
+/**
+ * The node's walk, at boot and on every company change (src/node/node.ts): the registry
+ * step for every seat, then the mailbox walk (ensureSeatMailboxes: one broker listing,
+ * creates only for what it lacks, from a random point, MAILBOX_CREATE_CONCURRENCY in
+ * flight, one retry round). Every seat is registered (or its registration has failed,
+ * logged) before any seat's mailbox is created. A failed creation fails the walk (a seat
+ * without a mailbox loses mail); a failed registration does not.
  */
 export async function ensureRegisteredMailboxes(
   queue: Queue,
@@ -120,31 +211,5 @@ export async function ensureRegisteredMailboxes(
   log: Logger,
   concurrency = MAILBOX_CREATE_CONCURRENCY,
 ): Promise<MailboxWalkResult> {
-  const started_ms = clock.now();
-  const todo = [...new Set(handles)];
-  let next = 0;
-  const failures: string[] = [];
-  let unregistered = 0;
-  const worker = async () => {
-    while (next < todo.length) {
-      const handle = todo[next++]!;
-      if ((await registerSeat(registry, handle, clock, log)) === "failed") unregistered++;
-      for (const box of seatMailboxes(handle)) {
-        try {
-          await queue.ensureMailbox(box.subject, box.group);
-        } catch (err) {
-          failures.push(`${box.group}: ${err instanceof Error ? err.message : String(err)}`);
-        }
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, todo.length)) }, worker));
-  const elapsed_ms = clock.now() - started_ms;
-  const count = todo.length * 3;
-  if (failures.length > 0) {
-    log.error("seat_mailbox_create_failed", { failed: failures.length, of: count, first: failures[0] });
-    throw new Error(`creating seat mailboxes: ${failures.length} of ${count} failed; first: ${failures[0]}`);
-  }
-  log.info("seat_mailbox_created", { count, seats: todo.length, unregistered, elapsed_ms });
-  return { count, elapsed_ms };
+  return ensureSeatMailboxes(queue, handles, clock, log, concurrency, (seats) => registerSeats(registry, seats, clock, log));
 }

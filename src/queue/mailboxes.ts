@@ -23,9 +23,18 @@ export interface MailboxWalkResult {
 }
 
 /**
+ * A step every seat passes before the walk creates any seat's mailbox (the registry's,
+ * duty/mailbox-registry.ts: the spec registers each seat before its subscriptions). It is
+ * given the seats in the walk's own random order and never fails the walk: a step that
+ * throws is logged and the mailboxes are created anyway. What it returns is logged on
+ * seat_mailbox_created.
+ */
+export type BeforeCreate = (handles: readonly string[]) => Promise<Record<string, number | boolean>>;
+
+/**
  * Ensures inbox, control and reflect for every handle, `concurrency` at a time, and logs
  * `seat_mailbox_created` once. Any failure fails the walk (a seat without a mailbox loses
- * mail), after every creation in flight has settled.
+ * mail), after every creation in flight has settled. `before` runs first, for every seat.
  */
 export async function ensureSeatMailboxes(
   queue: Queue,
@@ -33,30 +42,41 @@ export async function ensureSeatMailboxes(
   clock: Clock,
   log: Logger,
   concurrency = MAILBOX_CREATE_CONCURRENCY,
+  before?: BeforeCreate,
 ): Promise<MailboxWalkResult> {
   const started_ms = clock.now();
-  const all: MailboxName[] = [...new Set(handles)].flatMap(seatMailboxes);
+  // Members booting together walk the same list: each starting at its own random point
+  // means they mostly propose different consumers (and registry records), and a create that
+  // finds a peer's mailbox with the same settings is answered without a raft write (servers
+  // 2.10+), where three walks in one order proposed every consumer three times at once
+  // (seen: timeouts on R3).
+  const seats = randomRotation([...new Set(handles)]);
+  const all: MailboxName[] = seats.flatMap(seatMailboxes);
+  let beforeFields: Record<string, number | boolean> = {};
+  if (before) {
+    try {
+      beforeFields = await before(seats);
+    } catch (err) {
+      log.warn("seat_mailbox_unregistered", { seats: seats.length, error: err as Error });
+    }
+  }
   // One listing (a page per 256 consumers) spares a create per mailbox the broker already
   // has: a restart, a peer's boot or a revision adding one seat to 2,000 would otherwise send
   // thousands of creates answered "exists". A mailbox listed is one whose consumer is on the
   // seat's subject (listMailboxes judges by the filter), which is all ensureMailbox promises.
-  // A listing that fails skips nothing: every mailbox is ensured one by one, as before.
+  // A listing that fails skips nothing: every mailbox is ensured one by one, as before. It is
+  // taken after `before`: a registration that waited out a retirement in flight saw the
+  // retirement's deletes land first, so the listing does not count what they removed.
   let have = new Set<string>();
   try {
     have = new Set((await queue.listMailboxes()).map((m) => `${m.handle}\u0000${m.kind}`));
   } catch (err) {
     log.warn("seat_mailbox_list_failed", { error: err as Error });
   }
-  const missing = all.filter((box) => {
+  const todo = all.filter((box) => {
     const ref = parseMailbox(box.subject, box.group);
     return !ref || !have.has(`${ref.handle}\u0000${ref.kind}`);
   });
-  // Members booting together walk the same list: each starting at its own random point
-  // means they mostly propose different consumers, and a create that finds a peer's mailbox
-  // with the same settings is answered without a raft write (servers 2.10+), where three
-  // walks in one order proposed every consumer three times at once (seen: timeouts on R3).
-  const from = Math.floor(Math.random() * missing.length);
-  const todo = [...missing.slice(from), ...missing.slice(0, from)];
   const created = todo.length;
   let failed = await createEach(queue, todo, concurrency);
   if (failed.length > 0) {
@@ -72,26 +92,36 @@ export async function ensureSeatMailboxes(
     log.error("seat_mailbox_create_failed", { failed: failures.length, of: todo.length, first: failures[0] });
     throw new Error(`creating seat mailboxes: ${failures.length} of ${todo.length} failed; first: ${failures[0]}`);
   }
-  log.info("seat_mailbox_created", { count: all.length, seats: all.length / 3, created, present: all.length - created, elapsed_ms });
+  log.info("seat_mailbox_created", { count: all.length, seats: seats.length, created, present: all.length - created, ...beforeFields, elapsed_ms });
   return { count: all.length, elapsed_ms };
 }
 
 /** The walk's one retry round runs at this fraction of its concurrency (see above). */
 const WALK_RETRY_CONCURRENCY_DIVISOR = 4;
 
-async function createEach(queue: Queue, boxes: readonly MailboxName[], concurrency: number): Promise<{ box: MailboxName; error: string }[]> {
+/** The list from a random point, wrapping round: the same items, each walker's own order. */
+export function randomRotation<T>(items: readonly T[], random: () => number = Math.random): T[] {
+  const from = Math.floor(random() * items.length);
+  return [...items.slice(from), ...items.slice(0, from)];
+}
+
+/** `fn` over every item, at most `concurrency` at once, in the items' order; the walk's pool. */
+export async function eachInFlight<T>(items: readonly T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  const failed: { box: MailboxName; error: string }[] = [];
   const worker = async () => {
-    while (next < boxes.length) {
-      const box = boxes[next++]!;
-      try {
-        await queue.ensureMailbox(box.subject, box.group);
-      } catch (err) {
-        failed.push({ box, error: err instanceof Error ? err.message : String(err) });
-      }
-    }
+    while (next < items.length) await fn(items[next++]!);
   };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, boxes.length)) }, worker));
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker));
+}
+
+async function createEach(queue: Queue, boxes: readonly MailboxName[], concurrency: number): Promise<{ box: MailboxName; error: string }[]> {
+  const failed: { box: MailboxName; error: string }[] = [];
+  await eachInFlight(boxes, concurrency, async (box) => {
+    try {
+      await queue.ensureMailbox(box.subject, box.group);
+    } catch (err) {
+      failed.push({ box, error: err instanceof Error ? err.message : String(err) });
+    }
+  });
   return failed;
 }
