@@ -52,6 +52,13 @@ const LEAF = "l";
  * next one is performed anyway — the checker then judges what the mess left. Generous: a
  * full restart of four nodes on a loaded 2-core box takes tens of seconds. */
 const RECOVERY_MS_MAX = 90_000;
+/** The recovery bound (first boot included) is at least this much per seat, so past 900
+ * seats it grows with the company: the first boot's walk creates three consumers a seat,
+ * proposed by the three members to one meta leader at ~45 creates/s on a loaded 2-core box
+ * (queue/mailboxes.ts) — ~67 ms a seat — and then the claim ramp holds every seat; 100 ms a
+ * seat leaves room for both (2,000 seats: 200 s). A restart later walks a listing, not
+ * creates, so the bound is generous there. */
+const RECOVERY_MS_PER_SEAT = 100;
 /** A post is retried through the other members for this long before it counts as unanswered. */
 const SEND_RETRY_MS_MAX = 30_000;
 /** One HTTP attempt's bound: the router's write budget is 60 s, but a stuck member is skipped sooner. */
@@ -227,7 +234,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   };
   const waitRecovered = async (what: string) => {
     const t0 = Date.now();
-    const bound_ms = o.recovery_ms_max ?? RECOVERY_MS_MAX;
+    const bound_ms = o.recovery_ms_max ?? Math.max(RECOVERY_MS_MAX, seatCount * RECOVERY_MS_PER_SEAT);
     while (Date.now() - t0 < bound_ms) {
       if (await recovered()) return Date.now() - t0;
       await Bun.sleep(POLL_MS * 2);
