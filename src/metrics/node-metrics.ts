@@ -42,7 +42,7 @@ export class NodeMetrics {
   private readonly tokens: Counter<"seat" | "direction">;
   private readonly spend: Counter<"seat">;
   private readonly failovers: Counter<never>;
-  private readonly claims: Counter<never>;
+  private readonly claims: Counter<"reason">;
   private readonly releases: Counter<"reason" | "mode">;
   private readonly dutyTicks: Counter<"duty" | "outcome">;
   private readonly probes: Counter<"result">;
@@ -59,7 +59,7 @@ export class NodeMetrics {
     this.tokens = new Counter({ name: "crewlet_tokens_total", help: "Model tokens used by turns, by seat", labelNames: ["seat", "direction"], registers });
     this.spend = new Counter({ name: "crewlet_spend_total", help: "Money spent on model calls by seat (turns and reflections), in the currency of providers.llm.*.pricing; priced providers only", labelNames: ["seat"], registers });
     this.failovers = new Counter({ name: "crewlet_seat_failovers_total", help: "Seats this node claimed whose previous holder had not let them go (seat_failover)", registers });
-    this.claims = new Counter({ name: "crewlet_seat_claims_total", help: "Seats claimed by this node", registers });
+    this.claims = new Counter({ name: "crewlet_seat_claims_total", help: "Seats claimed by this node, by why the seat was free (free, lapsed, takeover: src/seat/host.ts claimReason)", labelNames: ["reason"], registers });
     this.releases = new Counter({ name: "crewlet_seat_releases_total", help: "Seats this node let go, by reason", labelNames: ["reason", "mode"], registers });
     this.dutyTicks = new Counter({ name: "crewlet_duty_ticks_total", help: "Duty ticks run on this node, by outcome", labelNames: ["duty", "outcome"], registers });
     this.probes = new Counter({ name: "crewlet_seat_mailbox_probes_total", help: "Inbox probes this node's holder sent and heard back (seat/mailbox-watch.ts)", labelNames: ["result"], registers });
@@ -144,7 +144,7 @@ export class NodeMetrics {
           if (typeof f.cost_micros === "number") this.spend.inc({ seat: str(f.seat) }, num(f.cost_micros) / 1_000_000);
           break;
         case "seat_claimed":
-          this.claims.inc();
+          this.claims.inc({ reason: str(f.reason) });
           break;
         case "seat_failover":
           this.failovers.inc();

@@ -259,6 +259,23 @@ export interface SeatStateView {
 
 export type ClaimOutcome = "claimed" | "held" | "protocol" | "unknown" | "skipped" | "failed";
 
+/**
+ * Why a claim could take its seat (seat_claimed's `reason`, crewlet_seat_claims_total's
+ * label), from what the claimant knows: `first` the seat's first tenure (epoch 1: the epoch
+ * counters never expire), `takeover` a live lease of this node's earlier incarnation proved
+ * dead, as the pass that chose the seat read it, `free` no live lease otherwise. A free seat
+ * was given back or its holder stopped renewing: the lease bucket's max age drops a lapsed
+ * lease as it lapses, so the claimant cannot tell which; the releaser says (seat_detached's
+ * reason), and a failover is judged after a grace (seat_failover).
+ */
+export type ClaimReason = "first" | "takeover" | "free";
+
+export function claimReason(epoch: number, seen: SeatLeaseFact | undefined): ClaimReason {
+  if (epoch === 1) return "first";
+  if (seen?.live === true && seen.predecessor) return "takeover";
+  return "free";
+}
+
 export class SeatHost {
   /** Holds a person asked for, per seat (setHold): applied whenever the inbox attaches. */
   private readonly wantedHolds = new Map<string, Set<string>>();
@@ -675,9 +692,10 @@ export class SeatHost {
       preferred: new Map([...this.seats.keys()].map((h) => [h, this.node_id] as const)),
     };
     let p = plan({ ...base, leases: null, protocol_floor: floor });
+    let leases: Map<string, SeatLeaseFact> | null = null;
     if (p.leases_needed) {
       const seatViews = await this.store.list(SEAT_PREFIX);
-      const leases = new Map<string, SeatLeaseFact>();
+      leases = new Map<string, SeatLeaseFact>();
       const preferred = new Map<string, string>();
       for (const v of seatViews) {
         const handle = v.key.slice(SEAT_PREFIX.length);
@@ -717,7 +735,7 @@ export class SeatHost {
     // claims are still running claims nothing, so the per-pass limit still holds.
     const claiming = this.claiming === null ? p.claims : [];
     if (claiming.length > 0) {
-      const run = this.claimInOrder(claiming).finally(() => {
+      const run = this.claimInOrder(claiming, leases).finally(() => {
         if (this.claiming === run) this.claiming = null;
       });
       this.claiming = run;
@@ -737,13 +755,14 @@ export class SeatHost {
 
   /** One pass's claims, in the planner's order, CLAIMS_IN_FLIGHT at a time; the presence row
    * says the new count after. */
-  private async claimInOrder(handles: readonly string[]): Promise<void> {
+  private async claimInOrder(handles: readonly string[], seen: ReadonlyMap<string, SeatLeaseFact> | null): Promise<void> {
     let claimed = 0;
     let next = 0;
     let refused = false;
     const worker = async (): Promise<void> => {
       while (next < handles.length && !refused) {
-        const out = await this.claim(handles[next++]!);
+        const h = handles[next++]!;
+        const out = await this.claim(h, seen?.get(h));
         if (out === "claimed") claimed++;
         if (out === "protocol") refused = true; // every other claim in the pass would be refused alike
       }
@@ -795,11 +814,12 @@ export class SeatHost {
     this.log.info(on ? "seat_hold_set" : "seat_hold_released", { seat: handle, hold: name });
   }
 
-  claim(handle: string): Promise<ClaimOutcome> {
-    return this.withLock(handle, () => this.claimLocked(handle));
+  /** `seen`: the seat's lease as the pass that chose it read it (for the claim's reason). */
+  claim(handle: string, seen?: SeatLeaseFact): Promise<ClaimOutcome> {
+    return this.withLock(handle, () => this.claimLocked(handle, seen));
   }
 
-  private async claimLocked(handle: string): Promise<ClaimOutcome> {
+  private async claimLocked(handle: string, seen: SeatLeaseFact | undefined): Promise<ClaimOutcome> {
     if (this.draining || this.stopped || this.seats.has(handle)) return "skipped";
     const key = seatKey(handle);
     const sent = this.clock.now();
@@ -842,7 +862,7 @@ export class SeatHost {
       settled_at_ms: 0,
     };
     this.seats.set(handle, s);
-    this.log.info("seat_claimed", { seat: handle, epoch: s.epoch });
+    this.log.info("seat_claimed", { seat: handle, epoch: s.epoch, reason: claimReason(s.epoch, seen) });
     const grant = this.grantOf(s);
     try {
       for (const step of this.hooks.prepare ?? []) {

@@ -11,6 +11,7 @@ import { FakeClock } from "../../src/clock.ts";
 import { createLogger, MemorySink } from "../../src/log.ts";
 import { NodeMetrics } from "../../src/metrics/node-metrics.ts";
 import { observedLogger } from "../../src/metrics/observed-logger.ts";
+import { claimReason } from "../../src/seat/host.ts";
 import { askCeoForAPlan, until } from "../e2e/support.ts";
 import { makeFleet, TEST_TOKEN, type Fleet } from "../support/fleet.ts";
 
@@ -41,7 +42,10 @@ describe("log lines to series (a table)", () => {
     { line: ["tool_called", { seat: "ceo", tool: "work_create", ok: true }], series: "crewlet_tool_calls_total", labels: { tool: "work_create", ok: "true" }, value: 1 },
     { line: ["model_called", { provider: "p", ok: false, error_kind: "timeout", duration_ms: 5 }], series: "crewlet_provider_errors_total", labels: { provider: "p", kind: "timeout" }, value: 1 },
     { line: ["model_called", { provider: "p", ok: true, duration_ms: 5 }], series: "crewlet_provider_calls_total", labels: { provider: "p" }, value: 1 },
-    { line: ["seat_claimed", { seat: "ceo", epoch: 1 }], series: "crewlet_seat_claims_total", labels: {}, value: 1 },
+    { line: ["seat_claimed", { seat: "ceo", epoch: 1, reason: "first" }], series: "crewlet_seat_claims_total", labels: { reason: "first" }, value: 1 },
+    { line: ["seat_claimed", { seat: "ceo", epoch: 7, reason: "free" }], series: "crewlet_seat_claims_total", labels: { reason: "free" }, value: 1 },
+    { line: ["seat_claimed", { seat: "ceo", epoch: 7, reason: "free" }], series: "crewlet_seat_claims_total", labels: { reason: "first" }, value: 0 },
+    { line: ["seat_claimed", { seat: "ceo", epoch: 3, reason: "takeover" }], series: "crewlet_seat_claims_total", labels: { reason: "takeover" }, value: 1 },
     { line: ["seat_detached", { seat: "ceo", reason: "drain", mode: "voluntary" }], series: "crewlet_seat_releases_total", labels: { reason: "drain", mode: "voluntary" }, value: 1 },
     { line: ["duty_tick", { duty: "maintenance", outcome: "ok" }], series: "crewlet_duty_ticks_total", labels: { duty: "maintenance", outcome: "ok" }, value: 1 },
     { line: ["duty_tick_skipped", { duty: "maintenance", reason: "busy" }], series: "crewlet_duty_ticks_total", labels: { duty: "maintenance", outcome: "skipped" }, value: 1 },
@@ -63,6 +67,19 @@ describe("log lines to series (a table)", () => {
       expect(sum(family(fams, c.series), (l) => Object.entries(c.labels).every(([k, v]) => l[k] === v))).toBe(c.value);
     });
   }
+
+  test.each([
+    [1, undefined, "first"],
+    // Epoch 1 is a seat's first tenure whatever the pass read (no lease can precede it).
+    [1, { live: false, predecessor: false }, "first"],
+    [4, undefined, "free"],
+    [4, { live: false, predecessor: true }, "free"],
+    [4, { live: true, predecessor: true }, "takeover"],
+    [4, { live: true, predecessor: false }, "free"],
+  ] as const)("a claim at epoch %d over %j is labelled %s", (epoch, seen, reason) => {
+    const fact = seen === undefined ? undefined : { node_id: "a", mine: false, protocol: 4, ...seen };
+    expect(claimReason(epoch, fact)).toBe(reason);
+  });
 
   test("a debug line counts through an info logger, and children carry their fields", async () => {
     const m = new NodeMetrics("n1", new FakeClock(0));
@@ -122,7 +139,10 @@ test("a scrape after a scripted turn history parses and has the named series", a
   expect(family(fams, "crewlet_tokens_total").metrics.some((m) => m.labels?.seat === "ceo")).toBe(true);
   // The four agent seats, claimed and held here; each inbox's depth is read.
   expect(sum(family(fams, "crewlet_seats_held"))).toBe(4);
-  expect(sum(family(fams, "crewlet_seat_claims_total"))).toBeGreaterThanOrEqual(4);
+  // A fresh one-box node: each claim is its seat's first tenure, and says so.
+  const claims = family(fams, "crewlet_seat_claims_total");
+  expect(sum(claims, (l) => l.reason === "first")).toBeGreaterThanOrEqual(4);
+  expect(claims.metrics.map((m) => m.labels?.reason)).toEqual(["first"]);
   expect(family(fams, "crewlet_seat_releases_total").type).toBe("COUNTER");
   // Nobody failed over on a one-box node; the series is there, at zero.
   expect(family(fams, "crewlet_seat_failovers_total").type).toBe("COUNTER");

@@ -35,6 +35,8 @@ describe("claiming and attaching", () => {
     const lease = await f.truth.get(seatKey("s03"));
     expect(f.turns[0]!.epoch).toBe(lease!.epoch);
     expect(a.sink.events("seat_claimed").length).toBe(10);
+    // No seat was ever held: each claim is its seat's first tenure (crewlet_seat_claims_total{reason}).
+    expect(new Set(a.sink.events("seat_claimed").map((e) => e.fields.reason))).toEqual(new Set(["first"]));
     expect(a.sink.events("seat_attached").length).toBe(10);
     expect(a.sink.events("seat_sweep").length).toBeGreaterThanOrEqual(3);
   });
@@ -412,6 +414,7 @@ describe("restart", () => {
     await f.advance(100);
     expect(a2.host.held().length).toBe(4);
     expect((await f.truth.get(seatKey("s01")))!.epoch).toBeGreaterThan(before);
+    expect(a2.sink.events("seat_claimed").map((e) => e.fields.reason)).toEqual(["takeover", "takeover", "takeover", "takeover"]);
     void a;
   });
 
@@ -425,6 +428,8 @@ describe("restart", () => {
     expect(a2.host.held()).toEqual([]);
     await f.advance(TTL + 5_000);
     expect(a2.host.held()).toEqual(["s01"]);
+    // Its lease lapsed (and the bucket's max age dropped it): free, as a released seat is.
+    expect(a2.sink.events("seat_claimed").map((e) => e.fields.reason)).toEqual(["free"]);
   });
 });
 
