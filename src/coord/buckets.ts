@@ -52,9 +52,20 @@ export const SLOT_BUCKETS: Record<SlotName, BucketSpec> = {
   // none; the maintenance duty retires them by compare-and-set (spec: Singleton duties).
   mailboxes: { name: "crewlet_mailboxes", max_age_ms: 0 },
   // Schedule fire claims (at-most-once per fire): one key per fire time never repeats, so
-  // the age only bounds space; 7 days outlasts any catch-up a scheduler returning from an
-  // outage would attempt, so a peer can never re-fire what was already fired.
+  // the age only bounds space. A claim is asked about only for the instant the cursor
+  // (below) says is due now: by two schedulers racing it, or by the next scheduler after a
+  // node died between its publish and its cursor write (milliseconds). 7 days covers that
+  // next scheduler after any outage shorter than a week; a longer one, starting in that
+  // millisecond window, on a schedule with no later instant since, would fire the instant
+  // again (the ledger's 7 days would not catch it either).
   fires: { name: "crewlet_fires", max_age_ms: 7 * DAY_MS },
+  // Each schedule's cursor (the last instant handled, the last fire and its outcome): one
+  // key per schedule, rewritten on every fire. No age: a weekly or monthly schedule's
+  // cursor is rewritten less often than any age short enough to matter, and a cursor that
+  // aged out reads as a schedule never seen — it fires nothing for its past, so a due
+  // instant, the catch-up after an outage and GET /schedules' last fire were lost. The
+  // scheduler deletes a removed schedule's cursor; the removal-marker purge drops the marker.
+  schedules: { name: "crewlet_schedules", max_age_ms: 0 },
   // The notification valve: one record per (seat, minute), deleted by the handlers once
   // its minute is over and its held notifications went out as one wake. The age is only
   // for a record nobody could flush (no seats node for that long): a day, the claims'

@@ -1,5 +1,6 @@
 // Pure schedule arithmetic and records (no I/O): which instants fell due, the fire claim and
-// cursor records the scheduler keeps in crewlet_fires, and the trigger a fire lands as.
+// cursor records the scheduler keeps in crewlet_fires and crewlet_schedules, and the
+// trigger a fire lands as.
 import { Cron } from "croner";
 import { z } from "zod";
 import type { Company } from "../config/company.ts";
@@ -70,15 +71,16 @@ export function nextFire(job: Cron, after_ms: number): number | null {
   return job.nextRun(new Date(after_ms))?.getTime() ?? null;
 }
 
-// ---- records in crewlet_fires -------------------------------------------------------------
+// ---- records: fire claims in crewlet_fires, cursors in crewlet_schedules -----------------
 
 /** One fire: created once per (schedule, instant), so two nodes racing a fire lose to one write. */
 export function fireKey(id: string, instant_ms: number): string {
   return `fire.${id}.${instant_ms}`;
 }
+export const CURSOR_PREFIX = "cursor.";
 /** Where a schedule's evaluation has reached, and how its last fire went. */
 export function cursorKey(id: string): string {
-  return `cursor.${id}`;
+  return `${CURSOR_PREFIX}${id}`;
 }
 
 export const fireRecordSchema = z.object({

@@ -10,10 +10,14 @@
 // A claim marked published is done; one still `claimed` is in flight, and is taken over
 // once it is older than FIRE_STALE_MS (its node died mid-fire).
 //
-// Catch-up: the cursor (`cursor.{id}`) records the last instant handled. Instants missed
+// Catch-up: the cursor (`cursor.{id}` in crewlet_schedules, a bucket with no age: a weekly
+// cursor must outlive any age a fire claim has) records the last instant handled. Instants missed
 // while no node ran the duty are fired ONCE, for the latest of them, and logged
 // (schedule_catch_up) — a schedule that woke a seat daily must not wake it thirty times
 // after a month off. A schedule seen for the first time starts from now (no past to fire).
+// A schedule the fleet's revision no longer has loses its cursor (checked once per revision
+// a scheduler sees), so re-adding the id later starts it fresh and the bucket holds only
+// the company's schedules.
 //
 // Why not nats-server's own message schedules (2.14 cron schedules with time zones): they
 // publish a fixed payload on a fixed subject, so the trigger could not carry the instant it
@@ -35,6 +39,7 @@ import type { DutyContext, DutyWork } from "./runner.ts";
 import { bounded } from "./bound.ts";
 import {
   CronCache,
+  CURSOR_PREFIX,
   cursorKey,
   cursorSchema,
   decodeJson,
@@ -61,6 +66,9 @@ export const FIRE_STALE_MS = 30_000;
 /** Wake a little after the due instant, never before it: a clock read a hair early would
  * find nothing due and wait another full tick. */
 const DUE_SLACK_MS = 5;
+/** Cursors looked at per prune: bounds one tick's work (a company's schedules are a few
+ * dozen; a prune that left some deletes them on the next revision or scheduler). */
+const CURSOR_PRUNE_MAX = 10_000;
 
 /** The fleet's current revision as the store has it: the activation pointer's epoch and its company. */
 export interface CurrentRevision {
@@ -70,7 +78,10 @@ export interface CurrentRevision {
 
 export interface SchedulerOptions {
   owner: string;
+  /** crewlet_fires: the per-instant fire claims. */
   fires: KvSlot;
+  /** crewlet_schedules: each schedule's cursor. */
+  cursors: KvSlot;
   queue: Pick<Queue, "publish">;
   /** The node's applied company: only for when the next tick is due (a hint, never a fire). */
   company: () => Company | null;
@@ -109,6 +120,8 @@ export class Scheduler implements DutyWork {
   private readonly crons = new CronCache();
 
   private beat: () => void = () => undefined;
+  /** The company whose removed schedules' cursors this scheduler last deleted. */
+  private pruned: Company | null = null;
 
   constructor(private readonly o: SchedulerOptions) {}
 
@@ -144,6 +157,15 @@ export class Scheduler implements DutyWork {
     const revision = current?.epoch ?? null;
     let fired = 0;
     let failed = 0;
+    if (this.pruned !== company) {
+      try {
+        await this.pruneRemoved(company);
+        this.pruned = company;
+      } catch (err) {
+        // The next tick tries again; a stale cursor costs only space until then.
+        this.o.log.warn("schedule_cursor_prune_failed", { error: err as Error });
+      }
+    }
     for (const s of effectiveSchedules(company)) {
       if (ctx.signal.aborted) break;
       ctx.beat();
@@ -161,9 +183,10 @@ export class Scheduler implements DutyWork {
   /** One schedule: true when this call fired it. */
   private async evaluate(s: EffectiveSchedule, revision: number | null): Promise<boolean> {
     const now = this.o.clock.now();
-    const entry = await this.call("cursor get", () => this.o.fires.get(cursorKey(s.id)));
-    const cursor = entry ? decodeJson(cursorSchema, entry.value) : null;
+    const entry = await this.call("cursor get", () => this.o.cursors.get(cursorKey(s.id)));
+    let cursor = entry ? decodeJson(cursorSchema, entry.value) : null;
     if (entry && !cursor) throw new Error(`cursor.${s.id} is unreadable`);
+    if (!entry) cursor = await this.legacyCursor(s.id);
     if (!s.enabled) {
       if (!cursor?.disabled) await this.writeCursor(s.id, entry?.revision ?? null, { instant: now, disabled: true, last_fire: cursor?.last_fire ?? null });
       return false;
@@ -184,11 +207,11 @@ export class Scheduler implements DutyWork {
       // The cursor stays where it was, so the next tick fires this instant again; the last
       // fire says how this attempt went.
       const detail = (err as Error).message.slice(0, 300);
-      await this.writeCursor(s.id, entry!.revision, { ...cursor, last_fire: { instant: due.latest, fired_at: now, outcome: "publish_failed", missed, detail } }).catch(() => undefined);
+      await this.writeCursor(s.id, entry?.revision ?? null, { ...cursor, last_fire: { instant: due.latest, fired_at: now, outcome: "publish_failed", missed, detail } }).catch(() => undefined);
       throw err;
     }
     if (fired === "not_ours" || fired === "revision_moved") return false;
-    await this.writeCursor(s.id, entry!.revision, {
+    await this.writeCursor(s.id, entry?.revision ?? null, {
       instant: due.latest,
       disabled: false,
       last_fire: fired.record,
@@ -261,10 +284,39 @@ export class Scheduler implements DutyWork {
     return { published: true, record: { instant, fired_at: published_at, outcome: "fired", missed } };
   }
 
+  /**
+   * A cursor an older build left in crewlet_fires (where cursors lived before they had their
+   * own bucket), so a rolling upgrade neither restarts a schedule nor loses its last fire; the
+   * first write puts it in crewlet_schedules. Unreadable reads as absent: that build's record.
+   */
+  private async legacyCursor(id: string): Promise<Cursor | null> {
+    const old = await this.call("legacy cursor get", () => this.o.fires.get(cursorKey(id)));
+    return old ? decodeJson(cursorSchema, old.value) : null;
+  }
+
+  /** Deletes the cursors of schedules `company` does not have, each at the revision read. */
+  private async pruneRemoved(company: Company): Promise<void> {
+    const ids = new Set(company.schedules.map((s) => s.id));
+    const keys = await this.call("cursor listing", () => this.o.cursors.keys(`${CURSOR_PREFIX}>`));
+    for (const key of keys.slice(0, CURSOR_PRUNE_MAX)) {
+      const id = key.slice(CURSOR_PREFIX.length);
+      if (ids.has(id)) continue;
+      const entry = await this.call("cursor get", () => this.o.cursors.get(key));
+      if (!entry) continue;
+      try {
+        await this.call("cursor delete", () => this.o.cursors.delete(key, entry.revision));
+        this.o.log.info("schedule_cursor_deleted", { schedule: id });
+      } catch (err) {
+        // Written since the listing (a scheduler judging a revision that has it again): it stands.
+        if (!(err instanceof CasConflict)) throw err;
+      }
+    }
+  }
+
   private async writeCursor(id: string, revision: number | null, c: Cursor): Promise<void> {
     try {
-      if (revision === null) await this.call("cursor create", () => this.o.fires.create(cursorKey(id), encodeJson(c)));
-      else await this.call("cursor update", () => this.o.fires.update(cursorKey(id), encodeJson(c), revision));
+      if (revision === null) await this.call("cursor create", () => this.o.cursors.create(cursorKey(id), encodeJson(c)));
+      else await this.call("cursor update", () => this.o.cursors.update(cursorKey(id), encodeJson(c), revision));
     } catch (err) {
       // A peer moved it first (the duty moving between nodes): its write stands.
       if (!(err instanceof CasConflict)) throw err;
@@ -272,8 +324,8 @@ export class Scheduler implements DutyWork {
   }
 }
 
-/** GET /schedules: every schedule of the company with its next fire and last fire. */
-export async function scheduleStatuses(company: Company, fires: Pick<KvSlot, "get">, now_ms: number): Promise<ScheduleStatus[]> {
+/** GET /schedules: every schedule of the company with its next fire and last fire (cursors: crewlet_schedules). */
+export async function scheduleStatuses(company: Company, cursors: Pick<KvSlot, "get">, now_ms: number): Promise<ScheduleStatus[]> {
   const crons = new CronCache();
   return Promise.all(
     effectiveSchedules(company).map(async (s): Promise<ScheduleStatus> => {
@@ -281,7 +333,7 @@ export async function scheduleStatuses(company: Company, fires: Pick<KvSlot, "ge
       const next = s.enabled ? nextFire(crons.get(s), now_ms) : null;
       const next_fire = next === null ? null : new Date(next).toISOString();
       try {
-        const entry = await fires.get(cursorKey(s.id));
+        const entry = await cursors.get(cursorKey(s.id));
         const cursor = entry ? decodeJson(cursorSchema, entry.value) : null;
         const lf = cursor?.last_fire ?? null;
         return {

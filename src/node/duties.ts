@@ -54,7 +54,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
   // bound: one hung call is an error the tick handles, never a loop the watchdog ends the
   // process for.
   const callBound = () => Math.min(DUTY_CLAIM_BOUND_MS, Math.floor(o.coord.lease_ttl_ms / 3));
-  const scheduler = new Scheduler({ owner, fires: o.coord.slot("fires"), queue: o.queue, company: o.company, current: o.currentRevision, clock: o.clock, log, call_bound_ms: callBound });
+  const scheduler = new Scheduler({ owner, fires: o.coord.slot("fires"), cursors: o.coord.slot("schedules"), queue: o.queue, company: o.company, current: o.currentRevision, clock: o.clock, log, call_bound_ms: callBound });
   const sweep = new MailboxSweep({
     // The retirement's own owner: the seat lease it claims is never a seat host's, and its
     // lineage (`{node}:retire.`) is not this store's, so no seat host of this node — this

@@ -651,7 +651,7 @@ export class CrewletNode {
       auditGroup(auditReader),
       orgGroup({ org: () => engine.currentOrg }),
       ...(roles.includes("ingress") && engine.budgets ? [budgetsGroup({ seats: () => (this.company ? agentSeats(this.company).map((s) => s.handle) : []), status: (h) => engine.budgets!.status(h), softAlert: () => this.company?.budgets.soft_alert ?? DEFAULT_SOFT_ALERT, history: (scope, days) => engine.budgets!.history(scope, days) })] : []),
-      ...(roles.includes("ingress") ? [schedulesGroup({ company: () => this.company, fires: coord.slot("fires"), clock: this.clock })] : []),
+      ...(roles.includes("ingress") ? [schedulesGroup({ company: () => this.company, cursors: coord.slot("schedules"), clock: this.clock })] : []),
       ...fleetGroups({
         fleet: async () => ({ ...(await seats.fleet()), duties: await dutyHoldings(coord.duties).catch(() => null) }),
         drain: () => void this.stop(EXIT_OK, "drain requested"),

@@ -1,6 +1,7 @@
 // The scheduler duty on the in-memory broker and coordination store: one trigger per due
 // instant, whichever of two racing nodes ticks; one catch-up for a gap, logged; a fire whose
-// node died mid-way taken over; disabled and re-enabled schedules fire no past; time zones.
+// node died mid-way taken over; disabled and re-enabled schedules fire no past; time zones;
+// weekly and monthly schedules and outages past a week (the cursor outlives any age).
 import { describe, expect, test } from "bun:test";
 import { FakeClock } from "../../src/clock.ts";
 import { companySchema, type Company } from "../../src/config/company.ts";
@@ -14,6 +15,7 @@ import { cursorKey, dueBetween, encodeJson, fireKey } from "../../src/duty/sched
 import { FIRE_STALE_MS, Scheduler, scheduleStatuses } from "../../src/duty/scheduler.ts";
 import { cronOf } from "../../src/config/schedules.ts";
 import { DutyRunner } from "../../src/duty/runner.ts";
+import { MARKER_MAX_AGE_MS, purgeOldMarkers } from "../../src/duty/markers.ts";
 
 const START = Date.UTC(2026, 0, 5, 10, 0, 0, 0);
 
@@ -37,7 +39,7 @@ async function setup(c: Company) {
   });
   let current = c;
   const scheduler = (owner: string) =>
-    new Scheduler({ owner, fires: coord.node().slot("fires"), queue, company: () => current, clock, log });
+    new Scheduler({ owner, fires: coord.node().slot("fires"), cursors: coord.node().slot("schedules"), queue, company: () => current, clock, log });
   return { clock, sink, coord, queue, got, scheduler, setCompany: (n: Company) => (current = n), log };
 }
 
@@ -109,7 +111,7 @@ describe("scheduler duty", () => {
     const catchUp = h.sink.events("schedule_catch_up");
     expect(catchUp).toHaveLength(1);
     expect(catchUp[0]!.fields).toMatchObject({ schedule: "beat", missed: 9 });
-    const [st] = await scheduleStatuses(h.setCompany(company([{ id: "beat", cron: "* * * * * *", seat: "ops", prompt: "ping" }])), h.coord.node().slot("fires"), h.clock.now());
+    const [st] = await scheduleStatuses(h.setCompany(company([{ id: "beat", cron: "* * * * * *", seat: "ops", prompt: "ping" }])), h.coord.node().slot("schedules"), h.clock.now());
     expect(st!.last_fire).toMatchObject({ instant: START + 11_000, outcome: "fired", missed: 9 });
     expect(st!.next_fire).toBe(new Date(START + 12_000).toISOString());
   });
@@ -176,7 +178,7 @@ describe("scheduler duty", () => {
     const h = await setup(on);
     // This node applied `on` (epoch 1) and has not heard of epoch 2 yet, which disables it.
     let fleet = { epoch: 1, company: on };
-    const a = new Scheduler({ owner: "a:1", fires: h.coord.node().slot("fires"), queue: h.queue, company: () => on, current: async () => fleet, clock: h.clock, log: h.log });
+    const a = new Scheduler({ owner: "a:1", fires: h.coord.node().slot("fires"), cursors: h.coord.node().slot("schedules"), queue: h.queue, company: () => on, current: async () => fleet, clock: h.clock, log: h.log });
     await a.tick(ctx());
     await h.clock.advance(1000);
     await a.tick(ctx());
@@ -190,7 +192,7 @@ describe("scheduler duty", () => {
     await h.clock.advance(10);
     expect(h.got).toHaveLength(1);
     // Without the fleet's revision (the old behaviour) the stale company fires: the test can fail.
-    const stale = new Scheduler({ owner: "b:1", fires: h.coord.node().slot("fires"), queue: h.queue, company: () => on, clock: h.clock, log: h.log });
+    const stale = new Scheduler({ owner: "b:1", fires: h.coord.node().slot("fires"), cursors: h.coord.node().slot("schedules"), queue: h.queue, company: () => on, clock: h.clock, log: h.log });
     await h.clock.advance(1000);
     await stale.tick(ctx());
     await h.clock.advance(1000);
@@ -210,7 +212,7 @@ describe("scheduler duty", () => {
       reads.push(r.epoch);
       return r;
     };
-    const a = new Scheduler({ owner: "a:1", fires: h.coord.node().slot("fires"), queue: h.queue, company: () => on, current, clock: h.clock, log: h.log });
+    const a = new Scheduler({ owner: "a:1", fires: h.coord.node().slot("fires"), cursors: h.coord.node().slot("schedules"), queue: h.queue, company: () => on, current, clock: h.clock, log: h.log });
     next = [{ epoch: 1, company: on }];
     await a.tick(ctx()); // cursor starts
     await h.clock.advance(1000);
@@ -238,5 +240,98 @@ describe("scheduler duty", () => {
     const fired = h.sink.events("schedule_fired");
     expect(fired.length).toBeGreaterThanOrEqual(8);
     for (const f of fired) expect(f.fields.latency_ms as number).toBeLessThan(50);
+  });
+});
+
+const DAY_MS = 86_400_000;
+const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+
+/**
+ * Ticks `a` from now to `end_ms` as the runner would (at each due instant + 5 ms, and at
+ * least hourly), except while `off` says no node runs the duty.
+ */
+async function drive(h: Awaited<ReturnType<typeof setup>>, a: Scheduler, cron: string, end_ms: number, off: (t: number) => boolean = () => false) {
+  const job = cronOf(cron, "UTC");
+  await a.tick(ctx());
+  while (h.clock.now() < end_ms) {
+    const due = job.nextRun(new Date(h.clock.now()))!.getTime() + 5;
+    await h.clock.advance(Math.min(due, h.clock.now() + 3_600_000, end_ms) - h.clock.now());
+    if (!off(h.clock.now())) await a.tick(ctx());
+  }
+  await h.clock.advance(10);
+}
+
+describe("long periods (the cursor has no age)", () => {
+  for (const [name, cron, end, dates] of [
+    ["weekly", "0 0 9 * * 1", START + 35 * DAY_MS, ["2026-01-12", "2026-01-19", "2026-01-26", "2026-02-02", "2026-02-09"]],
+    ["monthly", "0 0 9 1 * *", Date.UTC(2026, 5, 1, 10), ["2026-02-01", "2026-03-01", "2026-04-01", "2026-05-01", "2026-06-01"]],
+  ] as const) {
+    test(`a ${name} schedule over five periods fires each instant once, and its last fire outlasts an idle week`, async () => {
+      const c = company([{ id: "s", cron, seat: "ops", prompt: "p" }]);
+      const h = await setup(c);
+      await drive(h, h.scheduler("a:1"), cron, end);
+      expect(h.got.map((t) => day(t.created_at))).toEqual([...dates]);
+      expect(new Set(h.got.map((t) => t.event_id)).size).toBe(5);
+      expect(h.sink.events("schedule_started")).toHaveLength(1);
+      expect(h.sink.events("schedule_catch_up")).toHaveLength(0);
+      // Eight days with nobody ticking: GET /schedules still tells the last fire.
+      await h.clock.advance(8 * DAY_MS);
+      const [st] = await scheduleStatuses(c, h.coord.node().slot("schedules"), h.clock.now());
+      expect(st!.last_fire).toMatchObject({ instant: h.got[4]!.created_at, outcome: "fired", missed: 0 });
+    }, 60_000);
+  }
+
+  test("a daily schedule through an 8-day outage fires one catch-up for the instants it missed", async () => {
+    const cron = "0 0 9 * * *";
+    const h = await setup(company([{ id: "s", cron, seat: "ops", prompt: "p" }]));
+    // No node runs the duty from Jan 7 10:00 to Jan 15 10:00: eight 09:00s (Jan 8..15) fall due.
+    const from = START + 2 * DAY_MS;
+    const to = START + 10 * DAY_MS;
+    await drive(h, h.scheduler("a:1"), cron, START + 20 * DAY_MS, (t) => t >= from && t < to);
+    const dates = h.got.map((t) => day(t.created_at));
+    expect(dates).toEqual(["2026-01-06", "2026-01-07", "2026-01-15", ...Array.from({ length: 10 }, (_, i) => day(Date.UTC(2026, 0, 16 + i)))]);
+    const catchUp = h.sink.events("schedule_catch_up");
+    expect(catchUp).toHaveLength(1);
+    expect(catchUp[0]!.fields).toMatchObject({ schedule: "s", missed: 7, fired_for: "2026-01-15T09:00:00.000Z" });
+    expect(h.sink.events("schedule_started")).toHaveLength(1);
+  }, 60_000);
+
+  test("a removed schedule's cursor is deleted, and the marker purge then drops its marker", async () => {
+    const both = company([{ id: "gone", cron: "* * * * * *", seat: "ops", prompt: "p" }, { id: "kept", cron: "* * * * * *", seat: "ops", prompt: "p" }]);
+    const h = await setup(both);
+    const a = h.scheduler("a:1");
+    await a.tick(ctx());
+    await h.clock.advance(1000);
+    await a.tick(ctx());
+    const cursors = h.coord.node().slot("schedules");
+    expect((await cursors.keys()).sort()).toEqual([cursorKey("gone"), cursorKey("kept")]);
+    h.setCompany(company([{ id: "kept", cron: "* * * * * *", seat: "ops", prompt: "p" }]));
+    await h.clock.advance(1000);
+    await a.tick(ctx());
+    expect(await cursors.keys()).toEqual([cursorKey("kept")]);
+    expect(h.sink.events("schedule_cursor_deleted").map((e) => e.fields.schedule)).toEqual(["gone"]);
+    expect((await cursors.removals()).map((m) => m.key)).toEqual([cursorKey("gone")]);
+    await h.clock.advance(MARKER_MAX_AGE_MS);
+    await purgeOldMarkers((n) => h.coord.node().slot(n), h.clock, h.log);
+    expect(await cursors.removals()).toEqual([]);
+    // Added back: a fresh start, no past fired.
+    h.setCompany(both);
+    const gone = () => h.got.filter((t) => t.event_id.startsWith("schedule:gone:")).length;
+    const goneBefore = gone();
+    await a.tick(ctx());
+    await h.clock.advance(10);
+    expect(gone()).toBe(goneBefore);
+    expect(h.sink.events("schedule_started").filter((e) => e.fields.schedule === "gone")).toHaveLength(2);
+  });
+
+  test("a cursor an older build left in crewlet_fires is carried over: no restart, the due instant fires", async () => {
+    const h = await setup(company([{ id: "beat", cron: "0 * * * * *", seat: "ops", prompt: "ping" }]));
+    await h.coord.node().slot("fires").create(cursorKey("beat"), encodeJson({ instant: START, disabled: false, last_fire: null }));
+    await h.clock.advance(60_000);
+    await h.scheduler("a:1").tick(ctx());
+    await h.clock.advance(10);
+    expect(h.got.map((t) => t.event_id)).toEqual([`schedule:beat:${START + 60_000}`]);
+    expect(h.sink.events("schedule_started")).toHaveLength(0);
+    expect(await h.coord.node().slot("schedules").get(cursorKey("beat"))).not.toBeNull();
   });
 });

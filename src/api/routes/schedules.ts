@@ -1,5 +1,5 @@
 // GET /schedules: every schedule of the active company with its next fire and its last
-// fire and outcome (read from crewlet_fires, so any node answers for the fleet).
+// fire and outcome (read from the cursors in crewlet_schedules, so any node answers for the fleet).
 import { Hono } from "hono";
 import type { Clock } from "../../clock.ts";
 import type { Company } from "../../config/company.ts";
@@ -11,7 +11,7 @@ import { parseNoQuery } from "../errors.ts";
 
 export interface SchedulesSource {
   company(): Company | null;
-  fires: Pick<KvSlot, "get">;
+  cursors: Pick<KvSlot, "get">;
   clock: Clock;
 }
 
@@ -23,7 +23,7 @@ export function schedulesGroup(src: SchedulesSource): RouteGroup {
       app.get("/", auth.require("state:read"), async (c) => {
         parseNoQuery(c);
         const company = src.company();
-        const schedules = company ? await scheduleStatuses(company, src.fires, src.clock.now()) : [];
+        const schedules = company ? await scheduleStatuses(company, src.cursors, src.clock.now()) : [];
         return c.json({ schedules });
       });
       return app;
