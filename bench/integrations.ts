@@ -4,13 +4,11 @@
 // CREWLET_NOTIFICATIONS) while its handler turns them into wakes. Real nats-server (R1),
 // real KV slots, the scripted provider. Prints figures; never fails on time.
 //   bun bench/integrations.ts [latency_samples=200] [throughput_deliveries=2000] [concurrency=16]
-import { Database } from "bun:sqlite";
 import { systemClock } from "../src/clock.ts";
 import { companySchema } from "../src/config/company.ts";
 import { createApp } from "../src/api/app.ts";
 import { TokenAuth } from "../src/api/auth.ts";
 import { createCoordination } from "../src/coord/index.ts";
-import { EpisodeStore } from "../src/agent/episodes.ts";
 import type { EventSink } from "../src/agent/events.ts";
 import { SeatInbox } from "../src/agent/inbox.ts";
 import { buildProviders } from "../src/agent/providers/index.ts";
@@ -55,7 +53,7 @@ const events: EventSink = {
   },
 };
 const providers = buildProviders(company.providers.llm, systemClock);
-const engine = new TurnEngine({ org: () => org, node_id: "bench", clock: systemClock, log, estate, queue, providerFor: (s) => providers.get(s.llm ?? ""), ledger: null, episodes: new EpisodeStore(new Database(":memory:")), events });
+const engine = new TurnEngine({ org: () => org, node_id: "bench", clock: systemClock, log, estate, queue, providerFor: (s) => providers.get(s.llm ?? ""), ledger: null, events });
 const inbox = new SeatInbox({ engine, log, max_concurrent: 32 });
 const attachments = [];
 for (const h of seats) {

@@ -4,10 +4,8 @@
 //   bun bench/turns.ts [latency_samples=200] [throughput_turns=400] [drain|each]
 // `drain` (the default) attaches each inbox as the node does: drains of INBOX_DRAIN_MAX
 // through SeatInbox.batchHandler; `each` runs one delivery at a time, for comparison.
-import { Database } from "bun:sqlite";
 import { systemClock } from "../src/clock.ts";
 import { memoryLogger } from "../src/log.ts";
-import { EpisodeStore } from "../src/agent/episodes.ts";
 import type { EventSink } from "../src/agent/events.ts";
 import { SeatInbox } from "../src/agent/inbox.ts";
 import { buildProviders } from "../src/agent/providers/index.ts";
@@ -50,7 +48,6 @@ const engine = new TurnEngine({
   queue,
   providerFor: (s) => providers.get(s.llm ?? ""),
   ledger: null,
-  episodes: new EpisodeStore(new Database(":memory:")),
   events,
 });
 const inbox = new SeatInbox({ engine, log, max_concurrent: 32 });

@@ -2,7 +2,6 @@
 export { TurnEngine, MAX_ROUNDS, type TurnEngineOptions, type TurnRequest, type TurnReport, type SeatTurnStatus } from "./turn.ts";
 export { SeatInbox, Semaphore, type InboxOptions, type Posture, type SeatTurnGrant } from "./inbox.ts";
 export { CompletionLedger, LEDGERED_TYPES, isLedgered, workKeyOf, eventKey, chatMessageKey } from "./ledger.ts";
-export { EpisodeStore, EPISODES_DDL, type Episode } from "./episodes.ts";
 export { McpPool, SeatMcp } from "./mcp.ts";
 export { mcpPrepareStep, mcpReleaseStep } from "./hooks.ts";
 export { publishEventSink, MemoryEventSink, nullEventSink, type EventSink } from "./events.ts";

@@ -49,7 +49,7 @@ export interface Recalled {
 
 /** What the turn engine asks of the seat's memory (absent: a turn with no memory). */
 export interface TurnMemoryPort {
-  recall(r: { seat: Seat; org: Org; triggers: readonly Trigger[]; work_key: string | null }): Promise<Recalled>;
+  recall(r: { seat: Seat; org: Org; triggers: readonly Trigger[] }): Promise<Recalled>;
   tools(): readonly Tool[];
   turnEnded(t: TurnMemoryFacts): Promise<void>;
   turnRecorded(t: TurnMemoryFacts): Promise<void>;
@@ -78,19 +78,21 @@ export class TurnMemory implements TurnMemoryPort {
     return this.toolList;
   }
 
-  async recall(r: { seat: Seat; org: Org; triggers: readonly Trigger[]; work_key: string | null }): Promise<Recalled> {
+  async recall(r: { seat: Seat; org: Org; triggers: readonly Trigger[] }): Promise<Recalled> {
     const handle = r.seat.handle;
     await this.onboard(r.seat, r.org);
     const last = r.triggers[r.triggers.length - 1]!;
     const counterparty = last.from !== handle ? last.from : null;
     const diary = this.o.store.recentDiary(handle, RECALL_DIARY_NOTES);
-    const work_key = r.triggers.map((t) => t.refs.work_key).filter((k): k is string => k !== undefined).at(-1);
-    const episodes = work_key !== undefined ? this.o.store.episodesFor(handle, work_key) : [];
-    // No work item: the earlier turns of this conversation are "this work".
-    const inConversation = episodes.length === 0 ? this.o.store.episodesInConversation(handle, last.conversation, RECALL_EPISODES) : episodes;
+    // "This work" is the work item the trigger names (a tracker key such as "ENG-1", not the
+    // ledger's work_key hash): every episode that touched it, whichever conversation it came
+    // through. No work item, or none of its episodes here: this conversation's earlier turns.
+    const item = r.triggers.map((t) => t.refs.work_key).filter((k): k is string => k !== undefined).at(-1);
+    const episodes = item !== undefined ? this.o.store.episodesForWorkItem(handle, item, RECALL_EPISODES) : [];
+    const onThisWork = episodes.length === 0 ? this.o.store.episodesInConversation(handle, last.conversation, RECALL_EPISODES) : episodes;
     const block = memoryBlock({
       diary,
-      episodes: inConversation.slice(0, RECALL_EPISODES),
+      episodes: onThisWork,
       counterparty: counterparty ? this.o.store.counterparty(handle, counterparty) : null,
       onboarding: this.o.store.view(handle, 1).onboarding,
     });
@@ -128,6 +130,8 @@ export class TurnMemory implements TurnMemoryPort {
 
   async turnEnded(t: TurnMemoryFacts): Promise<void> {
     const s = this.o.store;
+    // The counterparty first: a re-run of work whose episode is already here is not counted.
+    if (t.counterparty) s.touchCounterparty(t.seat, t.counterparty, t.work_key);
     s.writeEpisode({
       id: t.turn_id,
       handle: t.seat,
@@ -141,7 +145,6 @@ export class TurnMemory implements TurnMemoryPort {
       work_items: t.work_items.slice(0, MAX_WORK_ITEMS),
       created_at: this.o.clock.now(),
     });
-    if (t.counterparty) s.touchCounterparty(t.seat, t.counterparty, t.work_key);
     s.touchConversation(t.seat, t.conversation, t.turn_id, t.trigger_ids.slice(0, 64));
     // Published before the completion is recorded. A failure is logged and left to the
     // cycle: the turn's effects shipped, and its completion must be recorded regardless.

@@ -6,7 +6,8 @@
 //     and a fenced turn stops (its delivery is deferred unless it already wrote outside);
 //   - a chat mention obliges a reply in its thread, an a2a_request an answer;
 //   - how a broken turn settles is decided by classify.ts from the turn's own record;
-//   - the ledger is written after the effects shipped; the episode row keyed on the work.
+//   - the ledger is written after the effects shipped, and after the seat's memory rows (its
+//     episode keyed on the work) are published (memory.ts).
 import { createHash, randomUUID } from "node:crypto";
 import type { Clock } from "../clock.ts";
 import { EstateInvalid, EstateUnavailable } from "../estate/router.ts";
@@ -19,7 +20,6 @@ import type { Org, Seat } from "../org/org.ts";
 import { routeFor } from "../org/routing.ts";
 import { encodeTrigger, type Trigger } from "../org/trigger.ts";
 import { DEFAULT_REDELIVERY, dispose, redeliveryDelayMs, type Disposition, type RedeliveryPolicy, type Settle, type TurnEndKind } from "./classify.ts";
-import type { EpisodeStore } from "./episodes.ts";
 import type { EventSink } from "./events.ts";
 import { callModel } from "./model-call.ts";
 import type { TurnMemoryFacts, TurnMemoryPort } from "./memory.ts";
@@ -85,7 +85,6 @@ export interface TurnEngineOptions {
   answerBack?: AnswerBack;
   /** Null: no ledger (a test, or coordination without the slot) — every trigger runs. */
   ledger: CompletionLedger | null;
-  episodes: EpisodeStore | null;
   /** The seat's memory (src/memory): recall, memory tools, rows written at the turn's end. */
   memory?: TurnMemoryPort | null;
   events: EventSink;
@@ -405,7 +404,9 @@ export class TurnEngine {
             counterparty: toRun[toRun.length - 1]!.from !== seat.handle ? toRun[toRun.length - 1]!.from : null,
             outcome: d.outcome,
             summary: state.final_text || (message ?? ""),
-            work_items: [...(state.work_items ?? [])],
+            // The work item that woke the turn, then those its tools named: recall finds the
+            // episode by any of them, whichever conversation the next wake comes through.
+            work_items: [...new Set([...toRun.flatMap((t) => (t.refs.work_key !== undefined ? [t.refs.work_key] : [])), ...(state.work_items ?? [])])],
             asked: toRun.map((t) => t.text).join("\n"),
           }
         : null;
@@ -420,25 +421,6 @@ export class TurnEngine {
     }
     if (d.record && this.o.ledger) {
       await this.o.ledger.record({ seat: seat.handle, turn_id: state.turn_id, node: this.o.node_id, outcome: d.outcome, triggers: toRun, answered_messages: answered });
-    }
-    if (d.settle === "ack" && this.o.episodes) {
-      try {
-        this.o.episodes.insert({
-          id: state.turn_id,
-          agent_handle: seat.handle,
-          work_key,
-          turn_id: state.turn_id,
-          trigger_ids: ran,
-          conversation,
-          outcome: d.outcome,
-          summary: state.final_text || (message ?? ""),
-          created_at: this.o.clock.now(),
-        });
-      } catch (err) {
-        // The node store is this node's memory; failing to write it must not fail a turn
-        // whose effects shipped.
-        this.o.log.warn("episode_write_failed", { seat: seat.handle, turn_id: state.turn_id, error: (err as Error).message });
-      }
     }
     if (memoryFacts && d.outcome === "completed") await this.o.memory!.turnRecorded(memoryFacts);
     if (d.gave_up) {
@@ -740,7 +722,7 @@ export class TurnEngine {
   private async recall(seat: Seat, triggers: Trigger[]) {
     if (!this.o.memory) return null;
     try {
-      return await this.o.memory.recall({ seat, org: this.o.org(), triggers, work_key: workKeyOf(triggers) });
+      return await this.o.memory.recall({ seat, org: this.o.org(), triggers });
     } catch (err) {
       this.o.log.warn("memory_recall_failed", { seat: seat.handle, error: (err as Error).message });
       return null;

@@ -15,12 +15,13 @@ export const MEMORY_PROMPT_TOKENS = 1_500;
 export const BYTES_PER_TOKEN = 4;
 /** Diary notes offered to the block (newest first) before the budget cuts. */
 export const RECALL_DIARY_NOTES = 20;
-/** Episodes for the work key offered, newest first (one per node by the index; a few carried). */
+/** Episodes on the work item (or in the conversation) offered, newest first: the latest few
+ * turns on one piece of work say where it stands; its whole history is a memory_search away. */
 export const RECALL_EPISODES = 5;
 
 export interface RecallInput {
   diary: readonly DiaryRow[];
-  /** The episodes for the current work key (or conversation), newest first. */
+  /** The episodes on the current work item (or in the conversation), newest first. */
   episodes: readonly EpisodeRow[];
   counterparty: CounterpartyRow | null;
   onboarding: readonly OnboardingRow[];

@@ -11,7 +11,7 @@
 //     two nodes) is skipped, never an error: hydration runs inside acquisition, and one
 //     duplicated episode must not make a seat unplaceable fleet-wide.
 import type { Database } from "bun:sqlite";
-import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
+import { and, asc, desc, eq } from "drizzle-orm";
 import { drizzle, type BunSQLiteDatabase } from "drizzle-orm/bun-sqlite";
 import type { Clock } from "../clock.ts";
 import {
@@ -32,9 +32,11 @@ import * as t from "./schema.ts";
 /**
  * Diary notes a seat keeps. Reflection writes a note or two per turn; a busy seat runs a
  * few hundred turns a day, so 2,000 notes is a week or more of what it learned, which is
- * what recall and search are for — older notes are what the knowledge base is for. The
- * cap is applied by dropOldestDiary (the maintenance sweep's call when it exists); until
- * it runs, the seat simply keeps more.
+ * what recall and search are for — older notes are what the knowledge base is for. Every
+ * node applies the cap to the seats it holds, on its own maintenance tick (MemorySync's cap
+ * cycle, through dropOldestDiary) — not in the maintenance duty, which runs on one node
+ * while each holder, a leaf included, writes its own seats' notes. Between ticks a seat
+ * may briefly keep more.
  */
 export const DIARY_CAP = 2_000;
 
@@ -130,14 +132,17 @@ export class MemoryStore {
   }
 
   /**
-   * One more interaction with a counterparty: counted unless it repeats the last counted
-   * work key (a re-run of one piece of work is one interaction).
+   * One more interaction with a counterparty, counted once per unit of work: not when it
+   * repeats the last counted work key, nor when the seat already has an episode for this
+   * work key — a re-run of work whose completion was never recorded, here or carried from a
+   * holder that died after its rows went out. A turn touches the counterparty before it
+   * writes its own episode (TurnMemory.turnEnded). A null key (an unkeyed turn) always counts.
    */
   touchCounterparty(handle: string, counterparty: string, work_key: string | null, at = this.clock.now()): CounterpartyRow {
     return this.sqlite.transaction(() => {
       const id = counterpartyId(handle, counterparty);
       const cur = this.sql.counterpartyGet.get({ $handle: handle, $id: id });
-      const repeat = cur !== null && work_key !== null && cur.last_work_key === work_key;
+      const repeat = work_key !== null && (cur?.last_work_key === work_key || this.sql.episodeByWork.get({ $handle: handle, $work_key: work_key }) !== null);
       return this.putCounterparty({
         id,
         handle,
@@ -269,9 +274,14 @@ export class MemoryStore {
     return this.db.select().from(t.episodes).where(eq(t.episodes.handle, handle)).orderBy(desc(t.episodes.created_at)).limit(clampLimit(limit)).all().map(episodeOf);
   }
 
-  /** The seat's episodes for one work key (at most one on a node, by the unique index). */
-  episodesFor(handle: string, work_key: string): EpisodeRow[] {
-    return this.db.select().from(t.episodes).where(and(eq(t.episodes.handle, handle), eq(t.episodes.work_key, work_key))).all().map(episodeOf);
+  /**
+   * The seat's episodes that touched one work item (a tracker key such as "ENG-1": the
+   * episode's work_items, which lists the items its tools named and the one that woke it),
+   * newest first — whichever conversation each came through. Not the work_key column: that
+   * is the completion ledger's hash of the turn's event ids, one per unit of work.
+   */
+  episodesForWorkItem(handle: string, item: string, limit: number): EpisodeRow[] {
+    return this.sql.episodesForItem.all({ $handle: handle, $item: item, $n: clampLimit(limit) }).map(episodeOf);
   }
 
   /** Episodes in one conversation, newest first. */
@@ -351,8 +361,8 @@ export class MemoryStore {
   /**
    * Drops the seat's oldest diary notes beyond `cap`; returns how many went. Deletes are
    * not replicated (spec): a later hydration may bring dropped notes back, and the next
-   * pass drops them again by the same rule. For the maintenance sweep (src/duty/) to call
-   * for each seat this node holds.
+   * pass drops them again by the same rule. The one implementation of the cap: MemorySync's
+   * cap cycle calls it for each seat this node holds.
    */
   dropOldestDiary(handle: string, cap = DIARY_CAP): number {
     const res = this.sqlite
@@ -383,6 +393,11 @@ function statements(sqlite: Database) {
       "INSERT INTO memory_episodes (handle, id, work_key, turn_id, trigger_ids, conversation, counterparty, outcome, summary, work_items, created_at, seq) VALUES ($handle, $id, $work_key, $turn_id, $trigger_ids, $conversation, $counterparty, $outcome, $summary, $work_items, $created_at, $seq) ON CONFLICT DO NOTHING",
     ),
     episodeById: sqlite.query<{ id: string }, { $handle: string; $id: string }>("SELECT id FROM memory_episodes WHERE handle = $handle AND id = $id"),
+    episodeByWork: sqlite.query<{ id: string }, { $handle: string; $work_key: string }>("SELECT id FROM memory_episodes WHERE handle = $handle AND work_key = $work_key"),
+    // work_items is a JSON array (at most MAX_WORK_ITEMS): json_each over the seat's rows.
+    episodesForItem: sqlite.query<EpisodeDb, { $handle: string; $item: string; $n: number }>(
+      "SELECT * FROM memory_episodes WHERE handle = $handle AND EXISTS (SELECT 1 FROM json_each(work_items) WHERE value = $item) ORDER BY created_at DESC, seq DESC LIMIT $n",
+    ),
     counterpartyGet: sqlite.query<CounterpartyDb, { $handle: string; $id: string }>("SELECT * FROM memory_counterparties WHERE handle = $handle AND id = $id"),
     counterpartyPut: sqlite.query(
       `INSERT INTO memory_counterparties (handle, id, counterparty, interactions, last_work_key, last_seen, note, updated_at, seq)
@@ -417,11 +432,6 @@ function bind(o: Record<string, unknown>): Record<string, string | number | null
   const out: Record<string, string | number | null> = {};
   for (const [k, v] of Object.entries(o)) out[`$${k}`] = v as string | number | null;
   return out;
-}
-
-/** Rows a drizzle run() changed (bun:sqlite returns them; drizzle's type says void). */
-function changed(res: unknown): number {
-  return (res as { changes?: number } | undefined)?.changes ?? 0;
 }
 
 /** Any one read returns at most this many rows: a screen pages, a prompt takes a few. */

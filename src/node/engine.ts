@@ -1,6 +1,6 @@
 // The agent engine as the node composes it: the org and providers of the applied company,
 // the turn engine over the estate router, the per-node inbox (max_concurrent), the
-// completion ledger, the episode store in node.db, MCP children per seat, and the events
+// completion ledger, the seats' memory in node.db, MCP children per seat, and the events
 // stream. The seat host knows nothing of this: it calls the hooks and the handler.
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
@@ -12,6 +12,7 @@ import { ReflectDispatcher } from "../agent/reflect.ts";
 import type { Changelog } from "../memory/changelog.ts";
 import { MemoryStore } from "../memory/store.ts";
 import { MemorySync } from "../memory/sync.ts";
+import { MAINTENANCE_TICK_MS } from "../duty/duties.ts";
 import type { Logger } from "../log.ts";
 import { buildOrg, type Org } from "../org/org.ts";
 import type { Tool } from "../agent/tools/contract.ts";
@@ -94,7 +95,8 @@ export class NodeEngine {
     this.mcp = new McpPool({ clock: o.clock, log: o.log });
     this.memoryStore = new MemoryStore(this.db, o.clock);
     this.transcripts = new TranscriptStore(this.db);
-    this.memorySync = new MemorySync({ store: this.memoryStore, changelog: o.changelog, clock: o.clock, log: o.log });
+    // Every node caps its held seats' diaries on its own maintenance tick (the duty runs on one).
+    this.memorySync = new MemorySync({ store: this.memoryStore, changelog: o.changelog, clock: o.clock, log: o.log, diary_cap_every_ms: MAINTENANCE_TICK_MS });
     const providerFor = (seat: { llm?: string | null }) => (seat.llm ? this.providers.get(seat.llm) : undefined);
     const events = publishEventSink(o.queue, o.log, () => o.clock.now());
     const timezone = () => this.company.timezone;
@@ -129,7 +131,6 @@ export class NodeEngine {
       answerBack: o.answerBack,
       ledger: new CompletionLedger(o.ledger, o.clock, o.log),
       // The seat's episodes are its memory's (src/memory), written before the completion.
-      episodes: null,
       memory: new TurnMemory({ store: this.memoryStore, sync: this.memorySync, estate: o.estate, queue: o.queue, claims: o.claims, node_id: o.nodeId, clock: o.clock, log: o.log }),
       events,
       transcripts: {

@@ -1,8 +1,6 @@
-import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { EpisodeStore } from "../../src/agent/episodes.ts";
 import { MemoryEventSink } from "../../src/agent/events.ts";
 import { openAiProvider } from "../../src/agent/providers/openai.ts";
 import { buildProviders } from "../../src/agent/providers/index.ts";
@@ -59,7 +57,6 @@ test("ask_colleague sends an a2a_request to the colleague's inbox; the answer co
       queue,
       providerFor: (s) => provider ?? providers.get(s.llm ?? ""),
       ledger: null,
-      episodes: new EpisodeStore(new Database(":memory:")),
       events: new MemoryEventSink(),
     });
   server.script([openAiToolReply([{ id: "c1", name: "ask_colleague", args: { handle: "pm", question: "ETA for OPS-1?" } }]), openAiTextReply("Asked @pm.")]);

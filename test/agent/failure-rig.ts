@@ -11,7 +11,6 @@ import type { ProviderConfig } from "../../src/config/company.ts";
 import { MemoryCoordination } from "../../src/coord/index.ts";
 import { memoryLogger, type MemorySink } from "../../src/log.ts";
 import type { RedeliveryPolicy } from "../../src/agent/classify.ts";
-import { EpisodeStore } from "../../src/agent/episodes.ts";
 import { MemoryEventSink } from "../../src/agent/events.ts";
 import { SeatInbox } from "../../src/agent/inbox.ts";
 import { CompletionLedger } from "../../src/agent/ledger.ts";
@@ -116,7 +115,6 @@ export class FailureRig {
       providerFor: () => (opts.no_provider ? undefined : providers.get("model")),
       mcpTools: () => opts.extraTools ?? [],
       ledger: this.ledger,
-      episodes: new EpisodeStore(new Database(":memory:")),
       events: this.events,
       redelivery: opts.redelivery ?? TEST_REDELIVERY,
       spend,

@@ -1,9 +1,7 @@
-import { Database } from "bun:sqlite";
 import { afterEach, describe, expect, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { MemoryCoordination } from "../../src/coord/index.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { EpisodeStore } from "../../src/agent/episodes.ts";
 import { MemoryEventSink } from "../../src/agent/events.ts";
 import { SeatInbox, Semaphore } from "../../src/agent/inbox.ts";
 import { partitionByConversation } from "../../src/agent/partition.ts";
@@ -45,7 +43,6 @@ function world() {
     queue,
     providerFor: (s) => providers.get(s.llm ?? ""),
     ledger: null,
-    episodes: new EpisodeStore(new Database(":memory:")),
     events,
   });
   return { log, sink, estate, queue, events, engine };
@@ -256,7 +253,7 @@ describe("the inbox handler", () => {
         new Promise((_, reject) => req.signal?.addEventListener("abort", () => reject(new ProviderError("hung", "aborted", "cancelled by the caller")), { once: true })),
     };
     const events = new MemoryEventSink();
-    const engine = new TurnEngine({ org: () => org, node_id: "node-a", clock: systemClock, log: w.log, estate: w.estate, queue: w.queue, providerFor: () => hung, ledger: null, episodes: null, events });
+    const engine = new TurnEngine({ org: () => org, node_id: "node-a", clock: systemClock, log: w.log, estate: w.estate, queue: w.queue, providerFor: () => hung, ledger: null, events });
     const inbox = new SeatInbox({ engine, log: w.log, max_concurrent: 1 });
     // Lease TTL 1.5 s: heartbeat 0.5 s, so the drain waits two heartbeats (1 s) before cancelling.
     const host = new SeatHost({ node_id: "node-a", roles: ["seats"], leases: coord.node().leases, queue: w.queue, clock: systemClock, log: w.log, lease_ttl_ms: 1_500, batchHandler: inbox.batchHandler });

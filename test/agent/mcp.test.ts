@@ -1,11 +1,9 @@
-import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { EpisodeStore } from "../../src/agent/episodes.ts";
 import { MemoryEventSink } from "../../src/agent/events.ts";
 import { McpPool, descendantsOf, isAlive } from "../../src/agent/mcp.ts";
 import { openAiProvider } from "../../src/agent/providers/openai.ts";
@@ -76,7 +74,6 @@ describe("a seat's MCP children (real @modelcontextprotocol/server-memory)", () 
       providerFor: () => openAiProvider({ name: "gpt", base_url: server.url, model: "m", api_keys: [], timeout_ms: 5_000, clock: systemClock }),
       mcpTools: (h) => pool.tools(h),
       ledger: null,
-      episodes: new EpisodeStore(new Database(":memory:")),
       events,
     });
     server.script([

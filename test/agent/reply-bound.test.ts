@@ -1,12 +1,10 @@
 // A reply the engine posts on its own account is bounded by the chat record's byte limit
 // like any write: an over-long final answer is cut with a marker and posted, never refused
 // (issue 12, item 1). LocalEstate passes every write through the router's record gate.
-import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { MemoryCoordination, StoreFaults } from "../../src/coord/index.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { EpisodeStore } from "../../src/agent/episodes.ts";
 import { MemoryEventSink } from "../../src/agent/events.ts";
 import { CompletionLedger } from "../../src/agent/ledger.ts";
 import { openAiProvider } from "../../src/agent/providers/openai.ts";
@@ -44,7 +42,6 @@ test("a 20,000-character final answer (40,000 bytes) is posted cut to the 32 KiB
       providerFor: () => provider,
       mcpTools: () => [],
       ledger,
-      episodes: new EpisodeStore(new Database(":memory:")),
       events: new MemoryEventSink(),
     });
     const msg = await estate.post("general", "founder", "@cto write it all out");

@@ -159,7 +159,6 @@ describe("a real turn", () => {
         queue,
         providerFor: (seat) => scripted.get(seat.llm ?? ""),
         ledger: new CompletionLedger(coord.node({}).slot("ledger"), systemClock, log),
-        episodes: null,
         events: new MemoryEventSink(),
         transcripts: { keep: (t) => store.insert(t, systemClock.now()), costOf: () => 1_234, modelOf: () => "scripted" },
       });

@@ -1,9 +1,7 @@
-import { Database } from "bun:sqlite";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { MemoryCoordination, StoreFaults } from "../../src/coord/index.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { EpisodeStore } from "../../src/agent/episodes.ts";
 import { MemoryEventSink } from "../../src/agent/events.ts";
 import { StoreUnavailable } from "../../src/coord/contract.ts";
 import { CompletionLedger } from "../../src/agent/ledger.ts";
@@ -37,7 +35,6 @@ afterEach(async () => {
 interface Rig {
   estate: LocalEstate;
   events: MemoryEventSink;
-  episodes: EpisodeStore;
   ledger: CompletionLedger;
   faults: StoreFaults;
   engine: (node: string, opts?: { provider?: Provider; extraTools?: Tool[] }) => TurnEngine;
@@ -52,14 +49,12 @@ function rig(): Rig {
   // A store that stays down is given up on after a second here, not the shipped 15 s.
   const ledger = new CompletionLedger(slot, systemClock, log, 1_000);
   const events = new MemoryEventSink();
-  const episodes = new EpisodeStore(new Database(":memory:"));
   const queue = new MemoryQueue({ clock: systemClock, log });
   queues.push(queue);
   const scripted = buildProviders(company.providers.llm, systemClock);
   return {
     estate,
     events,
-    episodes,
     ledger,
     faults,
     engine: (node, opts = {}) =>
@@ -73,7 +68,6 @@ function rig(): Rig {
         providerFor: (seat) => opts.provider ?? scripted.get(seat.llm ?? ""),
         mcpTools: () => opts.extraTools ?? [],
         ledger,
-        episodes,
         events,
       }),
   };
@@ -116,7 +110,6 @@ describe("the default company (scripted provider)", () => {
     // Who asked and where, on both: the dashboard says "ceo answered founder in #general".
     expect(started).toMatchObject({ from: trigger.from, conversation: trigger.conversation });
     expect(done).toMatchObject({ from: trigger.from, conversation: trigger.conversation });
-    expect(r.episodes.recent("ceo", 10).length).toBe(1);
 
     // The node died before the ack: the successor (another node) gets the redelivery.
     const again = await r.engine("node-b").run({ seat: "ceo", epoch: 2, fence: owned, triggers: [trigger] });

@@ -128,8 +128,9 @@ export function changelogConformance(name: string, make: () => Promise<Changelog
       expect(r.outcomes.skipped_collision).toBe(1);
       expect(r.outcomes.kept_local).toBe(1);
       expect(r.outcomes.took_carried).toBe(1);
-      expect(B.store.episodesFor(s, "wk-same").map((e) => e.id)).toEqual(["t-b"]);
-      expect(B.store.episodesFor(s, "wk-2")[0]!.summary).toBe("B's local words");
+      const onWork = (wk: string) => B.store.recentEpisodes(s, 100).filter((e) => e.work_key === wk);
+      expect(onWork("wk-same").map((e) => e.id)).toEqual(["t-b"]);
+      expect(onWork("wk-2")[0]!.summary).toBe("B's local words");
       expect(B.store.counterparty(s, "founder")!.note).toBe("carried note");
       // Rows carried in are not carried again by this node's next flush.
       const before = B.store.pending(s).map((p) => p.record.table);

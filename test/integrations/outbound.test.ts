@@ -96,7 +96,6 @@ function engine(c: Company) {
     extraTools: (h) => outbound.toolsFor(h),
     answerBack: outbound.answerBack,
     ledger: null,
-    episodes: null,
     events,
   });
   return { turns, outbound, sink, events, estate };

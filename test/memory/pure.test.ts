@@ -7,7 +7,6 @@ import { estimateTokens, memoryBlock, MEMORY_PROMPT_TOKENS } from "../../src/mem
 import { decodeRecord, diaryId, MAX_NOTE_BYTES, MemoryNoteInput } from "../../src/memory/records.ts";
 import { parseReflection, MAX_REFLECTION_NOTES } from "../../src/memory/reflection.ts";
 import { DIARY_CAP, MemoryStore } from "../../src/memory/store.ts";
-import { RETENTION_RULES, runRetention } from "../../src/duty/retention.ts";
 import { MemoryChangelog } from "../../src/memory/changelog.ts";
 import { MemorySync } from "../../src/memory/sync.ts";
 import { silentLogger } from "../../src/log.ts";
@@ -102,7 +101,7 @@ describe("the diary cap", () => {
     expect(store.dropOldestDiary("s", 10)).toBe(0);
   });
 
-  test("capDiaries (the maintenance sweep's call) caps the seats this node keeps current, and only those", async () => {
+  test("capDiaries (every node's cap cycle) caps the seats this node keeps current, and only those; DIARY_CAP unless told", async () => {
     const clock = new FakeClock(0);
     const store = new MemoryStore(new Database(":memory:", { strict: true }), clock);
     const sync = new MemorySync({ store, changelog: new MemoryChangelog(), clock, log: silentLogger });
@@ -111,18 +110,10 @@ describe("the diary cap", () => {
     expect(sync.capDiaries(5)).toEqual({ held: 10 });
     expect(store.counts("held").diary).toBe(5);
     expect(store.counts("copy").diary).toBe(15);
-  });
-
-  test("the maintenance sweep's retention rule caps every seat's diary in node.db", () => {
-    const store = new MemoryStore(new Database(":memory:", { strict: true }), new FakeClock(0));
     store.sqlite.transaction(() => {
-      for (let i = 1; i <= DIARY_CAP + 7; i++) store.writeDiary({ handle: "busy", content: `n ${i}`, source: "note", turn_id: null, work_key: null, created_at: i });
-      for (let i = 1; i <= 3; i++) store.writeDiary({ handle: "quiet", content: `n ${i}`, source: "note", turn_id: null, work_key: null, created_at: i });
+      for (let i = 1; i <= DIARY_CAP + 2; i++) store.writeDiary({ handle: "held", content: `busy ${i}`, source: "note", turn_id: null, work_key: null, created_at: 100 + i });
     })();
-    const out = runRetention(store.sqlite, 0, RETENTION_RULES.filter((r) => r.table === "memory_diary"));
-    expect(out).toEqual([{ table: "memory_diary", deleted: 7, horizon: `newest ${DIARY_CAP} notes per seat` }]);
-    expect(store.counts("busy").diary).toBe(DIARY_CAP);
-    expect(store.counts("quiet").diary).toBe(3);
-    expect(store.recentDiary("busy", 500).at(-1)!.created_at).toBe(DIARY_CAP + 7 - 499);
+    expect(sync.capDiaries()).toEqual({ held: 7 });
+    expect(store.counts("held").diary).toBe(DIARY_CAP);
   });
 });

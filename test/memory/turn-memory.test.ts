@@ -17,6 +17,7 @@ import { TurnMemory } from "../../src/agent/memory.ts";
 import { ReflectDispatcher } from "../../src/agent/reflect.ts";
 import { buildProviders } from "../../src/agent/providers/index.ts";
 import type { CompletionRequest, Provider } from "../../src/agent/providers/contract.ts";
+import type { Trigger } from "../../src/org/trigger.ts";
 import { TurnEngine } from "../../src/agent/turn.ts";
 import { MemoryChangelog } from "../../src/memory/changelog.ts";
 import { ONBOARDING_STEP } from "../../src/memory/onboarding.ts";
@@ -61,7 +62,6 @@ function node(name: string, shared: { changelog: MemoryChangelog; coord: MemoryC
     queue: shared.queue,
     providerFor,
     ledger: new CompletionLedger(ledgerSlot, systemClock, log),
-    episodes: null,
     memory,
     events,
   });
@@ -139,6 +139,50 @@ describe("memory in the turn", () => {
     expect(opening).toContain("Earlier on this work:");
     expect(seen[1]!.facts!.vars.diary).toBe("The motor supplier ships on Thursdays");
     expect(seen[1]!.tools.map((t) => t.name)).toEqual(expect.arrayContaining(["memory_note", "memory_search"]));
+  });
+
+  test("a tool call touching a work item fills the episode's work_items; the item's next wake, through another conversation, recalls that episode", async () => {
+    const s = await shared();
+    const seen: CompletionRequest[] = [];
+    const scripted = buildProviders(company.providers.llm, systemClock);
+    const recording: Provider = {
+      name: "recording",
+      async complete(req) {
+        seen.push(req);
+        return scripted.get(org.seat("ceo")!.llm ?? "")!.complete(req);
+      },
+    };
+    const A = node("a", s, recording);
+    // In #general, ceo's plan creates ENG-1 (for cto) and OPS-1 (for pm) with work_create.
+    const msg = await s.estate.post("general", "founder", "@ceo we need a plan for the Q3 launch");
+    const first = await A.engine.run({ seat: "ceo", epoch: 1, fence: owned, triggers: [mentionTrigger("ceo", "general", msg, "@ceo we need a plan for the Q3 launch")] });
+    expect(first.outcome).toBe("completed");
+    const [episode] = A.store.recentEpisodes("ceo", 5);
+    expect(episode).toMatchObject({ turn_id: first.turn_id, conversation: `chat:general:${msg}`, work_items: ["ENG-1", "OPS-1"] });
+    // ENG-1 comes back to ceo on the item's own conversation (a comment on it), not the chat thread.
+    const comment: Trigger = {
+      type: "task_comment",
+      event_id: "comment:ENG-1:c1",
+      seat: "ceo",
+      conversation: "work:ENG-1",
+      from: "cto",
+      text: "cto commented on ENG-1 (Technical plan): which motor?",
+      refs: { work_key: "ENG-1" },
+      created_at: 3_000,
+    };
+    const second = await A.engine.run({ seat: "ceo", epoch: 1, fence: owned, triggers: [comment] });
+    expect(second.outcome).toBe("completed");
+    const opening = (seen.at(-1)!.messages[0] as { content: string }).content;
+    expect(opening).toContain("Earlier on this work:");
+    expect(opening).toContain(`[completed] ${episode!.summary.replace(/\s+/g, " ").trim().slice(0, 40)}`);
+    // The comment's turn lists the item that woke it first, then those its tools made: the
+    // next wake on ENG-1 finds both turns.
+    expect(A.store.recentEpisodes("ceo", 5)[0]).toMatchObject({ turn_id: second.turn_id, work_items: ["ENG-1", "ENG-2", "OPS-2"] });
+    expect(A.store.episodesForWorkItem("ceo", "ENG-1", 5).map((e) => e.turn_id)).toEqual([second.turn_id!, first.turn_id!]);
+    // A wake on an item ceo never touched recalls nothing of ENG-1.
+    const other = await A.engine.run({ seat: "ceo", epoch: 1, fence: owned, triggers: [{ ...comment, event_id: "comment:ENG-9:c1", conversation: "work:ENG-9", refs: { work_key: "ENG-9" }, text: "about ENG-9" }] });
+    expect(other.outcome).toBe("completed");
+    expect((seen.at(-1)!.messages[0] as { content: string }).content).not.toContain("Earlier on this work:");
   });
 
   test("memory_note keeps a note once; memory_search finds it; a note over the byte limit names its field", async () => {
