@@ -154,6 +154,28 @@ export interface Queue {
   /** Creates the durable consumer (mailbox) for subject under group; attaches nothing. */
   ensureMailbox(subject: string, group: string): Promise<void>;
   deleteMailbox(subject: string, group: string): Promise<void>;
+  /**
+   * Resets a mailbox to its ack floor: every message it owes and has not had acknowledged
+   * goes out again now, as a first delivery — what is ack-pending (a dead holder's turn),
+   * waiting out a NAK's delay, or not yet delivered — oldest first; what was acknowledged
+   * stays settled. The delivery counts start again at 1 (nats-server 2.14's consumer
+   * reset clears them), so a reset also renews each message's dead-letter budget. A
+   * delivery made before the reset and settled after it settles nothing while its message
+   * waits to go out again; once it has gone out again, whether the old settlement lands is
+   * not promised (the completion ledger absorbs a rerun). Pulls waiting at the mailbox stay
+   * and get the mail. The deaf-seat heal and the inbox reclaim after a kill (node.ts). False when the backend
+   * does not know the call (nats-server < 2.14); throws when there is no such mailbox.
+   */
+  resetMailbox(subject: string, group: string): Promise<boolean>;
+  /**
+   * As resetMailbox, but from the first message stored for the mailbox's subject, whatever
+   * the consumer's pointers say (interest retention, one mailbox per subject: everything
+   * stored for it is unacknowledged): the heal for a mailbox whose delivered pointer stands
+   * beyond mail it never delivered. With nothing stored, new mail is delivered from the
+   * next publish on. False when the backend does not know the call; throws when there is
+   * no such mailbox.
+   */
+  rewindMailbox(subject: string, group: string): Promise<boolean>;
   /** Mailboxes the broker holds whose names the mailbox grammar produces. */
   listMailboxes(): Promise<MailboxRef[]>;
   attach(subject: string, group: string, handler: Handler, opts?: AttachOptions): Promise<Attachment>;

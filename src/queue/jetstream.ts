@@ -101,6 +101,9 @@ const NO_MESSAGE_FOUND = 10037;
  */
 const SEQUENCE_NOT_FOUND = 10043;
 const DELETE_NO_MESSAGE = 10057;
+/** nats.js's codes for a request nobody subscribes to (a 503 status) and one nobody answered. */
+const NO_RESPONDERS = "503";
+const REQUEST_TIMEOUT = "TIMEOUT";
 const isMissingMessage = (err: unknown) => {
   const code = apiErrorCode(err);
   return code === NO_MESSAGE_FOUND || code === SEQUENCE_NOT_FOUND || code === DELETE_NO_MESSAGE;
@@ -485,16 +488,12 @@ export class JetStreamQueue implements Queue {
   }
 
   /**
-   * Resets a mailbox's consumer to its ack floor (nats-server ≥ 2.14, $JS.API.CONSUMER.RESET):
-   * everything not acknowledged is delivered again, the deaf-seat heal. False when this
-   * broker does not know the call.
+   * Resets a mailbox's consumer to its ack floor (nats-server ≥ 2.14, $JS.API.CONSUMER.RESET,
+   * an empty request): everything not acknowledged is delivered again (the contract's
+   * resetMailbox). False when this broker does not know the call.
    */
-  async resetMailbox(subject: string, group: string): Promise<boolean> {
-    const reply = await this.nc.request(`$JS.API.CONSUMER.RESET.${mustStream(subject)}.${durableName(group)}`, JSON.stringify({}), { timeout: 10_000 });
-    if (reply.data.length === 0) return false; // a 503 status: nobody serves the call
-    const body = z.object({ error: z.object({ code: z.number(), description: z.string() }).optional() }).parse(JSON.parse(new TextDecoder().decode(reply.data)));
-    if (body.error) throw new Error(`queue: resetting mailbox ${group}: ${body.error.description} (${body.error.code})`);
-    return true;
+  resetMailbox(subject: string, group: string): Promise<boolean> {
+    return this.consumerReset(subject, group, {}, "resetting");
   }
 
   /**
@@ -518,10 +517,39 @@ export class JetStreamQueue implements Queue {
     const body = MsgGetReply.parse(JSON.parse(new TextDecoder().decode(reply.data)));
     if (body.error && body.error.err_code !== NO_MESSAGE_FOUND) throw new Error(`queue: reading ${subject} from its start: ${body.error.description}`);
     const seq = body.message?.seq ?? last + 1;
-    const reset = await this.nc.request(`$JS.API.CONSUMER.RESET.${stream}.${durableName(group)}`, JSON.stringify({ seq }), { timeout: 10_000 });
-    if (reset.data.length === 0) return false; // a 503 status: nobody serves the call
-    const answer = z.object({ error: z.object({ code: z.number(), description: z.string() }).optional() }).parse(JSON.parse(new TextDecoder().decode(reset.data)));
-    if (answer.error) throw new Error(`queue: rewinding mailbox ${group} to ${seq}: ${answer.error.description} (${answer.error.code})`);
+    return this.consumerReset(subject, group, { seq }, `rewinding to ${seq}`);
+  }
+
+  /**
+   * One consumer reset. The call is answered by the consumer's leader on its own
+   * subscription; the JetStream API's catch-all subscription also hears it and stays
+   * silent, so a consumer that is not there shows as a request that times out (measured
+   * on 2.15.2, R1 and R3, by the conformance case "reset and rewind of a mailbox that does
+   * not exist are errors"), not as "no responders". A broker older than 2.14 should look
+   * the same (not measured: none is shipped or kept). The consumer INFO then tells which:
+   * missing → throws "no such mailbox", as the contract says; present → the timeout is
+   * thrown (a leader that did not answer, or an old broker), or false after "no
+   * responders" (nothing serves the call).
+   */
+  private async consumerReset(subject: string, group: string, request: { seq?: number }, doing: string): Promise<boolean> {
+    const stream = mustStream(subject);
+    const durable = durableName(group);
+    let reply: Msg;
+    try {
+      reply = await this.nc.request(`$JS.API.CONSUMER.RESET.${stream}.${durable}`, JSON.stringify(request), { timeout: 10_000 });
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code !== NO_RESPONDERS && code !== REQUEST_TIMEOUT) throw err;
+      const jsm = await this.jsm();
+      await jsm.consumers.info(stream, durable).catch((infoErr) => {
+        if (apiErrorCode(infoErr) === CONSUMER_NOT_FOUND) throw new Error(`queue: ${doing} mailbox ${group} on ${subject}: no such mailbox`);
+        throw infoErr;
+      });
+      if (code === REQUEST_TIMEOUT) throw new Error(`queue: ${doing} mailbox ${group} on ${subject}: not answered within 10 s`);
+      return false;
+    }
+    const answer = z.object({ error: z.object({ code: z.number(), description: z.string() }).optional() }).parse(JSON.parse(new TextDecoder().decode(reply.data)));
+    if (answer.error) throw new Error(`queue: ${doing} mailbox ${group}: ${answer.error.description} (${answer.error.code})`);
     return true;
   }
 

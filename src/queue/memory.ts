@@ -141,6 +141,57 @@ export class MemoryQueue implements Queue {
     for (const m of [...stream.msgs.values()]) this.release(stream, m, durable);
   }
 
+  async resetMailbox(subject: string, group: string): Promise<boolean> {
+    const { stream, c } = this.mailboxOf(subject, group);
+    this.restartAt(stream, c, this.ackFloor(c));
+    return true;
+  }
+
+  async rewindMailbox(subject: string, group: string): Promise<boolean> {
+    const { stream, c } = this.mailboxOf(subject, group);
+    let first: number | null = null;
+    for (const m of stream.msgs.values()) {
+      if (!this.owes(stream, c, m)) continue;
+      first = m.seq; // in sequence order: the first one owed is the first stored for the subject
+      break;
+    }
+    this.restartAt(stream, c, first === null ? stream.lastSeq : first - 1);
+    return true;
+  }
+
+  private mailboxOf(subject: string, group: string): { stream: MemStream; c: MemConsumer } {
+    const stream = this.streamFor(subject);
+    const c = stream.consumers.get(durableName(group));
+    if (!c || c.filter !== subject) throw new Error(`queue: mailbox ${group} on ${subject}: no such mailbox`);
+    return { stream, c };
+  }
+
+  /**
+   * The broker's ack floor: below the oldest delivery not yet acknowledged (ack-pending,
+   * NAKed and waiting to go again, or held back by a delayed NAK), or the last delivered
+   * when none is.
+   */
+  private ackFloor(c: MemConsumer): number {
+    let floor = c.cursor;
+    for (const seq of [...c.pending.keys(), ...c.delayed.keys(), ...c.redeliver]) floor = Math.min(floor, seq - 1);
+    return floor;
+  }
+
+  /**
+   * As nats-server's consumer reset: nothing is pending any more, delivery counts start
+   * again, and the next delivery is the first message owed above `floor`.
+   */
+  private restartAt(stream: MemStream, c: MemConsumer, floor: number): void {
+    for (const t of c.pending.values()) t.cancel();
+    for (const t of c.delayed.values()) t.cancel();
+    c.pending.clear();
+    c.delayed.clear();
+    c.redeliver.splice(0);
+    c.deliveries.clear();
+    c.cursor = floor;
+    this.scheduleDispatch(stream, c);
+  }
+
   async listMailboxes(): Promise<MailboxRef[]> {
     const stream = this.streams.get(STREAM_AGENT);
     if (!stream) return [];

@@ -490,6 +490,94 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       expect(text(next.seen[0]!)).toBe("m1");
     });
 
+    test("reset hands back at once what a dead holder never settled, as first deliveries; what it acked stays settled", async () => {
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await publishAll(box.subject, ["m1", "m2", "m3"]);
+      const hung = gate<Outcome>();
+      const dead = recorder((d) => (text(d) === "m2" ? hung.p : ack())); // killed during m2's turn
+      const a = track(await h.queue.attach(box.subject, box.group, dead.handler));
+      await eventually("the holder is running m2", () => dead.seen.length === 2 && a.inFlight === 1);
+      await a.detach();
+      expect(await h.queue.resetMailbox(box.subject, box.group)).toBe(true);
+      const succ = recorder();
+      track(await h.peer.attach(box.subject, box.group, succ.handler));
+      // Without the reset m2 would wait out the production ack wait (30 min), far past EVENTUALLY_MS.
+      await eventually("successor has m2 and m3", () => succ.seen.length >= 2);
+      await throughSentinel(box.subject, succ);
+      expect(succ.seen.slice(0, 2).map((d) => [text(d), d.deliveryCount])).toEqual([["m2", 1], ["m3", 1]]);
+      expect(succ.texts()).toHaveLength(3);
+      hung.open(ack()); // the dead holder's late ack: m2 is settled already, nothing changes
+      await throughSentinel(box.subject, succ);
+      expect(succ.texts()).toHaveLength(4);
+      expect(dead.texts()).toEqual(["m1", "m2"]);
+    });
+
+    test("reset brings a message held back by a NAK's delay out now, to the attachment already waiting, its count renewed", async () => {
+      const box = mailbox(handle(), "inbox");
+      const rec = recorder((d, nth) => (nth === 1 ? nak(10 * 60_000) : ack())); // far past the test
+      const att = track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await h.queue.publish(box.subject, enc("m1"));
+      await eventually("the NAK is settled", () => rec.seen.length === 1 && att.inFlight === 0);
+      expect(await h.queue.resetMailbox(box.subject, box.group)).toBe(true);
+      await eventually("m1 again, before its delay", () => rec.seen.length === 2);
+      await throughSentinel(box.subject, rec);
+      expect(rec.seen.slice(0, 2).map((d) => [text(d), d.deliveryCount])).toEqual([["m1", 1], ["m1", 1]]);
+      expect(rec.texts()).toHaveLength(3);
+    });
+
+    test("a reset with nothing unsettled changes nothing: new mail flows, nothing comes twice", async () => {
+      const box = mailbox(handle(), "inbox");
+      const rec = recorder();
+      track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await publishAll(box.subject, ["m1", "m2"]);
+      await throughSentinel(box.subject, rec);
+      expect(await h.queue.resetMailbox(box.subject, box.group)).toBe(true);
+      await h.queue.publish(box.subject, enc("m3"));
+      await throughSentinel(box.subject, rec);
+      expect(rec.texts().filter((t) => !t.startsWith("sentinel-"))).toEqual(["m1", "m2", "m3"]);
+      expect(rec.seen.every((d) => d.deliveryCount === 1)).toBe(true);
+    });
+
+    test("rewind delivers again everything stored for the subject from its start, as first deliveries", async () => {
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await publishAll(box.subject, ["m1", "m2"]);
+      const hung = gate<Outcome>();
+      const dead = recorder((d) => (text(d) === "m2" ? hung.p : ack()));
+      const a = track(await h.queue.attach(box.subject, box.group, dead.handler));
+      await eventually("the holder is running m2", () => dead.seen.length === 2 && a.inFlight === 1);
+      await a.detach();
+      await h.queue.publish(box.subject, enc("m3"));
+      expect(await h.queue.rewindMailbox(box.subject, box.group)).toBe(true);
+      const succ = recorder();
+      track(await h.peer.attach(box.subject, box.group, succ.handler));
+      await eventually("successor has m2 and m3", () => succ.seen.length >= 2);
+      await throughSentinel(box.subject, succ);
+      expect(succ.seen.slice(0, 2).map((d) => [text(d), d.deliveryCount])).toEqual([["m2", 1], ["m3", 1]]);
+      expect(succ.texts()).toHaveLength(3);
+      hung.open(nak());
+    });
+
+    test("rewinding an empty mailbox delivers the next publish and nothing before it", async () => {
+      const box = mailbox(handle(), "inbox");
+      const rec = recorder();
+      track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await publishAll(box.subject, ["m1"]);
+      await throughSentinel(box.subject, rec);
+      expect(await h.queue.rewindMailbox(box.subject, box.group)).toBe(true);
+      await h.queue.publish(box.subject, enc("m2"));
+      await throughSentinel(box.subject, rec);
+      expect(rec.texts().filter((t) => !t.startsWith("sentinel-"))).toEqual(["m1", "m2"]);
+      expect(rec.texts()).toHaveLength(4);
+    });
+
+    test("reset and rewind of a mailbox that does not exist are errors", async () => {
+      const box = mailbox(handle(), "inbox");
+      await expect(h.queue.resetMailbox(box.subject, box.group)).rejects.toThrow(/no such mailbox/);
+      await expect(h.queue.rewindMailbox(box.subject, box.group)).rejects.toThrow(/no such mailbox/);
+    });
+
     test("a batch is pulled only when it can be run; a defer hands back what it left unrun", async () => {
       const box = mailbox(handle(), "inbox");
       await h.queue.ensureMailbox(box.subject, box.group);

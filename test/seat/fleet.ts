@@ -95,6 +95,12 @@ class NodeQueue implements Queue {
   deleteMailbox(s: string, g: string) {
     return this.inner.deleteMailbox(s, g);
   }
+  resetMailbox(s: string, g: string) {
+    return this.inner.resetMailbox(s, g);
+  }
+  rewindMailbox(s: string, g: string) {
+    return this.inner.rewindMailbox(s, g);
+  }
   listMailboxes() {
     return this.inner.listMailboxes();
   }
