@@ -7,7 +7,7 @@ import { systemClock } from "../src/clock.ts";
 import { memoryLogger, silentLogger } from "../src/log.ts";
 import { ack, defer, type Attachment, type Outcome } from "../src/queue/contract.ts";
 import { JetStreamQueue } from "../src/queue/jetstream.ts";
-import { ensureSeatMailboxes } from "../src/queue/mailboxes.ts";
+import { ensureSeatMailboxes, MAILBOX_CREATE_CONCURRENCY } from "../src/queue/mailboxes.ts";
 import { mailbox, STREAM_AGENT } from "../src/queue/topics.ts";
 import { startNats, type TestNats } from "../test/support/nats.ts";
 
@@ -195,7 +195,7 @@ async function bootWalk(label: string, queue: JetStreamQueue, seats: number): Pr
   const handles = Array.from({ length: seats }, (_, i) => `seat${i}`);
   const res = await ensureSeatMailboxes(queue, handles, systemClock, log);
   const line = sink.events("seat_mailbox_created")[0];
-  console.log(`[${label}] boot walk, ${seats} seats (${res.count} mailboxes, concurrency 32): ${res.elapsed_ms} ms (logged count=${line?.fields.count})`);
+  console.log(`[${label}] boot walk, ${seats} seats (${res.count} mailboxes, concurrency ${MAILBOX_CREATE_CONCURRENCY}): ${res.elapsed_ms} ms (logged count=${line?.fields.count})`);
   const again = await ensureSeatMailboxes(queue, handles, systemClock, log);
   console.log(`[${label}] boot walk again (all exist, as on a second node's boot): ${again.elapsed_ms} ms`);
 }

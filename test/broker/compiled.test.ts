@@ -6,7 +6,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { copyFileSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildArch, loadManifest, smokeVersion, verifiedSidecar } from "../../build.ts";
+import { buildArch, loadManifest, REQUIRE_SMOKE_ENV, smokeVersion, verifiedSidecar } from "../../build.ts";
 import { hostArch } from "../../src/broker/elf.ts";
 import { cachedSidecarPath } from "../../src/broker/manifest.ts";
 import { brokerPaths } from "../../src/broker/plan.ts";
@@ -36,6 +36,31 @@ describe("sidecar checks", () => {
     const script = join(work, "not-elf");
     writeFileSync(script, "#!/bin/sh\necho i am not nats-server\n");
     expect(() => verifiedSidecar(script, hostArch(), manifest)).toThrow(/not an ELF file/);
+  });
+});
+
+describe("the foreign arch's version smoke", () => {
+  const foreign = hostArch() === "x64" ? "arm64" : "x64";
+  // Never run: the emulator named here is not on any machine.
+  const built = { arch: foreign, path: join(work, `crewlet-linux-${foreign}`), bytes: 0, sidecar_zst_bytes: 0 } as const;
+  const qemu = { [foreign]: { bin: "crewlet-no-such-qemu", ld: "/nonexistent" } };
+  test("without its emulator it fails when required (as .ci/run requires it)", () => {
+    expect(() => smokeVersion(built, { required: true, qemu })).toThrow(/not run under qemu \(crewlet-no-such-qemu is not on PATH\)/);
+  });
+  test("without its emulator it is skipped, saying so, when not required", () => {
+    expect(smokeVersion(built, { required: false, qemu })).toStartWith("not run (crewlet-no-such-qemu is not on PATH;");
+  });
+  test(`${REQUIRE_SMOKE_ENV}=1 is what requires it`, () => {
+    const before = process.env[REQUIRE_SMOKE_ENV];
+    try {
+      process.env[REQUIRE_SMOKE_ENV] = "1";
+      expect(() => smokeVersion(built, { qemu })).toThrow(/requires it/);
+      delete process.env[REQUIRE_SMOKE_ENV];
+      expect(smokeVersion(built, { qemu })).toStartWith("not run");
+    } finally {
+      if (before === undefined) delete process.env[REQUIRE_SMOKE_ENV];
+      else process.env[REQUIRE_SMOKE_ENV] = before;
+    }
   });
 });
 
