@@ -185,15 +185,31 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   expect(await page.locator('svg.chart rect.chart-bar.bar-over[data-scope="@pm · day"]').count()).toBe(1);
   expect(await page.locator("svg.chart line.chart-alert").count()).toBe(1);
   expect(await page.locator("ol.plain li").allTextContents()).toContainEqual(expect.stringContaining("@pm"));
-  // The last 30 days, the company's first (its day cap counts them): today's column has @pm's 18 tokens.
+  // The last 30 days, the company's first (its day cap counts them): today's column has @pm's
+  // 18 tokens, and @pm's model is priced, so the chart plots money.
   await until("the company's 30 days", async () => ((await page.locator("svg.day-chart rect.chart-bar").count()) === 30 ? true : null));
   expect(await page.getByLabel("Scope", { exact: true }).inputValue()).toBe("org");
-  expect(await page.locator("svg.day-chart rect.chart-bar").last().getAttribute("data-tokens")).toBe("18");
+  expect(await page.locator("svg.day-chart").getAttribute("aria-label")).toBe("Whole company: money per day, the last 30 days");
+  const today = page.locator("svg.day-chart rect.chart-bar").last();
+  expect(await today.getAttribute("data-tokens")).toBe("18");
+  expect(Number(await today.getAttribute("data-money"))).toBeGreaterThan(0);
+  expect(Number(await today.getAttribute("height"))).toBeGreaterThan(1);
+  expect(await page.locator("svg.day-chart rect.chart-bar.bar-money").count()).toBe(30);
+  expect(await page.locator("svg.day-chart text.chart-note").first().textContent()).toBe(`${(Number(await today.getAttribute("data-money"))).toFixed(4)} money`);
   expect(await page.locator("svg.day-chart rect.chart-bar").first().getAttribute("data-tokens")).toBe("0");
-  // A seat's days: @pm's.
+  expect(await page.locator("svg.day-chart rect.chart-bar").first().getAttribute("data-money")).toBe("0");
+  // A seat's days: @pm's, in money.
   await page.getByLabel("Scope", { exact: true }).selectOption("seat:pm");
   await until("@pm's 30 days", async () => ((await page.locator("svg.day-chart").getAttribute("aria-label"))?.startsWith("@pm") ? true : null));
+  expect(await page.locator("svg.day-chart").getAttribute("aria-label")).toBe("@pm: money per day, the last 30 days");
   expect(await page.locator("svg.day-chart rect.chart-bar").last().getAttribute("data-tokens")).toBe("18");
+  // @ceo's offline model has no price (and reports no usage): its days are in tokens.
+  await page.getByLabel("Scope", { exact: true }).selectOption("seat:ceo");
+  await until("@ceo's 30 days", async () => ((await page.locator("svg.day-chart").getAttribute("aria-label"))?.startsWith("@ceo") ? true : null));
+  expect(await page.locator("svg.day-chart").getAttribute("aria-label")).toBe("@ceo: tokens per day, the last 30 days");
+  expect(await page.locator("svg.day-chart rect.chart-bar.bar-tokens").count()).toBe(30);
+  await page.getByLabel("Scope", { exact: true }).selectOption("seat:pm");
+  await until("@pm's 30 days again", async () => ((await page.locator("svg.day-chart").getAttribute("aria-label"))?.startsWith("@pm") ? true : null));
   await checkView(page, "spend", shot);
   expect(problems).toEqual([]);
 

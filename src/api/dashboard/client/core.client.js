@@ -42,7 +42,11 @@ const PAGES_MAX = 20;
 
 const $ = (id) => document.getElementById(id);
 
-/** Builds an element; strings become text nodes, functions under on* become listeners. */
+/**
+ * Builds an element; strings become text nodes, functions under on* become listeners.
+ * Written here, not preact + htm or lit: these fourteen lines are all the views need, since
+ * each view rebuilds its DOM from the API on every refresh and keeps no component state.
+ */
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs ?? {})) {

@@ -59,6 +59,9 @@ function orgView() {
         return el;
       }
       // The tree follows `manages`; a report whose manager is not a seat stands at the top.
+      // Nested lists that CSS lays out, not d3-hierarchy: the walk is these ten lines, and
+      // d3's stratify wants one root and throws on a cycle, while its layouts compute x/y
+      // coordinates a list that wraps at 390 px and reads as a list does not need.
       const seen = new Set();
       function branch(s, depth) {
         seen.add(s.handle);

@@ -2,7 +2,8 @@
 // Model spend against the company's budgets (GET /budgets: each scope's cap, spent and
 // window reset, read from the fleet's shared counters), as bars with the soft-alert line
 // and the cap, the top spenders, and each seat's tokens since its holder started (GET
-// /agents). The chart is SVG drawn here (no library): a bar per cap, its label as text.
+// /agents), and one scope's last 30 days (GET /budgets/history), in money when prices are
+// configured. The charts are SVG drawn here: a bar per cap, its label as text.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 /** Bars are drawn up to this multiple of the cap, so an overshoot still shows. */
@@ -14,6 +15,9 @@ const CHART_W = 640;
 /** Spenders listed at most. */
 const TOP_SPENDERS = 5;
 
+/** One SVG element. The two charts are drawn with it, not uPlot or Chart.js: they are fifty
+ * lines, and both libraries paint a canvas, losing each bar's text (its title, what a screen
+ * reader and the tests read), and neither draws bars against a cap line without plugins. */
 function svg(tag, attrs, text) {
   const el = document.createElementNS(SVG_NS, tag);
   for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
@@ -66,24 +70,37 @@ function barChart(title, rows, soft) {
 const HISTORY_DAYS = 30;
 const COL_CHART_H = 160;
 
-/** Tokens per day as columns, oldest on the left; the newest day's label and every 7th. */
-function dayChart(title, days) {
+/** A sum of money as the cards show it: four decimals below one (a round costs fractions of a cent), two above. */
+function moneyText(v) {
+  return v >= 1 ? v.toFixed(2) : v.toFixed(4);
+}
+
+/**
+ * One figure per day as columns, oldest on the left; the newest day's label and every 7th.
+ * `unit` is "money" (each day's cost at the configured prices) or "tokens"; every column
+ * carries both figures (data-tokens, data-money and its tooltip).
+ */
+function dayChart(title, days, unit) {
   const shown = [...days].reverse();
-  const max = Math.max(1, ...shown.map((d) => d.tokens));
+  const value = (d) => (unit === "money" ? d.money : d.tokens);
+  const max = unit === "money" ? Math.max(0, ...shown.map(value)) : Math.max(1, ...shown.map(value));
   const colW = (CHART_W - 60) / shown.length;
-  const chart = svg("svg", { viewBox: `0 0 ${CHART_W} ${COL_CHART_H + 30}`, role: "img", "aria-label": title, class: "chart day-chart", width: "100%" });
+  const chart = svg("svg", { viewBox: `0 0 ${CHART_W} ${COL_CHART_H + 30}`, role: "img", "aria-label": title, class: `chart day-chart day-chart-${unit}`, width: "100%" });
   chart.append(svg("title", {}, title));
-  chart.append(svg("text", { x: 0, y: 12, class: "chart-note" }, `${count(max)} tokens`));
+  chart.append(svg("text", { x: 0, y: 12, class: "chart-note" }, unit === "money" ? `${moneyText(max)} money` : `${count(max)} tokens`));
   chart.append(svg("line", { x1: 56, x2: CHART_W, y1: COL_CHART_H, y2: COL_CHART_H, class: "chart-axis" }));
   shown.forEach((d, i) => {
-    const hgt = (d.tokens / max) * (COL_CHART_H - 20);
+    const v = value(d);
+    const hgt = max > 0 ? (v / max) * (COL_CHART_H - 20) : 0;
     const x = 60 + i * colW;
     const day = new Date(new Date(d.reset_at).getTime() - 1);
     const label = `${day.getDate()} ${day.toLocaleString("en", { month: "short" })}`;
-    const bar = svg("rect", { x: x + 1, y: COL_CHART_H - hgt, width: Math.max(1, colW - 2), height: Math.max(hgt, d.tokens > 0 ? 1 : 0), class: "chart-bar bar-tokens", "data-day": label, "data-tokens": d.tokens });
-    bar.append(svg("title", {}, `${label}: ${count(d.tokens)} tokens${d.money > 0 ? ` · ${d.money.toFixed(4)}` : ""}`));
+    const bar = svg("rect", { x: x + 1, y: COL_CHART_H - hgt, width: Math.max(1, colW - 2), height: Math.max(hgt, v > 0 ? 1 : 0), class: `chart-bar bar-${unit}`, "data-day": label, "data-tokens": d.tokens, "data-money": d.money });
+    bar.append(svg("title", {}, `${label}: ${count(d.tokens)} tokens${d.money > 0 ? ` · ${moneyText(d.money)} money` : ""}`));
     chart.append(bar);
-    if (i === shown.length - 1 || (shown.length - 1 - i) % 7 === 0) chart.append(svg("text", { x: x + colW / 2, y: COL_CHART_H + 16, class: "chart-note", "text-anchor": "middle" }, label));
+    // The newest day's label ends at the chart's edge rather than being cut by it.
+    const last = i === shown.length - 1;
+    if (last || (shown.length - 1 - i) % 7 === 0) chart.append(svg("text", { x: last ? x + colW : x + colW / 2, y: COL_CHART_H + 16, class: "chart-note", "text-anchor": last ? "end" : "middle" }, label));
   });
   return h("figure", { class: "chart-box" }, chart);
 }
@@ -118,9 +135,12 @@ function spendView() {
         historySelect.value = historyScope;
         try {
           const hist = await api(`/budgets/history?${new URLSearchParams({ scope: historyScope, days: String(HISTORY_DAYS) })}`);
+          // In money when a price is configured: the API says so only by charging money (a
+          // priced provider's every round costs something), so any day with money means prices.
+          const unit = hist.days.some((d) => d.money > 0) ? "money" : "tokens";
           historyBox.replaceChildren(
             hist.counted
-              ? dayChart(`${scopeLabel(historyScope)}: tokens per day, the last ${HISTORY_DAYS} days`, hist.days)
+              ? dayChart(`${scopeLabel(historyScope)}: ${unit} per day, the last ${HISTORY_DAYS} days`, hist.days, unit)
               : h("p", { class: "muted" }, `No day cap holds ${scopeLabel(historyScope)}, so its days are not counted (counters are kept per cap).`),
           );
         } catch (err) {
