@@ -86,6 +86,22 @@ export class RevisionUnreadable extends Error {
 
 export const DIGEST_RE = /^[0-9a-f]{64}$/;
 
+/**
+ * Largest stored revision (the company with its defaults filled in, its digest and who
+ * stored it): one crewlet_config value, one broker message, and the broker's max_payload
+ * (1 MiB, the nats-server default the sidecar keeps) counts headers and data together —
+ * 1 KiB is the room for the KV create's headers. A company the API takes (≤ 1 MiB of JSON)
+ * can pass this once its defaults are added; it is refused, with its size, storing nothing.
+ */
+export const MAX_REVISION_BYTES = 1024 * 1024 - 1024;
+
+export class RevisionTooLarge extends Error {
+  constructor(readonly bytes: number) {
+    super(`the company is ${bytes} bytes as stored (with its defaults), over the ${MAX_REVISION_BYTES}-byte limit of one revision`);
+    this.name = "RevisionTooLarge";
+  }
+}
+
 export class CompanyRevisions {
   constructor(
     private readonly config: KvSlot,
@@ -148,6 +164,7 @@ export class CompanyRevisions {
   async store(company: Company): Promise<string> {
     const digest = companyDigest(company);
     const body = enc.encode(JSON.stringify({ digest, company, stored_by: this.nodeId }));
+    if (body.byteLength > MAX_REVISION_BYTES) throw new RevisionTooLarge(body.byteLength);
     try {
       await this.config.create(revisionKey(digest), body);
     } catch (err) {

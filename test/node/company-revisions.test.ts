@@ -5,7 +5,7 @@ import { FakeClock } from "../../src/clock.ts";
 import { companySchema } from "../../src/config/company.ts";
 import { MemoryCoordination } from "../../src/coord/index.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { APPLY_POLL_MS, CompanyRevisions, companyDigest, RevisionFollower, RevisionNotFound, type ActiveRevision } from "../../src/node/company-revisions.ts";
+import { APPLY_POLL_MS, CompanyRevisions, companyDigest, MAX_REVISION_BYTES, RevisionFollower, RevisionNotFound, RevisionTooLarge, type ActiveRevision } from "../../src/node/company-revisions.ts";
 import { decideSeed, SeedMemory } from "../../src/node/company-seed.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -151,4 +151,21 @@ test("revisions are listed newest first, read by digest, re-activated (rollback)
   await clock.advance(1_000);
   await a.activate(acme);
   expect((await a.list()).find((r) => r.digest === companyDigest(acme))!.stored_at).toBe(storedAt);
+});
+
+test("a company too large for one stored revision is refused with its size, storing nothing and moving nothing", async () => {
+  const { node } = setup();
+  const a = node("a");
+  await a.activate(acme);
+  // Under the API's 1 MiB body cap as posted, over one revision once stored (the fuzzer's find:
+  // the broker refused the KV write and the route answered 500).
+  const big = companySchema.parse({ name: "Big", mission: "m".repeat(MAX_REVISION_BYTES - 200) });
+  const refused = await a.activate(big).catch((err: unknown) => err);
+  expect(refused).toBeInstanceOf(RevisionTooLarge);
+  expect((refused as RevisionTooLarge).bytes).toBeGreaterThan(MAX_REVISION_BYTES);
+  expect((await a.list()).map((r) => r.digest)).toEqual([companyDigest(acme)]);
+  expect((await a.active())!.digest).toBe(companyDigest(acme));
+  // Just under the limit as stored: accepted.
+  const fits = companySchema.parse({ name: "Big", mission: "m".repeat(MAX_REVISION_BYTES - 1_000) });
+  expect((await a.activate(fits)).changed).toBe(true);
 });

@@ -10,6 +10,7 @@ import { companySchema } from "../../config/company.ts";
 import {
   DIGEST_RE,
   RevisionNotFound,
+  RevisionTooLarge,
   RevisionUnreadable,
   type CompanyRevisions,
   type ActiveRevision,
@@ -39,6 +40,7 @@ function activation(a: { active: ActiveRevision; changed: boolean }) {
 function mapError(err: unknown): never {
   if (err instanceof RevisionNotFound) throw new ApiError(404, "unknown_revision", err.message, "digest");
   if (err instanceof RevisionUnreadable) throw new ApiError(409, "unreadable_revision", err.message, "digest");
+  if (err instanceof RevisionTooLarge) throw new ApiError(413, "too_large", err.message, "company");
   throw err;
 }
 
@@ -64,7 +66,7 @@ export function configGroup(src: ConfigSource): RouteGroup {
         // Validated in full before anything is written: a refused company stores nothing.
         parseNoQuery(c);
         const { company } = await parseJsonBody(c, applyBody);
-        const result = await src.revisions.activate(company);
+        const result = await src.revisions.activate(company).catch(mapError);
         if (result.changed) src.nudge();
         return c.json(activation(result), result.changed ? 201 : 200);
       });
