@@ -54,6 +54,8 @@ interface Rig {
   /** Triggers read from each seat's inbox so far. */
   inbox: Map<string, Trigger[]>;
   wait(what: string, check: () => boolean, timeout_ms?: number): Promise<void>;
+  /** The seat's inbox reaches `n` triggers and, a moment later, still holds exactly `n`. */
+  wokeExactly(seat: string, n: number): Promise<void>;
   notificationsPublished(): Promise<number>;
 }
 
@@ -85,6 +87,13 @@ async function rig(company: Company, clock: Clock = systemClock, peers = 0): Pro
     );
   }
   const jsm = await nc.jetstreamManager();
+  const wait: Rig["wait"] = async (what, check, timeout_ms = 20_000) => {
+    const deadline = Date.now() + timeout_ms;
+    while (!check()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await Bun.sleep(20);
+    }
+  };
   return {
     integrations,
     handlers,
@@ -95,12 +104,12 @@ async function rig(company: Company, clock: Clock = systemClock, peers = 0): Pro
       const text = await res.text();
       return { status: res.status, json: text ? JSON.parse(text) : null };
     },
-    async wait(what, check, timeout_ms = 20_000) {
-      const deadline = Date.now() + timeout_ms;
-      while (!check()) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-        await Bun.sleep(20);
-      }
+    wait,
+    async wokeExactly(seat, n) {
+      await wait(`${n} wake(s) of ${seat}`, () => inbox.get(seat)!.length >= n);
+      // Long enough for a second wake already on its way to land: none may.
+      await Bun.sleep(300);
+      expect(inbox.get(seat)!.length).toBe(n);
     },
     notificationsPublished: async () => (await jsm.streams.info(STREAM_NOTIFICATIONS)).state.last_seq,
   };
@@ -246,9 +255,7 @@ describe("inbound", () => {
     expect(statuses.filter((s) => s === 200).length).toBe(4);
     expect((await r.post("/hooks/github/gh", req)).status).toBe(200);
     expect(await r.notificationsPublished()).toBe(before + 1);
-    await r.wait("cto's wake", () => r.inbox.get("cto")!.length >= 1);
-    await Bun.sleep(300);
-    expect(r.inbox.get("cto")!.length).toBe(1);
+    await r.wokeExactly("cto", 1);
   }, 60_000);
 
   test("a Slack retry (same event_id, a new timestamp and signature, X-Slack-Retry-Num) wakes the seat once", async () => {
@@ -271,9 +278,7 @@ describe("inbound", () => {
     const next = { ...body, event_id: `${body.event_id}x`.slice(0, 40), event: { ...body.event, ts: ts(2), event_ts: ts(2) } };
     const other = await r.post("/hooks/slack/slack", slackRequest(f, Date.now(), undefined, next));
     expect(other.status).toBe(202);
-    await r.wait("pm's two wakes", () => r.inbox.get("pm")!.length === 2);
-    await Bun.sleep(300);
-    expect(r.inbox.get("pm")!.length).toBe(2);
+    await r.wokeExactly("pm", 2);
     expect(await r.notificationsPublished()).toBe(before + 2);
   }, 60_000);
 
@@ -295,9 +300,7 @@ describe("inbound", () => {
       expect(await r.post("/hooks/generic/ci", genericRequest(payload))).toMatchObject({ status: 200, json: { duplicate: true } });
       // One byte of difference is another delivery.
       expect((await r.post("/hooks/generic/ci", genericRequest({ ...payload, text: `${payload.text}!` }))).status).toBe(202);
-      await r.wait("engineer's two wakes", () => r.inbox.get("engineer")!.length === 2);
-      await Bun.sleep(300);
-      expect(r.inbox.get("engineer")!.length).toBe(2);
+      await r.wokeExactly("engineer", 2);
     }
   }, 60_000);
 
@@ -316,9 +319,7 @@ describe("inbound", () => {
     expect(r.sink.events("integration_delivery_accepted").at(-1)!.fields).toMatchObject({ delivery_id: `sha256:${hash}`, delivery_id_from: "body_hash" });
     expect(await r.post("/hooks/github/gh", req)).toMatchObject({ status: 200, json: { duplicate: true } });
     expect(await r.notificationsPublished()).toBe(before + 1);
-    await r.wait("pm's wake", () => r.inbox.get("pm")!.length === 1);
-    await Bun.sleep(300);
-    expect(r.inbox.get("pm")!.length).toBe(1);
+    await r.wokeExactly("pm", 1);
   }, 60_000);
 
   test("a delivery claimed by a node that died before publishing is published by the retry", async () => {
