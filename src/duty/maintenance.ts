@@ -1,11 +1,11 @@
-// The maintenance duty (spec: Singleton duties, `maintenance`): every tick, node-local
-// retention on this node's own database, the removed-seat mailbox sweep, and the purge of
-// removal markers three hours old from the buckets with no age.
-import type { Database } from "bun:sqlite";
+// The maintenance duty (spec: Singleton duties, `maintenance`): every tick, the removed-seat
+// mailbox sweep and the purge of removal markers three hours old from the buckets with no
+// age — the fleet's shared records, which one node sweeps for all. Node-local retention is
+// not here: every node sweeps its own node.db on its own tick (retention.ts
+// startNodeRetention), since this duty runs on one node.
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { MAINTENANCE_TICK_MS, MAINTENANCE_TTL_MS } from "./duties.ts";
-import { runRetention } from "./retention.ts";
 import type { MailboxSweep } from "./retirement.ts";
 import type { KvSlot, SlotName } from "../coord/contract.ts";
 import { purgeOldMarkers } from "./markers.ts";
@@ -17,8 +17,6 @@ import type { DutyContext, DutyWork } from "./runner.ts";
 
 export interface MaintenanceOptions {
   sweep: MailboxSweep;
-  /** node.db, when this node has one open. */
-  nodeDb: () => Database | null;
   /** The shared-state slots, for the removal-marker purge. */
   slot: (name: SlotName) => KvSlot;
   clock: Clock;
@@ -46,18 +44,6 @@ export class Maintenance implements DutyWork {
 
   async tick(ctx: DutyContext): Promise<string> {
     const parts: string[] = [];
-    const db = this.o.nodeDb();
-    if (db) {
-      try {
-        const results = runRetention(db, this.o.clock.now());
-        for (const r of results) if (r.deleted > 0) this.o.log.info("retention_swept", { table: r.table, deleted: r.deleted, horizon: r.horizon });
-        const deleted = results.reduce((n, r) => n + r.deleted, 0);
-        parts.push(`retention: ${deleted} rows`);
-      } catch (err) {
-        this.o.log.warn("retention_failed", { error: err as Error });
-        parts.push("retention failed");
-      }
-    }
     ctx.beat();
     const s = await this.o.sweep.tick(() => ctx.beat());
     if (s.skipped) parts.push(`mailboxes: skipped (${s.skipped})`);

@@ -33,8 +33,8 @@ import * as t from "./schema.ts";
  * Diary notes a seat keeps. Reflection writes a note or two per turn; a busy seat runs a
  * few hundred turns a day, so 2,000 notes is a week or more of what it learned, which is
  * what recall and search are for — older notes are what the knowledge base is for. Every
- * node applies the cap to the seats it holds, on its own maintenance tick (MemorySync's cap
- * cycle, through dropOldestDiary) — not in the maintenance duty, which runs on one node
+ * node applies the cap to the seats it holds, on its own retention tick (src/duty/retention.ts
+ * startNodeRetention → MemorySync.capDiaries → dropOldestDiary) — not in the maintenance duty, which runs on one node
  * while each holder, a leaf included, writes its own seats' notes. Between ticks a seat
  * may briefly keep more.
  */
@@ -361,8 +361,8 @@ export class MemoryStore {
   /**
    * Drops the seat's oldest diary notes beyond `cap`; returns how many went. Deletes are
    * not replicated (spec): a later hydration may bring dropped notes back, and the next
-   * pass drops them again by the same rule. The one implementation of the cap: MemorySync's
-   * cap cycle calls it for each seat this node holds.
+   * pass drops them again by the same rule. The one implementation of the cap: MemorySync.capDiaries
+   * calls it for each seat this node holds, on the node's retention tick.
    */
   dropOldestDiary(handle: string, cap = DIARY_CAP): number {
     const res = this.sqlite

@@ -3,7 +3,8 @@
 // flush what the seat wrote (before a turn's completion is recorded, on a 30 s cycle for
 // anything else, and once more on release), know which seats are being hydrated (a read
 // of one is "unavailable", never empty), and cap the diaries of the seats this node holds
-// on its maintenance tick (every node does, a leaf too: each holds its own seats' rows).
+// (capDiaries, run by the node's own retention tick: every node, a leaf too, holds its own
+// seats' rows).
 import type { Clock, Timer } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Changelog } from "./changelog.ts";
@@ -40,12 +41,6 @@ export interface MemorySyncOptions {
   changelog: Changelog;
   clock: Clock;
   log: Logger;
-  /**
-   * How often the diary cap runs over the seats held here (capDiaries): the node passes its
-   * maintenance tick (src/duty/duties.ts MAINTENANCE_TICK_MS, 15 min), as it does for the
-   * audit trim. Absent: no cap cycle (a test or bench that calls capDiaries itself).
-   */
-  diary_cap_every_ms?: number;
 }
 
 export class MemorySync {
@@ -53,7 +48,6 @@ export class MemorySync {
   /** One flush at a time per seat: two overlapping would publish a row twice. */
   private readonly flushing = new Map<string, Promise<number>>();
   private timer: Timer | null = null;
-  private capTimer: Timer | null = null;
 
   constructor(private readonly o: MemorySyncOptions) {}
 
@@ -143,8 +137,9 @@ export class MemorySync {
   /**
    * The diary cap over every seat this node keeps current: the oldest notes beyond `cap`
    * (DIARY_CAP unless told) are dropped (store.dropOldestDiary); returns what went, per
-   * seat. Run by the cap cycle on every node. Not replicated (deletes never are): a later
-   * hydration elsewhere may bring dropped notes back, and that node's cycle drops them again.
+   * seat. Run on every node by its retention tick (src/duty/retention.ts startNodeRetention,
+   * the engine passes it as a sweep). Not replicated (deletes never are): a later hydration
+   * elsewhere may bring dropped notes back, and that node's tick drops them again.
    */
   capDiaries(cap?: number): Record<string, number> {
     const out: Record<string, number> = {};
@@ -156,30 +151,17 @@ export class MemorySync {
     return out;
   }
 
-  /** Starts the flush cycle, and the diary cap's when it has a cadence, over the seats held here. */
+  /** Starts the flush cycle over the seats this node holds. */
   start(): void {
     this.timer ??= this.o.clock.setInterval(() => {
       for (const [handle, state] of this.states) if (state === "ready") void this.flushQuietly(handle, "cycle");
     }, MEMORY_FLUSH_MS);
-    const every = this.o.diary_cap_every_ms;
-    if (every !== undefined) {
-      this.capTimer ??= this.o.clock.setInterval(() => {
-        try {
-          this.capDiaries();
-        } catch (err) {
-          // A failed cap is retried on the next tick; the seat keeps a few more notes meanwhile.
-          this.o.log.warn("memory_diary_cap_failed", { error: err as Error });
-        }
-      }, every);
-    }
   }
 
-  /** Stops the cycles and flushes every seat still held here once more. */
+  /** Stops the cycle and flushes every seat still held here once more. */
   async stop(): Promise<void> {
     this.timer?.cancel();
     this.timer = null;
-    this.capTimer?.cancel();
-    this.capTimer = null;
     await Promise.all([...this.states.keys()].map((h) => this.flushQuietly(h, "stop")));
   }
 }

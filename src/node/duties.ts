@@ -1,5 +1,5 @@
 // The duties a `workers` node runs, assembled: one runner over the duty lease bucket, with
-// the scheduler and the maintenance sweep (retention + removed-seat mailbox retirement)
+// the scheduler and the maintenance sweep (removed-seat mailbox retirement, removal markers)
 // and the state-log trim (`retention`, on a node holding a copy) as its duties.
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../clock.ts";
@@ -10,7 +10,6 @@ import { Scheduler, type CurrentRevision } from "../duty/scheduler.ts";
 import type { Logger } from "../log.ts";
 import type { Queue } from "../queue/contract.ts";
 import type { Watchdog } from "../seat/watchdog.ts";
-import type { Database } from "bun:sqlite";
 import type { TierA } from "../config/tier-a.ts";
 import { Maintenance } from "../duty/maintenance.ts";
 import { MailboxSweep, type Roster } from "../duty/retirement.ts";
@@ -28,7 +27,6 @@ export interface NodeDutiesOptions {
   /** The fleet's current revision (the scheduler judges each fire against it). */
   currentRevision: () => Promise<CurrentRevision | null>;
   roster: () => Promise<Roster>;
-  nodeDb: () => Database | null;
   /** The node's estate (a workers node holds data): the trim reads, snapshots and purges through it. */
   estate: Estate | null;
   /** Tier A `testing` (test-only shortenings; refused at load outside tests). */
@@ -73,7 +71,6 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
   });
   const maintenance = new Maintenance({
     sweep,
-    nodeDb: o.nodeDb,
     slot: (n) => o.coord.slot(n),
     call_bound_ms: callBound,
     clock: o.clock,

@@ -4,7 +4,7 @@
 // stream. The seat host knows nothing of this: it calls the hooks and the handler.
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
-import type { Clock } from "../clock.ts";
+import type { Clock, Timer } from "../clock.ts";
 import type { Company } from "../config/company.ts";
 import type { KvSlot } from "../coord/contract.ts";
 import { TurnMemory } from "../agent/memory.ts";
@@ -13,6 +13,7 @@ import type { Changelog } from "../memory/changelog.ts";
 import { MemoryStore } from "../memory/store.ts";
 import { MemorySync } from "../memory/sync.ts";
 import { MAINTENANCE_TICK_MS } from "../duty/duties.ts";
+import { startNodeRetention } from "../duty/retention.ts";
 import type { Logger } from "../log.ts";
 import { buildOrg, type Org } from "../org/org.ts";
 import type { Tool } from "../agent/tools/contract.ts";
@@ -83,6 +84,8 @@ export class NodeEngine {
   /** Turn transcripts this node ran (read through the holder, src/memory/reads.ts). */
   readonly transcripts: TranscriptStore;
   private readonly reflect: ReflectDispatcher;
+  /** This node's own retention tick over node.db (src/duty/retention.ts). */
+  private readonly retention: Timer;
 
   constructor(private readonly o: EngineOptions) {
     this.org = buildOrg(o.company);
@@ -95,8 +98,7 @@ export class NodeEngine {
     this.mcp = new McpPool({ clock: o.clock, log: o.log });
     this.memoryStore = new MemoryStore(this.db, o.clock);
     this.transcripts = new TranscriptStore(this.db);
-    // Every node caps its held seats' diaries on its own maintenance tick (the duty runs on one).
-    this.memorySync = new MemorySync({ store: this.memoryStore, changelog: o.changelog, clock: o.clock, log: o.log, diary_cap_every_ms: MAINTENANCE_TICK_MS });
+    this.memorySync = new MemorySync({ store: this.memoryStore, changelog: o.changelog, clock: o.clock, log: o.log });
     const providerFor = (seat: { llm?: string | null }) => (seat.llm ? this.providers.get(seat.llm) : undefined);
     const events = publishEventSink(o.queue, o.log, () => o.clock.now());
     const timezone = () => this.company.timezone;
@@ -146,6 +148,15 @@ export class NodeEngine {
     this.inbox = new SeatInbox({ engine: this.turns, log: o.log, max_concurrent: o.max_concurrent });
     this.memorySync.start();
     this.budgets?.start();
+    // Every node sweeps its own node.db (the maintenance duty runs on one node of the fleet):
+    // the table rules, and the diary cap over the seats held here, on one tick.
+    this.retention = startNodeRetention({
+      db: () => this.nodeDb,
+      sweeps: [{ name: "memory_diary", run: () => void this.memorySync.capDiaries() }],
+      clock: o.clock,
+      log: o.log,
+      every_ms: MAINTENANCE_TICK_MS,
+    });
   }
 
   /**
@@ -189,7 +200,7 @@ export class NodeEngine {
 
   private stopped = false;
 
-  /** node.db while the engine runs (the maintenance duty's retention sweeps it). */
+  /** node.db while the engine runs (its retention tick sweeps it). */
   get nodeDb(): Database | null {
     return this.stopped ? null : this.db;
   }
@@ -210,6 +221,7 @@ export class NodeEngine {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.retention.cancel();
     this.budgets?.stop();
     await this.reflect.detachAll();
     await this.memorySync.stop();

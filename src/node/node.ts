@@ -583,7 +583,6 @@ export class CrewletNode {
           if (applied !== pointer.epoch) return { ok: false, reason: `this node has applied epoch ${applied ?? "none"}, the fleet is at ${pointer.epoch}` };
           return { ok: true, epoch: pointer.epoch, seats: new Set(agentSeats(pointer.company).map((s) => s.handle)) };
         },
-        nodeDb: () => engine.nodeDb,
         estate,
         testing: c.testing,
         clock: this.clock,

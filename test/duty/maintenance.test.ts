@@ -1,6 +1,6 @@
-// The maintenance duty's other two jobs: node-local retention (each short-horizon table to
-// its horizon) and removal markers purged from the ageless buckets once three hours old,
-// each through its own revision.
+// Removal markers purged from the ageless buckets once three hours old, each through its
+// own revision (the maintenance duty), and the node-local retention rules (each node's own
+// tick: node-retention.test.ts).
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { FakeClock } from "../../src/clock.ts";
@@ -46,10 +46,11 @@ describe("removal markers", () => {
 });
 
 describe("node-local retention", () => {
-  test("a table this build lacks is passed over; the seats' memory is not the duty's to cap", () => {
+  test("a table this build lacks is passed over; the seats' memory has no table rule", () => {
     const db = new Database(":memory:");
-    // node.db's memory tables: each holder caps its own seats' diaries (src/memory/sync.ts),
-    // so a sweep that runs on one node of the fleet has no rule over them.
+    // node.db's memory tables: the diary is capped over the seats held here (a sweep of the
+    // same tick, src/memory/sync.ts); the rest travel with the seat uncapped (why: at
+    // RETENTION_RULES); the old `episodes` table is written by no node any more.
     new MemoryStore(db, new FakeClock(0));
     expect(RETENTION_RULES.filter((r) => r.table.startsWith("memory_") || r.table === "episodes")).toEqual([]);
     const absent: RetentionRule = { table: "not_here", horizon: "-", why: "-", sweep: () => { throw new Error("must not run"); } };

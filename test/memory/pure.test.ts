@@ -101,7 +101,7 @@ describe("the diary cap", () => {
     expect(store.dropOldestDiary("s", 10)).toBe(0);
   });
 
-  test("capDiaries (every node's cap cycle) caps the seats this node keeps current, and only those; DIARY_CAP unless told", async () => {
+  test("capDiaries (a sweep of every node's retention tick) caps the seats this node keeps current, and only those; DIARY_CAP unless told", async () => {
     const clock = new FakeClock(0);
     const store = new MemoryStore(new Database(":memory:", { strict: true }), clock);
     const sync = new MemorySync({ store, changelog: new MemoryChangelog(), clock, log: silentLogger });
