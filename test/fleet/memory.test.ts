@@ -1,10 +1,13 @@
 // A seat's memory follows it, on real processes: three `crewlet run` members (R3,
 // embedded-kv, TTL 3 s) and a leaf node. The seat writes memory on one member; that member
 // drains and the seat, on its next holder, answers a question that needs the memory (a
-// scripted rule quoting the diary); the holder is killed -9 in the middle of a burst of
-// turns and the next holder has every memory row of every turn that completed; a pinned
-// seat on the leaf answers memory reads routed to it from a member.
+// scripted rule quoting the diary); the holder is killed -9 while a turn of a burst is in
+// flight (a tool of a stdio MCP child that waits) and the next holder has every memory row,
+// of every table, that each completed turn wrote (read back from the dead holder's node.db);
+// a pinned seat on the leaf answers memory reads routed to it from a member.
+import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { join, resolve } from "node:path";
 import { makeFleet, type Fleet, type FleetNode } from "../support/fleet.ts";
 
 const POLL_MS = 200;
@@ -15,6 +18,11 @@ const fleets: Fleet[] = [];
 afterAll(async () => {
   for (const f of fleets) await f.stop();
 });
+
+/** How long the burst's "hold on" turn waits in its tool: far past the poll that sees it
+ * start and the kill that follows, on a loaded box. */
+const HOLD_MS = 8_000;
+const SLOW_MCP = resolve(import.meta.dir, "slow-mcp.ts");
 
 function company() {
   return {
@@ -28,6 +36,7 @@ function company() {
             // The reflection keeps only a counterparty note, so the diary's newest note is the
             // one the seat was told to keep (what the question below quotes).
             { when: { trigger: "reflection" }, reply: "about: told me {{text}}" },
+            { when: { text: "(?i)hold on" }, tool_calls: [{ tool: "slow__wait", args: { ms: HOLD_MS } }], reply: "Held." },
             { when: { text: "(?i)remember that" }, tool_calls: [{ tool: "memory_note", args: { content: "{{text}}" } }], reply: "Noted." },
             { when: { text: "(?i)what do you remember" }, reply: "From my diary: {{diary}}" },
             { reply: "ok {{text}}" },
@@ -36,7 +45,7 @@ function company() {
       },
     },
     roles: [
-      { name: "Keeper", handle: "keeper" },
+      { name: "Keeper", handle: "keeper", mcp_servers: { slow: { command: process.execPath, args: [SLOW_MCP] } } },
       { name: "Edge", handle: "edge", placement: { labels: { site: "edge" } } },
       { name: "Founder", handle: "founder", kind: "human" },
     ],
@@ -97,7 +106,28 @@ async function replyTo(n: FleetNode, message_id: string, author: string): Promis
 interface MemoryAnswer {
   state: string;
   holder: { node: string } | null;
-  memory: { diary: { content: string }[]; episodes: { turn_id: string }[]; counterparties: { counterparty: string; note: string }[] } | null;
+  memory: {
+    diary: { id: string; content: string; turn_id: string | null }[];
+    episodes: { id: string; turn_id: string; work_key: string | null }[];
+    counterparties: { counterparty: string; note: string; interactions: number }[];
+    conversations: { conversation: string; turns: number; last_turn_id: string }[];
+  } | null;
+}
+
+/** What a node's own node.db holds of a seat's memory, read after the node is dead. */
+function rowsOnDisk(n: FleetNode, handle: string) {
+  const db = new Database(join(n.dir, "store", "node.db"), { readonly: true });
+  try {
+    const all = <T>(sql: string) => db.query(sql).all(handle) as T[];
+    return {
+      diary: all<{ id: string; turn_id: string | null; source: string }>("SELECT id, turn_id, source FROM memory_diary WHERE handle = ?"),
+      episodes: all<{ id: string; turn_id: string; work_key: string | null }>("SELECT id, turn_id, work_key FROM memory_episodes WHERE handle = ?"),
+      counterparties: all<{ counterparty: string; interactions: number; last_work_key: string | null }>("SELECT counterparty, interactions, last_work_key FROM memory_counterparties WHERE handle = ?"),
+      conversations: all<{ conversation: string; turns: number; last_turn_id: string }>("SELECT conversation, turns, last_turn_id FROM memory_conversations WHERE handle = ?"),
+    };
+  } finally {
+    db.close();
+  }
 }
 
 async function memoryOf(n: FleetNode, handle: string): Promise<MemoryAnswer> {
@@ -161,30 +191,65 @@ describe("a seat's memory follows it (3 members, R3, TTL 3 s)", () => {
     await A.waitReady(90_000);
   }, 240_000);
 
-  test("kill -9 of the holder mid-burst: the next holder has every memory row of every completed turn", async () => {
+  test("kill -9 of the holder mid-turn: the next holder has every memory row (diary, episodes, counterparties, conversations) of every completed turn", async () => {
     const observer = live()[0]!;
     const held = await waitFor("keeper held", () => holderOf(observer, "keeper"));
     const B = fleet.node(held.node);
-    const before = B.events("turn_completed").length;
+    await waitFor("keeper's MCP child ready on its holder", async () => (B.events("seat_mcp_ready").some((e) => e.seat === "keeper") ? true : null));
+    // Each ping is its own conversation and writes a diary note (memory_note); the hold
+    // turn waits HOLD_MS in its tool, and the pings after it are still queued when B dies.
     const posted: string[] = [];
-    for (let i = 0; i < 12; i++) posted.push(await post(observer, `@keeper ping ${i}`));
-    await waitFor("three turns of the burst completed on the holder", async () => (B.events("turn_completed").length >= before + 3 ? true : null));
+    for (let i = 0; i < 4; i++) posted.push(await post(observer, `@keeper remember that ping ${i} was before`));
+    const hold = await post(observer, "@keeper hold on");
+    posted.push(hold);
+    for (let i = 4; i < 8; i++) posted.push(await post(observer, `@keeper remember that ping ${i} was after`));
+    const ofKeeper = (name: string) => B.events(name).filter((e) => e.seat === "keeper");
+    await waitFor("the hold turn started on the holder", async () => (ofKeeper("turn_started").some((e) => e.conversation === `chat:general:${hold}`) ? true : null));
+    await Bun.sleep(500);
     B.kill("SIGKILL");
     await B.exited();
-    // Every turn the holder logged as completed (its completion was recorded after its rows
-    // were published) must be in the next holder's memory.
-    const completed = B.events("turn_completed")
-      .filter((e) => e.seat === "keeper" && e.settle === "ack" && e.outcome === "completed")
-      .map((e) => String(e.turn_id));
-    expect(completed.length).toBeGreaterThan(0);
+
+    const completed = new Set(ofKeeper("turn_completed").filter((e) => e.settle === "ack" && e.outcome === "completed").map((e) => String(e.turn_id)));
+    const ended = new Set(ofKeeper("turn_completed").map((e) => String(e.turn_id)));
+    const inFlight = ofKeeper("turn_started").map((e) => String(e.turn_id)).filter((t) => !ended.has(t));
+    // The kill landed mid-turn: at least one turn had started and not completed.
+    expect(inFlight.length).toBeGreaterThan(0);
+    expect(completed.size).toBeGreaterThan(0);
+
+    // What each completed turn wrote, as the dead holder's own node.db has it.
+    const disk = rowsOnDisk(B, "keeper");
+    const wrote = {
+      diary: disk.diary.filter((d) => d.source === "note" && d.turn_id !== null && completed.has(d.turn_id)),
+      episodes: disk.episodes.filter((e) => completed.has(e.turn_id)),
+      conversations: disk.conversations.filter((c) => completed.has(c.last_turn_id)),
+    };
+    // Every completed turn wrote its episode and its conversation; the burst's also a note.
+    expect(wrote.episodes.map((e) => e.turn_id).sort()).toEqual([...completed].sort());
+    expect(wrote.conversations.length).toBeGreaterThan(0);
+    expect(wrote.diary.length).toBeGreaterThanOrEqual(4);
+    const founder = disk.counterparties.find((c) => c.counterparty === "founder")!;
+    expect(founder.interactions).toBeGreaterThan(0);
+    // A turn that ended (its rows written) but was not recorded may have counted once more.
+    const endedUnrecorded = disk.episodes.filter((e) => inFlight.includes(e.turn_id)).length;
+
     const survivor = live().find((n) => n.id !== B.id)!;
     const mem = await waitFor("keeper's memory on its next holder", async () => {
       const m = await memoryOf(survivor, "keeper");
       return m.state === "ok" && m.holder!.node !== B.id ? m : null;
     });
-    const have = new Set(mem.memory!.episodes.map((e) => e.turn_id));
-    expect(completed.filter((t) => !have.has(t))).toEqual([]);
-    // …and the burst's turns all run in the end, on whoever holds the seat.
+    const have = mem.memory!;
+    const missing = {
+      diary: wrote.diary.filter((d) => !have.diary.some((h) => h.id === d.id)).map((d) => d.id),
+      episodes: wrote.episodes.filter((e) => !have.episodes.some((h) => h.id === e.id)).map((e) => e.turn_id),
+      // A mutable row: the next holder's copy is the one the turn wrote, or newer.
+      conversations: wrote.conversations.filter((c) => !have.conversations.some((h) => h.conversation === c.conversation && h.turns >= c.turns)).map((c) => c.conversation),
+    };
+    expect(missing).toEqual({ diary: [], episodes: [], conversations: [] });
+    const carried = have.counterparties.find((c) => c.counterparty === "founder");
+    expect(carried?.interactions ?? 0).toBeGreaterThanOrEqual(founder.interactions - endedUnrecorded);
+
+    // …and the burst's turns all run in the end, on whoever holds the seat (the hold turn
+    // and the pings queued behind it included: the reclaim hands them to the next holder).
     await waitFor("every ping answered", async () => {
       for (const id of posted) if ((await replyTo(survivor, id, "keeper")) === null) return null;
       return true;
