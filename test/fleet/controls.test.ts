@@ -1,7 +1,10 @@
 // A person's controls on real processes (3 members, R3, TTL 3 s): a paused seat keeps every
 // message in its mailbox through a drain of its holder — the pause is fleet state, so the
 // next holder attaches it on hold — and runs them all after resume, each conversation
-// answered; GET /agents shows the pause; the audit log names who paused and resumed.
+// answered; GET /agents shows the pause; the audit log names who paused and resumed. And
+// the pause survives every member restarting: GET /agents still shows it, the seat attaches
+// with its pause hold, and a thread's and a DM's messages that waited run, after resume,
+// each conversation in the order posted.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { resolve } from "node:path";
 import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
@@ -117,4 +120,64 @@ test("paused: mail waits through a drain of the holder, and every conversation i
   expect(audit.entries.find((e) => e.action === "agent.pause")).toMatchObject({ token_id: "test", status: 200 });
   const audit2 = (await (await fleet.node(second).get("/audit")).json()) as { entries: { action: string }[] };
   expect(audit2.entries.some((e) => e.action === "agent.resume")).toBe(true);
+}, 400_000);
+
+test("a pause survives a restart of every member; meanwhile a thread's and a DM's messages wait, and after resume each conversation runs in the order posted", async () => {
+  const at = live()[0]!;
+  expect((await at.post("/agents/worker/pause", {})).status).toBe(200);
+  await waitFor("the holder put the inbox on hold", async () => {
+    const h = await holder();
+    return h !== null && fleet.node(h).events("seat_hold_set").filter((e) => e.seat === "worker").length > 0 ? h : null;
+  });
+
+  // One thread in #general (its root and two replies) and one DM thread (its first message
+  // and two replies): two conversations of three messages each, posted in this order.
+  const post = async (channel: string, body: string, thread_parent: string | null = null): Promise<string> => {
+    const res = await at.post(`/chat/channels/${channel}/messages`, { body, author: "founder", thread_parent });
+    expect(res.status).toBeLessThan(300);
+    return ((await res.json()) as { op_id: string }).op_id;
+  };
+  const DM = "dm.founder.worker";
+  const thread: string[] = [await post("general", "@worker thread one")];
+  const dm: string[] = [await post(DM, "dm one")];
+  for (const n of ["two", "three"]) {
+    thread.push(await post("general", `@worker thread ${n}`, thread[0]!));
+    dm.push(await post(DM, `dm ${n}`, dm[0]!));
+  }
+
+  // Every member down at once (kill -9: a SIGTERM to all three at once left the last one's
+  // drain waiting without quorum for minutes), then all up: no process carries the pause.
+  const down = live();
+  for (const n of down) n.kill("SIGKILL");
+  await Promise.all(down.map((n) => n.exited()));
+  await Promise.all(members.map((n) => n.start()));
+  await Promise.all(members.map((n) => n.waitReady(WAIT_MS)));
+  const shown = (await (await members[0]!.get("/agents")).json()) as { agents: { handle: string; paused: { by: string } | null }[] };
+  expect(shown.agents.find((a) => a.handle === "worker")?.paused?.by).toBe("test");
+  const second = await waitFor("worker held after the restart", holder);
+  const attached = await waitFor("the holder attached the seat", async () => fleet.node(second).events("seat_attached").find((e) => e.seat === "worker"));
+  expect(attached.holds).toEqual(["pause"]);
+  // Every message's wake is in the mailbox before the resume (a record whose node was
+  // killed mid-publish comes back after the wake feed's ack wait), so all six waited.
+  const eventIds = (ids: string[]) => ids.map((id) => `wake.chat.${id}.worker`);
+  await waitFor("every message's wake published", async () => {
+    const published = new Set(members.flatMap((n) => n.eventsEver("wake_published")).map((e) => e.event_id));
+    return [...eventIds(thread), ...eventIds(dm)].every((id) => published.has(id)) ? true : null;
+  });
+  await Bun.sleep(QUIET_MS);
+  expect(members.flatMap((n) => n.events("turn_started")).filter((e) => e.seat === "worker")).toEqual([]);
+
+  expect((await fleet.node(second).post("/agents/worker/resume", {})).status).toBe(200);
+  const ran = (conversation: string) =>
+    members
+      .flatMap((n) => n.events("turn_started"))
+      .filter((e) => e.seat === "worker" && e.conversation === conversation)
+      // In the fleet's time order, should the seat have moved between turns (one node's lines stay in their order).
+      .sort((x, y) => (String(x.ts) < String(y.ts) ? -1 : String(x.ts) > String(y.ts) ? 1 : 0))
+      .flatMap((e) => e.trigger_ids as string[]);
+  const conversations = { thread: `chat:general:${thread[0]}`, dm: `chat:${DM}:${dm[0]}` };
+  await waitFor("both conversations ran", async () => (ran(conversations.thread).length >= 3 && ran(conversations.dm).length >= 3 ? true : null));
+  // Each message ran once, in the order it was posted (a batch's triggers oldest first).
+  expect(ran(conversations.thread)).toEqual(eventIds(thread));
+  expect(ran(conversations.dm)).toEqual(eventIds(dm));
 }, 400_000);
