@@ -1,21 +1,24 @@
 // Singleton duty figures (issue 14) on a real nats-server (one member, R1, and a 3-member
 // cluster, R3): the duty runner's ticks per second (each tick a duty-lease renew and the
 // last-tick stamp), the scheduler's fire latency (due instant → trigger in the seat's
-// inbox, a 1 s cron under the runner), and retirement time per removed seat (the seat's
-// lease claimed, mark, three deletes, record delete, release).
+// inbox, a 1 s cron under the runner, the scheduler wired as src/node/duties.ts wires it:
+// each tick and each fire re-read the fleet's activation pointer, cursors in their own
+// bucket, every call bounded), and retirement time per removed seat (the seat's lease
+// claimed, mark, three deletes, record delete, release).
 // Prints numbers; never fails on time.  Run: bun bench/duties.ts [--members=1|3]
 import { systemClock } from "../src/clock.ts";
 import { companySchema } from "../src/config/company.ts";
 import { createCoordination } from "../src/coord/index.ts";
 import { ensureRegisteredMailboxes } from "../src/duty/mailbox-registry.ts";
 import { MailboxSweep } from "../src/duty/retirement.ts";
-import { DutyRunner, type DutyWork } from "../src/duty/runner.ts";
+import { DUTY_CLAIM_BOUND_MS, DutyRunner, type DutyWork } from "../src/duty/runner.ts";
 import { Scheduler } from "../src/duty/scheduler.ts";
 import { memoryLogger } from "../src/log.ts";
 import { decodeTrigger } from "../src/org/trigger.ts";
 import { ack } from "../src/queue/contract.ts";
 import { JetStreamQueue } from "../src/queue/jetstream.ts";
 import { mailbox } from "../src/queue/topics.ts";
+import { CompanyRevisions, currentRevisionReader } from "../src/node/company-revisions.ts";
 import { startNats } from "../test/support/nats.ts";
 
 const RUNNER_SECONDS = 5;
@@ -58,8 +61,24 @@ async function bench(members: 1 | 3): Promise<void> {
       if (latencies.length >= FIRES) done.resolve();
       return ack();
     });
-    const sched = new Scheduler({ owner: "bench:sched", fires: coord.slot("fires"), queue, company: () => company, clock: systemClock, log });
-    const schedRunner = new DutyRunner({ node_id: "bench", store: coord.duties, clock: systemClock, log, duties: [sched] });
+    // As the node: the company stored and activated in crewlet_config, the scheduler judging
+    // each tick and each fire against the pointer (currentRevisionReader), calls bounded by
+    // the node's rule (src/node/duties.ts callBound).
+    const revisions = new CompanyRevisions(coord.slot("config"), coord.slot("status"), "bench", systemClock, log);
+    await revisions.activate(company);
+    const callBound = () => Math.min(DUTY_CLAIM_BOUND_MS, Math.floor(coord.lease_ttl_ms / 3));
+    const sched = new Scheduler({
+      owner: "bench:sched",
+      fires: coord.slot("fires"),
+      cursors: coord.slot("schedules"),
+      queue,
+      company: () => company,
+      current: currentRevisionReader(revisions),
+      clock: systemClock,
+      log,
+      call_bound_ms: callBound,
+    });
+    const schedRunner = new DutyRunner({ node_id: "bench", store: coord.duties, clock: systemClock, log, claim_bound_ms: callBound, duties: [sched] });
     schedRunner.start();
     await Promise.race([done.promise, Bun.sleep((FIRES + 10) * 1000)]);
     await schedRunner.stop();
