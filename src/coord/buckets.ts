@@ -24,6 +24,25 @@ export const DUTIES_BUCKET = "crewlet_duties";
 export function leaseBuckets(lease_ttl_ms: number): { leases: BucketSpec; epochs: BucketSpec; duties: BucketSpec } {
   return {
     // Age = lease TTL: a record nobody renews for a TTL is dead and takes no space after.
+    //
+    // No delete markers (2.11+: allow_msg_ttl, subject_delete_marker_ttl, per-message
+    // Nats-TTL), though they were measured for "a lapse every watcher sees" (issue 10;
+    // `bun bench/server-quirks.ts --only=markers`, 2.14.10 and 2.15.2, R1 and R3, TTL 3 s):
+    // the server marks a lapse quickly — by this age +82..+303 ms, by Nats-TTL +1..+47 ms
+    // after the TTL — but
+    // - nats.js 2.29.3 hands a KV watcher the marker as a PUT with an empty value, and a KV
+    //   get answers the same while the marker stands (at least 1 s, the server's floor). A
+    //   lease read would decode no record, which the claim must judge a foreign claim
+    //   (unknown ownership is never ownership): a lapsed seat would be claimable LATER
+    //   than without markers, unless this bucket read the marker header out of nats.js
+    //   internals on every get, watch and listing.
+    // - Only a watcher hears a marker, and a watch on this bucket takes in every renewal:
+    //   at 2,000 seats and the shipped TTL, 2,000 every 15 s, ~670 messages a sweep on a
+    //   node that now draws 57 (bench/failover.ts, idle node; the gate view watches only
+    //   while claiming, so it is off when a peer dies in a settled fleet).
+    // The lapse is timed from what every pass already lists instead: a lease's time left on
+    // the store's clock (LeaseView.remaining_ms), and a pass woken at the lapse of the
+    // first unrenewed one (seat/lapse-wake.ts).
     leases: { name: LEASES_BUCKET, max_age_ms: lease_ttl_ms },
     // No age: an epoch that restarted at 1 would hand the next owner a token its
     // predecessor is still using (spec: The lease).

@@ -29,6 +29,9 @@ export interface Lease {
 export interface LeaseView extends Lease {
   /** Judged against the store's clock at the time of the read. */
   live: boolean;
+  /** expires_at less the store's clock at the read: what `live` was judged from (> 0 is
+   *  live). Lets a reader time a lapse without a clock reading of its own. */
+  remaining_ms: number;
 }
 
 export type RefusalRule = "held" | "protocol";

@@ -69,7 +69,7 @@ export function toLease(key: string, entry: KvEntry, record: LeaseRecord): Lease
 }
 
 export function toView(key: string, entry: KvEntry, record: LeaseRecord, now: number): LeaseView {
-  return { ...toLease(key, entry, record), live: isLive(entry, record, now) };
+  return { ...toLease(key, entry, record), live: isLive(entry, record, now), remaining_ms: expiresAt(entry, record) - now };
 }
 
 export type ClaimJudgement =

@@ -6,13 +6,14 @@
 // asks: may I start (admission: freshness, not membership) and am I still the owner
 // (fence: the epoch).
 import { randomBytes } from "node:crypto";
-import type { Clock } from "../clock.ts";
+import type { Clock, Timer } from "../clock.ts";
 import { LEASE_PROTOCOL, type LeaseStore, type LeaseView } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 import { ack, defer, nak, type Attachment, type BatchHandler, type Delivery, type Handler, type Outcome, type Queue } from "../queue/contract.ts";
 import { mailbox } from "../queue/topics.ts";
 import { BoundedLeaseStore } from "./bounded-store.ts";
 import { probeIdOf } from "./mailbox-watch.ts";
+import { lapseWakeIn, type ListedLease } from "./lapse-wake.ts";
 import { DutyLoop } from "./loop.ts";
 import {
   CLAIMS_IN_FLIGHT,
@@ -306,6 +307,8 @@ export class SeatHost {
   private stopped = false;
   private readonly started_at: number;
   private lastEarlySweep_ms = Number.NEGATIVE_INFINITY;
+  /** The one early pass armed for a lapse another node's lease is heading to (wakeAtLapse). */
+  private lapseWake: Timer | null = null;
   /** The claims a pass started, still running (see sweep). */
   private claiming: Promise<void> | null = null;
   private lastPlan: Plan | null = null;
@@ -439,6 +442,7 @@ export class SeatHost {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
+    this.lapseWake?.cancel();
     await Promise.all([this.sweepLoop.stop(), this.heartbeatLoop.stop()]);
     await this.settleBackground();
   }
@@ -449,6 +453,7 @@ export class SeatHost {
    */
   async abandon(): Promise<void> {
     this.stopped = true;
+    this.lapseWake?.cancel();
     await Promise.all([this.sweepLoop.stop(false), this.heartbeatLoop.stop(false)]);
   }
 
@@ -681,6 +686,7 @@ export class SeatHost {
     if (this.draining || this.stopped || this.nodeIdInUse) return;
     const sweep_started_ms = this.clock.now();
     const views = await this.store.list(PRESENCE_PREFIX);
+    const listed = this.listedAt(views);
     const presences = views.filter((v) => v.live).map((v) => parsePresence(v, this.log));
     this.livePresences = presences;
     let floor = minProtocol(presences.map((p) => p.protocol));
@@ -695,6 +701,7 @@ export class SeatHost {
     let leases: Map<string, SeatLeaseFact> | null = null;
     if (p.leases_needed) {
       const seatViews = await this.store.list(SEAT_PREFIX);
+      listed.push(...this.listedAt(seatViews));
       leases = new Map<string, SeatLeaseFact>();
       const preferred = new Map<string, string>();
       for (const v of seatViews) {
@@ -741,6 +748,7 @@ export class SeatHost {
       this.claiming = run;
       this.track(run);
     } else if (p.releases.length > 0) await this.advertise();
+    this.wakeAtLapse(listed, sweep_started_ms);
     this.log.info("seat_sweep", {
       held: this.heldHandles().length,
       capacity: p.capacity,
@@ -751,6 +759,38 @@ export class SeatHost {
       withheld: p.withheld,
       elapsed_ms: this.clock.now() - sweep_started_ms,
     });
+  }
+
+  /** What a listing said, with each lease's time left counted from when the listing came back. */
+  private listedAt(views: readonly LeaseView[]): (ListedLease & { listed_at_ms: number })[] {
+    const listed_at_ms = this.clock.now();
+    return views.map((v) => ({ owner: v.owner, live: v.live, remaining_ms: v.remaining_ms, listed_at_ms }));
+  }
+
+  /**
+   * Arms one early pass for the first lapse, among the leases this pass listed, of another
+   * node's lease that is going unrenewed, when it comes before the next regular pass
+   * (lapse-wake.ts decides). So a dead node's presence and then its seats are taken at their
+   * lapse, not up to a sweep interval later. Nothing is taken on the timer's word: the
+   * pass judges every lease on the store's clock as any pass does.
+   */
+  private wakeAtLapse(listed: readonly (ListedLease & { listed_at_ms: number })[], pass_started_ms: number): void {
+    const now = this.clock.now();
+    const in_ms = lapseWakeIn({
+      leases: listed.map((l) => ({ ...l, remaining_ms: l.remaining_ms - (now - l.listed_at_ms) })),
+      self_owner: this.owner,
+      ttl_ms: this.ttl_ms,
+      next_pass_in_ms: pass_started_ms + SWEEP_INTERVAL_MS - now,
+    });
+    this.lapseWake?.cancel();
+    this.lapseWake = null;
+    if (in_ms === null) return;
+    this.lapseWake = this.clock.setTimeout(() => {
+      this.lapseWake = null;
+      if (this.stopped) return;
+      this.log.info("seat_sweep_at_lapse", { waited_ms: in_ms });
+      this.sweepLoop.poke();
+    }, in_ms);
   }
 
   /** One pass's claims, in the planner's order, CLAIMS_IN_FLIGHT at a time; the presence row

@@ -196,6 +196,11 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       const listed = await b.leases.list(prefix);
       expect(listed.find((v) => v.key === kept)?.live).toBe(true);
       expect(listed.find((v) => v.key === lapsing)?.live ?? false).toBe(false);
+      // What `live` is judged from: time left on the store's clock, never more than a TTL.
+      const keptView = listed.find((v) => v.key === kept)!;
+      expect(keptView.remaining_ms).toBeGreaterThan(0);
+      expect(keptView.remaining_ms).toBeLessThanOrEqual(ttl);
+      expect(listed.find((v) => v.key === lapsing)?.remaining_ms ?? 0).toBeLessThanOrEqual(0);
       expect(await a.leases.renew(lapsing, oa, l.epoch)).toEqual({ status: "lost" });
       const again = okLease(await claim(a, lapsing, oa));
       expect(again.epoch).toBeGreaterThan(l.epoch);
@@ -237,8 +242,14 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
         expect(r.lease.meta).toEqual({ roles: ["seats"], seats_held: i + 1 });
         last = r.lease;
       }
+      const readFrom = await a.leases.now();
       const seen = await b.leases.get(key);
+      const readTo = await a.leases.now();
       expect(seen).toMatchObject({ acquired_at: lease.acquired_at, expires_at: last.expires_at, live: true, epoch: lease.epoch });
+      // Time left is judged on the store's clock during the read.
+      expect(seen!.remaining_ms).toBeLessThanOrEqual(last.expires_at - readFrom);
+      expect(seen!.remaining_ms).toBeGreaterThanOrEqual(last.expires_at - readTo);
+      expect(seen!.remaining_ms).toBeLessThanOrEqual(ttl);
       expect(await a.leases.release(key, oa, lease.epoch)).toBe("released");
     }, CASE_TIMEOUT_MS);
 
@@ -397,7 +408,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
         expect(await f.leases.release(key, oa, lease.epoch)).toBe("unknown");
         expect((await claim(f, `seat:${uniq("blip")}`, oa)).ok).toBe(false);
         const after = await b.leases.get(key);
-        expect(after).toEqual({ ...before!, live: after!.live });
+        expect(after).toEqual({ ...before!, live: after!.live, remaining_ms: after!.remaining_ms });
         expect(after!.live).toBe(true);
         faults.unreachable = false;
         expect((await f.leases.renew(key, oa, lease.epoch)).status).toBe("renewed");

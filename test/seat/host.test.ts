@@ -98,6 +98,28 @@ describe("fleet placement", () => {
     expect(f.live().map((n) => n.host.held().length)).toEqual([6, 6]);
   });
 
+  test("at the shipped TTL a crashed node's seats are claimed at its lapse, not at the next sweep", async () => {
+    // TTL 45 s: heartbeat 15 s, sweeps every 5 s. Started 1.7 s apart, so c's lapse falls
+    // between a's and b's passes: a regular pass would claim 1.6 s or more after it.
+    const ttl_ms = 45_000;
+    const f = await makeFleet(12, { ttl_ms });
+    const a = await f.addNode({ id: "a" });
+    await f.advance(1_700);
+    const b = await f.addNode({ id: "b" });
+    await f.advance(1_700);
+    const c = await f.addNode({ id: "c" });
+    await f.advance(60_000);
+    expect(f.live().map((n) => n.host.held().length)).toEqual([4, 4, 4]);
+    const lapse_at = (await f.truth.get(presenceKey("c")))!.expires_at;
+    await f.crash("c");
+    await f.advance(lapse_at - f.clock.now() + 1_000);
+    expect(f.holders().size).toBe(12);
+    expect([a, b].map((n) => n.host.held().length)).toEqual([6, 6]);
+    for (const owners of f.holders().values()) expect(owners).toHaveLength(1);
+    expect([a, b].flatMap((n) => n.sink.events("seat_sweep_at_lapse")).length).toBeGreaterThan(0);
+    void c;
+  });
+
   test("a behind node is left out of shares: its part is claimed within a TTL and two sweeps, and it takes a share once level", async () => {
     const f = await makeFleet(12);
     const a = await f.addNode({ id: "a" });
