@@ -1,6 +1,6 @@
 // Re-measures, per nats-server release, each server behaviour the code once worked around
 // (see the table in issue 10's closing note). Prints what each server did; never fails.
-//   bun bench/server-quirks.ts [path-to-nats-server ...]
+//   bun bench/server-quirks.ts [--only=WORD] [path-to-nats-server ...]
 // With no paths: the pinned release and the pinned `previous` one from appliance/cache
 // (scripts/setup.sh and `appliance/fetch-sidecar.sh --previous x64` build them). To set
 // 2.9.10 beside them, build it the same way and pass its path, e.g.
@@ -9,7 +9,7 @@
 // schedules product work (the product clock is src/clock.ts).
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { createInbox, type NatsConnection } from "nats";
+import { createInbox, headers as natsHeaders, type NatsConnection } from "nats";
 import { hostArch } from "../src/broker/elf.ts";
 import { cachedSidecarPath, sidecarManifest } from "../src/broker/manifest.ts";
 import { startNats } from "../test/support/nats.ts";
@@ -28,8 +28,11 @@ const HEALTHZ_WITHIN_MS = 30_000;
 const CAS_RACERS = 6;
 const CAS_KEYS = 20;
 
+/** `--only=WORD`: run the probes whose name has WORD (e.g. --only=markers). */
+const only = process.argv.find((a) => a.startsWith("--only="))?.slice("--only=".length) ?? null;
+
 function servers(): string[] {
-  const given = process.argv.slice(2);
+  const given = process.argv.slice(2).filter((a) => !a.startsWith("--"));
   if (given.length > 0) return given;
   const m = sidecarManifest();
   return [cachedSidecarPath(m.previous.version, hostArch()), cachedSidecarPath(m.version, hostArch())].filter((p) => existsSync(p));
@@ -220,6 +223,94 @@ async function abandonedPull(): Promise<string> {
   }
 }
 
+/** Keys the marker probe writes, a second apart, and the TTL each lapses at. */
+const MARKER_KEYS = 8;
+const MARKER_TTL_MS = 3_000;
+/** The shortest a delete marker may live (the server refuses less than a second). */
+const MARKER_LIFE_S = 1;
+
+/**
+ * KV expiry with subject delete markers (2.11+: `allow_msg_ttl`, `subject_delete_marker_ttl`):
+ * keys written to a KV stream whose markers are on, one lapsing by the bucket's age
+ * (max_age = TTL, how the lease bucket ages) and one by a per-message `Nats-TTL` on a
+ * bucket with no age. How long after its TTL does a KV watcher hear of the lapse, and what
+ * does nats.js 2.29.3 hand it — and what does a KV get answer while the marker stands?
+ */
+async function expiryMarkers(members: number): Promise<string> {
+  const nats = await startNats(members);
+  try {
+    const nc = await nats.connect();
+    const jsm = await nc.jetstreamManager();
+    const js = nc.jetstream();
+    const bucket = async (name: string, max_age_ms: number) => {
+      await jsm.streams.add({
+        name: `KV_${name}`,
+        subjects: [`$KV.${name}.>`],
+        num_replicas: members,
+        max_msgs_per_subject: 1,
+        max_age: max_age_ms * 1e6,
+        discard: "new" as never,
+        allow_rollup_hdrs: true,
+        deny_delete: true,
+        allow_direct: false,
+        // The 2.11 settings nats.js 2.29.3 has no names for.
+        ...({ allow_msg_ttl: true, subject_delete_marker_ttl: MARKER_LIFE_S * 1e9 } as object),
+      });
+      return js.views.kv(name, { bindOnly: true, allow_direct: false });
+    };
+    const aged = await bucket("mk_age", MARKER_TTL_MS);
+    const perMsg = await bucket("mk_ttl", 0);
+    const late = new Map<string, number[]>([["age", []], ["ttl", []]]);
+    const seenAs = new Set<string>();
+    const written = new Map<string, number>();
+    const watchers = [
+      ["age", aged],
+      ["ttl", perMsg],
+    ] as const;
+    for (const [kind, kv] of watchers) {
+      const it = await kv.watch({ key: ">", include: "updates" as never });
+      void (async () => {
+        for await (const e of it) {
+          const at = written.get(`${kind}/${e.key}`);
+          const hdr = (e as unknown as { sm?: { header?: { get(k: string): string } } }).sm?.header;
+          const reason = hdr?.get("Nats-Marker-Reason") ?? "";
+          if (at === undefined || e.value.length > 0) continue; // the write itself
+          seenAs.add(`${e.operation} with ${e.value.length} bytes${reason ? `, Nats-Marker-Reason ${reason}` : ""}`);
+          late.get(kind)!.push(Date.now() - (at + MARKER_TTL_MS));
+        }
+      })().catch(() => undefined);
+    }
+    let getDuring = "";
+    for (let i = 0; i < MARKER_KEYS; i++) {
+      const k = `k${i}`;
+      await aged.put(k, "lease");
+      written.set(`age/${k}`, (await aged.get(k))!.created.getTime());
+      const h = natsHeaders();
+      h.set("Nats-TTL", `${MARKER_TTL_MS / 1000}s`);
+      const ack = await js.publish(`$KV.mk_ttl.${k}`, "lease", { headers: h });
+      written.set(`ttl/${k}`, (await perMsg.get(k, { revision: ack.seq }))!.created.getTime());
+      await Bun.sleep(1_000 / 2);
+    }
+    const deadline = Date.now() + MARKER_TTL_MS + 15_000;
+    while (Date.now() < deadline && [...late.values()].some((l) => l.length < MARKER_KEYS)) {
+      if (!getDuring && late.get("age")!.length > 0) {
+        const e = await aged.get("k0").catch((err) => err as Error);
+        getDuring = e instanceof Error ? `error ${e.message}` : e === null ? "null" : `${e.operation}, ${e.value.length} bytes`;
+      }
+      await Bun.sleep(20);
+    }
+    await nc.close();
+    const fig = (kind: string) => {
+      const l = late.get(kind)!.sort((a, b) => a - b);
+      if (l.length === 0) return "never heard";
+      return `${l.length}/${MARKER_KEYS} heard, after TTL +${l[0]}..+${l[l.length - 1]} ms (median +${l[Math.floor(l.length / 2)]})`;
+    };
+    return `age: ${fig("age")}; Nats-TTL: ${fig("ttl")}; the watcher sees ${[...seenAs].join(" / ") || "nothing"}; get during the marker: ${getDuring || "not asked"}`;
+  } finally {
+    await nats.stop();
+  }
+}
+
 const bins = servers();
 if (bins.length === 0) throw new Error("no nats-server to measure: run scripts/setup.sh, or pass paths");
 const versions = bins.map(versionOf);
@@ -231,9 +322,12 @@ const probes: [string, () => Promise<string>][] = [
   ["R3 stream leader SIGKILLed: writes fail for", async () => `${await electionGap("kill")} ms`],
   ["R3 stream leader stepped down: writes fail for", async () => `${await electionGap("stepdown")} ms`],
   ["pull left by a client that disconnected (R3)", abandonedPull],
+  [`KV expiry with delete markers, TTL ${MARKER_TTL_MS / 1000} s, R1`, () => expiryMarkers(1)],
+  [`KV expiry with delete markers, TTL ${MARKER_TTL_MS / 1000} s, R3`, () => expiryMarkers(3)],
 ];
 console.log(`server quirks — loopback, 3-member clusters; servers: ${versions.join(", ")} (a shared, loaded 2-core box: seconds-scale gaps are indicative)`);
 for (const [name, probe] of probes) {
+  if (only !== null && !name.includes(only)) continue;
   const cells: string[] = [];
   for (const bin of bins) {
     process.env.CREWLET_NATS_SERVER = bin;
