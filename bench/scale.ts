@@ -21,6 +21,7 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
+import { subjectMatches } from "../src/queue/topics.ts";
 import { SWEEP_INTERVAL_MS } from "../src/seat/placement.ts";
 import { makeFleet, TEST_TOKEN, type FleetNode, type NodeSpec } from "../test/support/fleet.ts";
 
@@ -114,6 +115,83 @@ async function clientOutMsgs(n: FleetNode): Promise<number> {
   const z = await monitor<{ connections?: { out_msgs: number; name?: string }[] }>(n, "/connz?limit=1024");
   return (z.connections ?? []).filter((c) => c.name?.startsWith("crewlet:")).reduce((s, c) => s + c.out_msgs, 0);
 }
+type SubDetail = { subject: string; sid: string; msgs: number };
+/** Every subscription subject of the node's own connections. */
+async function clientSubjects(n: FleetNode): Promise<string[]> {
+  const z = await monitor<{ connections?: { name?: string; subscriptions_list_details?: SubDetail[] }[] }>(n, "/connz?limit=1024&subs=detail");
+  return (z.connections ?? []).filter((c) => c.name?.startsWith("crewlet:")).flatMap((c) => (c.subscriptions_list_details ?? []).map((d) => d.subject));
+}
+/** A subject with its generated tokens (inboxes, consumer names, lease keys past their kind)
+ * folded, so one kind of traffic is one row. */
+function subjectKind(subject: string): string {
+  const t = subject.split(".");
+  if (t[0] === "_INBOX") return "_INBOX.<id>";
+  if (t[0] === "$KV" && t.length > 3) return `$KV.${t[1]}.${t[2]}.*`;
+  if (subject.startsWith("$JS.API.CONSUMER.CREATE.") && t.length > 6) return `$JS.API.CONSUMER.CREATE.${t[4]}.<name>.${t.slice(6, 9).join(".")}${t.length > 9 ? ".*" : ""}`;
+  if (subject.startsWith("$JS.API.DIRECT.GET.") && t.length > 7) return `$JS.API.DIRECT.GET.${t.slice(4, 8).join(".")}${t.length > 8 ? ".*" : ""}`;
+  if (subject.startsWith("$JS.API.CONSUMER.") && t.length > 5) return `${t.slice(0, 5).join(".")}.<name>`;
+  return t.map((x) => (x.length >= 20 ? "<id>" : x)).join(".");
+}
+/** Which traffic the node's connections are sent while `during` runs, by what it is: a
+ * second connection on the node's sidecar (not named crewlet:, so not counted in
+ * clientOutMsgs) takes in every subject; a message on one of the node's subscriptions
+ * (polled from /connz every BREAKDOWN_POLL_MS) is attributed to the request it answers
+ * (its reply subject seen on the node's own publish), to the consumer whose deliver
+ * subject it is (seen in that consumer's create request), or to the subscription. */
+const BREAKDOWN_POLL_MS = 100;
+async function subjectTap(n: FleetNode): Promise<{ count(during: Promise<unknown>): Promise<Map<string, number>> }> {
+  const { connect } = await import("nats");
+  const auth = n.natsAuth();
+  const nc = await connect({ servers: `127.0.0.1:${n.clientPort}`, user: auth.user, pass: auth.pass, name: "bench-tap" });
+  let subjects = await clientSubjects(n);
+  const isTheirs = (subject: string) => subjects.some((p) => subjectMatches(p, subject));
+  const asked = new Map<string, string>();
+  const delivers = new Map<string, string>();
+  const out = new Map<string, number>();
+  const count = (k: string) => out.set(k, (out.get(k) ?? 0) + 1);
+  let counting = false;
+  nc.subscribe(">", {
+    callback: (_err, m) => {
+      if (m.reply && isTheirs(m.reply)) {
+        asked.set(m.reply, subjectKind(m.subject));
+        if (m.subject.startsWith("$JS.API.CONSUMER.CREATE.")) {
+          try {
+            const body = JSON.parse(new TextDecoder().decode(m.data)) as { config?: { deliver_subject?: string } };
+            if (body.config?.deliver_subject) delivers.set(body.config.deliver_subject, subjectKind(m.subject).replace("$JS.API.CONSUMER.CREATE.", "consumer "));
+          } catch {
+            // not JSON: no deliver subject to learn
+          }
+        }
+      }
+      if (!counting || !isTheirs(m.subject)) return;
+      const req = asked.get(m.subject);
+      if (req) return void count(`reply to ${req}`);
+      const d = delivers.get(m.subject);
+      if (d) return void count(`${d}${m.headers?.get("Nats-Consumer-Stalled") || m.headers?.code === 100 ? " (heartbeat/flow control)" : ""}`);
+      count(`on ${subjectKind(m.subject)}`);
+    },
+  });
+  await nc.flush();
+  let done = false;
+  void (async () => {
+    while (!done) {
+      subjects = await clientSubjects(n).catch(() => subjects);
+      await Bun.sleep(BREAKDOWN_POLL_MS);
+    }
+  })();
+  return {
+    // Consumers created before the tap are learned only from their create (a steady watch
+    // started earlier shows as 'on _INBOX.<id>').
+    async count(during) {
+      counting = true;
+      await during;
+      counting = false;
+      done = true;
+      await nc.close();
+      return out;
+    },
+  };
+}
 function heldNow(): number {
   return holders.reduce((s, n) => s + Number(lastEvent(n, "seat_sweep")?.held ?? 0), 0);
 }
@@ -165,12 +243,19 @@ try {
   // The full fleet, quiet: what the idle node draws, how long a sweep takes.
   await Bun.sleep(SWEEP_INTERVAL_MS * 2);
   const sweepsBefore = new Map(holders.map((n) => [n.id, n.events("seat_sweep").length]));
+  // The breakdown is a reading aid: a tap that cannot start leaves the count as it was.
+  const tap = await subjectTap(idle).catch((err) => (say(`  (no breakdown: ${String(err)})`), null));
   const out0 = await clientOutMsgs(idle);
-  await Bun.sleep(SWEEP_INTERVAL_MS * MEASURED_SWEEPS);
+  const window = Bun.sleep(SWEEP_INTERVAL_MS * MEASURED_SWEEPS);
+  const bySubject = tap ? await tap.count(window) : (await window, new Map<string, number>());
   const idlePerSweep = ((await clientOutMsgs(idle)) - out0) / MEASURED_SWEEPS;
   const sweeps = holders.flatMap((n) => n.events("seat_sweep").slice(sweepsBefore.get(n.id)).map((e) => Number(e.elapsed_ms)));
   const idleFull = lastEvent(idle, "seat_sweep")?.fleet_full;
   say(`  idle node: ${idlePerSweep.toFixed(1)} messages per sweep (its sweep says fleet_full=${String(idleFull)})`);
+  const rows = [...bySubject].sort((a, b) => b[1] - a[1]);
+  const attributed = rows.reduce((t, [, m]) => t + m, 0) / MEASURED_SWEEPS;
+  for (const [kind, m] of rows) say(`    ${(m / MEASURED_SWEEPS).toFixed(1)} per sweep on ${kind}`);
+  say(`    ${(idlePerSweep - attributed).toFixed(1)} per sweep not seen by the tap (out_msgs less the rows)`);
   say(`  sweep duration when full: p50 ${pct(sweeps, 50)} ms, max ${Math.max(...sweeps)} ms over ${sweeps.length} sweeps`);
 
   // Memory and the broker.
