@@ -45,7 +45,7 @@ import { brokerPlanFor } from "./broker-plan.ts";
 import { handOffStreamLeaders } from "../broker/handoff.ts";
 import { decideSeed, SeedMemory } from "./company-seed.ts";
 import { CompanyRevisions, companyDigest, currentRevisionReader, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "./company-revisions.ts";
-import { DataNodesView } from "./data-nodes.ts";
+import { DataNodesView, feedingDataNodes } from "./data-nodes.ts";
 import { judgePosture } from "./posture.ts";
 import { NodeEngine } from "./engine.ts";
 import { agentsGroup } from "../api/routes/agents.ts";
@@ -65,6 +65,7 @@ import { parsePresence, presenceKey } from "../seat/presence.ts";
 import { NODE_DB_FILE } from "./engine.ts";
 import { wipeScratchStore } from "./scratch.ts";
 import { NodeRefusal } from "./refusal.ts";
+import { API_CLOSE_WITHIN_MS, NATS_CLOSE_WITHIN_MS, runStopSteps, SIDECAR_STOP_WITHIN_MS, STOP_DRAIN_BUDGET_MS, STOP_FINAL_BUDGET_MS, type StopStep } from "./shutdown.ts";
 import { JetStreamChangelog } from "../memory/changelog.ts";
 import { MemoryReads } from "../memory/reads.ts";
 import { memoryGroup } from "../api/routes/memory.ts";
@@ -114,9 +115,6 @@ const QUORUM_PROGRESS_EVERY_MS = 5_000;
 /** A stop waits this long for the audit's last entries to reach the fleet's stream (what
  *  misses it stays in node.db and is published at the next start). */
 const AUDIT_STOP_FLUSH_MS = 3_000;
-
-/** A graceful stop that takes longer than this is cut short: a hung drain is a kill away anyway. */
-const SHUTDOWN_BUDGET_MS = 30_000;
 
 /**
  * The last acquire step before the inbox attaches: mail a previous holder had delivered and
@@ -168,7 +166,7 @@ export class CrewletNode {
   private bootStep = "starting";
   private readyFlag = false;
   private stopping: Promise<number> | null = null;
-  private readonly stopCallbacks: (() => Promise<void> | void)[] = [];
+  private readonly stopSteps: StopStep[] = [];
   /** Republishes the seat host's claims and releases as events (src/node/seat-events.ts), once the queue exists. */
   private seatEvents: ((event: string, fields: Record<string, unknown>) => void) | null = null;
   private resolveStopped!: (code: number) => void;
@@ -327,7 +325,7 @@ export class CrewletNode {
     const judging = this.clock.setInterval(() => {
       for (const f of failovers.due(this.clock.now())) if (f.node === this.nodeId) this.log.info("seat_failover", { seat: f.seat, from: f.from, epoch: f.epoch });
     }, FAILOVER_JUDGE_INTERVAL_MS);
-    this.onStop(() => {
+    this.onStop("seat_event_taps", () => {
       judging.cancel();
       for (const s of seatLines) {
         try {
@@ -340,7 +338,7 @@ export class CrewletNode {
     await this.whileClusterForms("streams", () => queue.ensureStreams());
     // Registered first, so it runs last of the components: after the seats are handed
     // over, the last pulls must end before the connection does (see JetStreamQueue.close).
-    this.onStop(async () => {
+    this.onStop("queue_close", async () => {
       const out = queue.pullsOut;
       const started = this.clock.now();
       await queue.close();
@@ -356,7 +354,7 @@ export class CrewletNode {
       createCoordination({ type: c.coordination.type, nc, replicas, decidesStreams, lease_ttl_ms: ttl_ms, clock: this.clock, log: this.log }),
     );
     const coord = this.coord;
-    this.onStop(() => coord.close());
+    this.onStop("coordination", () => coord.close());
 
     // Before this node writes anything as itself: a live process under this node id that
     // this one has not proved dead (it runs on another store) keeps it.
@@ -404,14 +402,14 @@ export class CrewletNode {
     });
     const estate = this.estate;
     // Registered before the start, so a boot that fails part-way still stops what started.
-    this.onStop(() => estate.stop());
+    this.onStop("estate", () => estate.stop());
     await this.whileClusterForms("estate", () => estate.start());
 
     this.step("engine");
     // A 429 on one node rests that key on every node (crewlet_cooldowns, mirrored here).
     const cooldowns = new SharedCooldowns({ slot: coord.slot("cooldowns"), clock: this.clock, log: this.log, events: publishEventSink(queue, this.log, () => this.clock.now()), node_id: this.nodeId });
     await cooldowns.start();
-    this.onStop(() => cooldowns.stop());
+    this.onStop("cooldowns", () => cooldowns.stop());
     this.engine = new NodeEngine({
       cooldowns,
       nodeId: this.nodeId,
@@ -431,7 +429,7 @@ export class CrewletNode {
       secrets: [...c.api.tokens.map((t) => t.token), ...[c.stream.cluster?.secret, c.stream.leaf?.secret].filter((x): x is string => x !== undefined)],
     });
     const engine = this.engine;
-    this.onStop(() => engine.stop());
+    this.onStop("engine", () => engine.stop());
 
     // Every node holds a presence lease (the fleet's size is counted from them); only a
     // node with the seats role claims seats.
@@ -443,7 +441,8 @@ export class CrewletNode {
       roles,
       labels: c.node.labels,
       broker: brokerKind(c),
-      leases: coord.leases,
+      // Its sweep's presence listing is the data-node view's read too (data-nodes.ts).
+      leases: feedingDataNodes(coord.leases, dataNodes),
       queue: this.queue,
       clock: this.clock,
       log: this.log,
@@ -480,7 +479,7 @@ export class CrewletNode {
         if (turns.length > 0) this.log.info("turn_stop_requested", { seat: h, by: ctl.by, turns });
       },
     });
-    this.onStop(() => controls.stop());
+    this.onStop("controls", () => controls.stop());
     // Every node answers memory reads for the seats it holds (leaf nodes too), from before
     // its first claim, so a seat is never held here without an answer for it.
     const memoryReads = new MemoryReads({
@@ -493,7 +492,7 @@ export class CrewletNode {
       tools: (h) => engine.turns.toolsFor(h).map((t) => t.name),
     });
     await memoryReads.serve();
-    this.onStop(() => memoryReads.stop());
+    this.onStop("memory_reads", () => memoryReads.stop());
     await seats.start(this.company ? agentSeats(this.company) : []);
     // Each held seat's inbox is checked against the broker (deaf seats: alarm and heal).
     const seconds = (x: number | undefined) => (x === undefined ? undefined : x * 1000);
@@ -509,18 +508,18 @@ export class CrewletNode {
     });
     this.mailboxWatch = watch;
     watch.start();
-    this.onStop(() => watch.stop());
+    this.onStop("mailbox_watch", () => watch.stop());
     this.watchdog.arm();
     // Inbound notifications: the one fleet-wide group a stateless (leaf) node takes a share of.
     if (roles.includes("seats")) {
       await integrations.startHandler();
-      this.onStop(() => integrations.stop());
+      this.onStop("integrations", () => integrations.stop());
     }
     // A member whose sidecar stops after the drain first hands its mailboxes' consumer
     // leaderships to peers, so the mail the drain hands back (NAKs) lands on a leader that
     // survives (see JetStreamQueue.handOffLeaderships).
     const leavingServer = plan.kind === "member" ? this.nodeId : null;
-    this.onStop(async () => {
+    this.onStop("seats", async () => {
       this.watchdog?.disarm();
       const handingOff = leavingServer !== null && replicas > 1;
       if (handingOff) {
@@ -550,7 +549,7 @@ export class CrewletNode {
     const posture = this.clock.setInterval(() => {
       const h = estate.health();
       const servedLocally = h.data && h.in_service;
-      if (!servedLocally) void dataNodes.list();
+      if (!servedLocally) dataNodes.keepRead();
       const p = judgePosture({
         data: h.data,
         in_service: h.in_service,
@@ -560,7 +559,7 @@ export class CrewletNode {
       seats.setBehind(p.behind);
       seats.setWithdrawn(p.withdrawn);
     }, POSTURE_CHECK_MS);
-    this.onStop(() => posture.cancel());
+    this.onStop("posture", () => posture.cancel());
 
     // The singleton duties, on a workers node; registered after the seats, so a graceful
     // stop gives them back (after their last tick) before the seats are drained.
@@ -590,7 +589,7 @@ export class CrewletNode {
         watchdog: this.watchdog,
       });
       const duties = this.duties;
-      this.onStop(() => duties.stop());
+      this.onStop("duties", () => duties.stop());
     }
 
     this.step("revisions");
@@ -605,7 +604,7 @@ export class CrewletNode {
     this.revisions.start();
     const follower = this.revisions;
     const nudges = nc.subscribe(REVISION_ACTIVATED_SUBJECT, { callback: () => void follower.check() });
-    this.onStop(() => {
+    this.onStop("revisions", () => {
       follower.stop();
       nudges.unsubscribe();
     });
@@ -621,7 +620,7 @@ export class CrewletNode {
     const auditShare = new AuditPublisher({ audit, js: nc.jetstream(), node: this.nodeId, clock: this.clock, log: this.log });
     auditShare.start();
     const auditReader = fleetAuditReader({ js: nc.jetstream(), jsm: await nc.jetstreamManager({ checkAPI: false }), publisher: auditShare });
-    this.onStop(async () => {
+    this.onStop("audit", async () => {
       auditTrim.cancel();
       auditShare.stop();
       // What this node's API answered last (a drain's own entry) reaches the fleet's log.
@@ -806,9 +805,13 @@ export class CrewletNode {
     });
   }
 
-  /** Registers teardown work run (in reverse order) before the connection and sidecar stop. */
-  onStop(fn: () => Promise<void> | void): void {
-    this.stopCallbacks.push(fn);
+  /**
+   * Registers a named teardown step, run (in reverse order of registration) before the
+   * connection and sidecar stop; awaited at most `within_ms` (else what is left of the
+   * drain's budget, STOP_DRAIN_BUDGET_MS), then abandoned (src/node/shutdown.ts).
+   */
+  onStop(name: string, fn: () => Promise<void> | void, within_ms?: number): void {
+    this.stopSteps.push({ name, run: fn, ...(within_ms !== undefined ? { within_ms } : {}) });
   }
 
   /** Graceful stop: drain what the node holds, then the connection, then the sidecar. */
@@ -819,26 +822,38 @@ export class CrewletNode {
 
   private async shutdown(code: number, reason: string): Promise<number> {
     this.log.info("node_stopping", { reason });
-    const budget = new AbortController();
-    const timer = this.clock.setTimeout(() => budget.abort(), SHUTDOWN_BUDGET_MS);
-    const step = async (name: string, fn: () => Promise<unknown> | unknown) => {
-      if (budget.signal.aborted) return;
-      try {
-        await fn();
-      } catch (err) {
-        this.log.warn("node_stop_step_failed", { step: name, error: err as Error });
-      }
-    };
-    for (const fn of [...this.stopCallbacks].reverse()) await step("component", fn);
-    await step("api", () => this.server?.stop(true));
-    await step("nats", async () => {
-      if (this.nc && !this.nc.isClosed()) await this.nc.drain();
-    });
-    await step("broker", () => this.broker?.stop());
-    timer.cancel();
+    const started = this.clock.now();
+    const drain = await runStopSteps([...this.stopSteps].reverse(), { budget_ms: STOP_DRAIN_BUDGET_MS, clock: this.clock, log: this.log, phase: "drain" });
+    // Always run, whatever the drain spent: each bounds itself, so the sidecar is stopped
+    // by us (a clean JetStream shutdown) and never left to the parent-death signal.
+    const final = await runStopSteps(
+      [
+        { name: "api", run: () => this.server?.stop(true), within_ms: API_CLOSE_WITHIN_MS },
+        { name: "nats", run: () => this.closeConnection(), within_ms: NATS_CLOSE_WITHIN_MS + API_CLOSE_WITHIN_MS },
+        { name: "broker", run: () => this.broker?.stop(), within_ms: SIDECAR_STOP_WITHIN_MS },
+      ],
+      { budget_ms: STOP_FINAL_BUDGET_MS, clock: this.clock, log: this.log, phase: "final" },
+    );
+    const left = [...drain, ...final].filter((s) => s.outcome === "abandoned" || s.outcome === "skipped").map((s) => s.name);
     this.lock?.release();
-    this.log.info("node_stopped", { code, reason });
+    this.log.info("node_stopped", { code, reason, took_ms: this.clock.now() - started, ...(left.length > 0 ? { steps_abandoned: left } : {}) });
     this.resolveStopped(code);
     return code;
+  }
+
+  /** The connection's drain, bounded (NATS_CLOSE_WITHIN_MS); past it, closed outright. */
+  private async closeConnection(): Promise<void> {
+    const nc = this.nc;
+    if (!nc || nc.isClosed()) return;
+    const timeUp = new AbortController();
+    const drained = await Promise.race([
+      nc.drain().then(() => true),
+      this.clock.sleep(NATS_CLOSE_WITHIN_MS, timeUp.signal).then(() => false, () => true),
+    ]);
+    timeUp.abort();
+    if (!drained) {
+      this.log.warn("nats_drain_abandoned", { within_ms: NATS_CLOSE_WITHIN_MS });
+      await nc.close();
+    }
   }
 }
