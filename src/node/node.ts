@@ -251,6 +251,15 @@ export class CrewletNode {
   private async boot(): Promise<void> {
     const c = this.config;
     const storeDir = resolve(c.store.dir);
+    // The watchdog from the first moment, with the process itself as its one resting beat
+    // (src/seat/watchdog.ts): a process frozen past the lease TTL leaves whatever phase it
+    // is in — a leaf frozen while its boot waited at a step, before any seat host or duty
+    // ran, was left with nothing watched and did not exit after SIGCONT (issue 11). Until
+    // the coordination store says which TTL is in force, the configured one is.
+    const watchdog = new Watchdog({ clock: this.clock, threshold_ms: () => this.coord?.lease_ttl_ms ?? c.coordination.lease_ttl_seconds * 1000 });
+    this.watchdog = watchdog;
+    watchdog.watch("process");
+    watchdog.arm();
     this.step("store");
     // The lock first: nothing in a store is touched, a scratch wipe least of all, until this
     // process has proved the store is its own.
@@ -435,7 +444,6 @@ export class CrewletNode {
     // node with the seats role claims seats.
     this.step("seats");
     const controls = new SeatControls({ slot: coord.slot("controls"), log: this.log });
-    this.watchdog = new Watchdog({ clock: this.clock, threshold_ms: () => coord.lease_ttl_ms });
     this.seats = new SeatHost({
       node_id: this.nodeId,
       roles,
@@ -458,7 +466,7 @@ export class CrewletNode {
       // Drains: a seat that was busy or moving runs its backlog as one turn per conversation.
       batchHandler: engine.inbox.batchHandler,
       hooks: withInboxReclaim(engine.hooks(), queue, this.log),
-      watchdog: this.watchdog,
+      watchdog,
       deafSeats: () => this.mailboxWatch?.deaf() ?? [],
       onProbe: (h, id) => this.mailboxWatch?.heard(h, id),
       estateApplied: () => appliedPositions(estate.health()),
@@ -509,7 +517,6 @@ export class CrewletNode {
     this.mailboxWatch = watch;
     watch.start();
     this.onStop("mailbox_watch", () => watch.stop());
-    this.watchdog.arm();
     // Inbound notifications: the one fleet-wide group a stateless (leaf) node takes a share of.
     if (roles.includes("seats")) {
       await integrations.startHandler();
@@ -816,6 +823,8 @@ export class CrewletNode {
 
   /** Graceful stop: drain what the node holds, then the connection, then the sidecar. */
   stop(code = EXIT_OK, reason = "requested"): Promise<number> {
+    // Disarmed for the whole of a stop, a boot's failure included (see Watchdog.disarm).
+    this.watchdog?.disarm();
     this.stopping ??= this.shutdown(code, reason);
     return this.stopping;
   }

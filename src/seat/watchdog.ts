@@ -4,6 +4,12 @@
 // the lease TTL in force. Past that the node is provably not the owner of anything it
 // leased, while a wedged loop may still hold fetched mail, MCP children and credentials,
 // and still answer /health so nothing restarts it. Leaving is the only unilateral move.
+//
+// The node watches one more "duty" from the first moment of its boot: the process itself,
+// a beat that only ever rests (src/node/node.ts). Resting is never stuck, so a long
+// legitimate boot wait (quorum, a broker election) raises no alarm; but while it is
+// watched the watchdog never stands down, so a process frozen past the TTL in any phase —
+// booting, before its seat host or duties run, as well as serving — leaves on waking.
 import { writeSync } from "node:fs";
 import type { Clock, Timer } from "../clock.ts";
 
@@ -108,7 +114,8 @@ export class Watchdog {
     const last = this.last_check_ms;
     this.last_check_ms = now;
     // Stand down when nothing watched is live: from here a finished duty and a wedged one
-    // look alike, and a finished one took its work with it.
+    // look alike, and a finished one took its work with it. A node's resting process beat
+    // keeps one live for its whole life (see the head of this file).
     if (this.duties.size === 0) return false;
     // This timer is a loop too. Finding itself late by more than the threshold means the
     // whole process stopped turning (SIGSTOP, a blocked event loop): every duty's beat is

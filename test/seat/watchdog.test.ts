@@ -97,6 +97,82 @@ describe("watchdog", () => {
   });
 });
 
+describe("watchdog with a resting process beat (a node from the start of its boot)", () => {
+  /** A clock whose timers never fire on their own, as a SIGSTOPped process's do not: the
+   * test moves time and calls check, the way the process finds the world on SIGCONT. */
+  function stillClock() {
+    let now = 0;
+    const clock: Clock = {
+      now: () => now,
+      setTimeout: (): Timer => ({ cancel() {} }),
+      setInterval: (): Timer => ({ cancel() {} }),
+      sleep: () => new Promise(() => {}),
+    };
+    return { clock, move: (ms: number) => (now += ms) };
+  }
+
+  test("a process frozen past the TTL before any duty runs exits 75 on waking", () => {
+    const { clock, move } = stillClock();
+    const { dog, exits, notices } = harness(6_000, clock);
+    dog.watch("process");
+    dog.arm();
+    move(13_000);
+    expect(dog.check()).toBe(true);
+    expect(exits).toEqual([WATCHDOG_EXIT_CODE]);
+    expect(notices[0]).toContain("stopped turning");
+  });
+
+  test("without it, the same freeze is not noticed: nothing watched, the watchdog stands down", () => {
+    const { clock, move } = stillClock();
+    const { dog, exits } = harness(6_000, clock);
+    dog.arm();
+    move(13_000);
+    expect(dog.check()).toBe(false);
+    expect(exits).toEqual([]);
+  });
+
+  test("a long boot wait on a turning process raises no alarm, and seat duties are still judged after it", async () => {
+    const clock = new FakeClock(0);
+    const { dog, exits, notices } = harness(6_000, clock);
+    dog.watch("process");
+    dog.arm();
+    // Ten minutes waiting for quorum, the event loop turning all along.
+    await clock.advance(10 * 60_000);
+    expect(exits).toEqual([]);
+    // Then the seat host starts and one of its loops wedges: judged as before.
+    const hb = dog.watch("seat_heartbeat");
+    hb.beat();
+    await clock.advance(7_500);
+    expect(exits).toEqual([WATCHDOG_EXIT_CODE]);
+    expect(notices[0]).toContain("duty seat_heartbeat stuck");
+  });
+
+  test("a finished duty leaves the process beat watched, so a later freeze is still noticed", async () => {
+    const clock = new FakeClock(0);
+    const { dog, exits } = harness(6_000, clock);
+    dog.watch("process");
+    dog.arm();
+    const d = dog.watch("seat_sweep");
+    d.beat();
+    d.rest();
+    d.done();
+    await clock.advance(60_000);
+    expect(exits).toEqual([]);
+    expect(dog.watching).toEqual(["process"]);
+  });
+
+  test("disarmed for a shutdown, a freeze during it does not fire", () => {
+    const { clock, move } = stillClock();
+    const { dog, exits } = harness(6_000, clock);
+    dog.watch("process");
+    dog.arm();
+    dog.disarm();
+    move(13_000);
+    expect(dog.check()).toBe(false);
+    expect(exits).toEqual([]);
+  });
+});
+
 describe("watchdog in a real process", () => {
   const children: ReturnType<typeof Bun.spawn>[] = [];
   afterAll(() => {
