@@ -1,9 +1,13 @@
 // A TCP proxy the chaos harness owns, in front of one member's cluster or leaf listener, so
 // a network partition is a thing the harness does rather than asks the kernel for.
 //
-// Which servers a connection joins is read from the NATS handshake itself: both ends of a
-// route or leafnode connection send INFO with their `server_name`, so the proxy knows a
-// connection's two ends within its first few hundred bytes. Cutting a node closes every
+// Which servers a connection joins is read from the NATS handshake itself, so the proxy
+// knows a connection's two ends within its first few hundred bytes: both ends of a route
+// send INFO with their `server_name`, while on a leafnode connection only the accepting
+// member sends INFO and the dialling leaf names itself in its CONNECT's `name` (nats-server
+// sendLeafConnect). Read as `server_name` alone, a leaf was never recognised and cut_leaf
+// cut nothing (issue 11: its slow "failovers" were the leaf's own rebalancing, two seats a
+// sweep). A route CONNECT's `name` is a server ID, never a node id. Cutting a node closes every
 // connection (on every proxy of the harness) that names it, and closes any new one the
 // moment its handshake names it, until the cut is healed. Members advertise the proxies'
 // ports (stream.cluster.advertise, stream.leaf.advertise), so gossip never hands out a
@@ -13,7 +17,7 @@ import { createServer, connect, type Server, type Socket } from "node:net";
 /** The handshake's INFO lines come first and are small; a name not seen in this many bytes
  * of a direction is not coming. Bounds what the proxy inspects per connection. */
 const SNIFF_BYTES_MAX = 16 * 1024;
-const SERVER_NAME = /"server_name":"([^"]+)"/g;
+const SERVER_NAME = /"(?:server_)?name":"([^"]+)"/g;
 
 interface Link {
   client: Socket;

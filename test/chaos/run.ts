@@ -239,7 +239,18 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       if (await recovered()) return Date.now() - t0;
       await Bun.sleep(POLL_MS * 2);
     }
-    note(`recovery after ${what}: not every node ready with every seat held within ${bound_ms} ms`);
+    // What each node not ready says it waits for (its /ready names the boot step), so a
+    // long run's note tells a stuck boot step from a fleet short of seats.
+    const said: string[] = [];
+    for (const n of all) {
+      if (!running(n)) {
+        said.push(`${n.id}: not running`);
+        continue;
+      }
+      const body = await timed(`${n.apiUrl}/ready`).then(async (r) => (r.ok ? null : `${r.status} ${(await r.text()).slice(0, 300)}`)).catch((err) => `no answer (${(err as Error).message})`);
+      if (body) said.push(`${n.id}#${n.incarnations()}: ${body}`);
+    }
+    note(`recovery after ${what}: not every node ready with every seat held within ${bound_ms} ms${said.length ? ` — ${said.join("; ")}` : ""}`);
     return bound_ms;
   };
 
