@@ -39,7 +39,7 @@ const OWNED_WITHIN_MS = 15_000;
 /** Readiness poll: a member answers within ~100 ms; 25 ms keeps exec→ready short without spinning. */
 const POLL_MS = 25;
 /** JetStream flushes its store on SIGTERM; ten seconds covers a busy store, then SIGKILL. */
-const STOP_GRACE_MS = 10_000;
+export const STOP_GRACE_MS = 10_000;
 /** A wedged predecessor gets the same grace as our own child. */
 const PREDECESSOR_GRACE_MS = STOP_GRACE_MS;
 /** A SIGKILLed nats-server's leader thread reads as a zombie (so its pid reads as gone) while
