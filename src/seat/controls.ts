@@ -4,7 +4,7 @@
 //                   seat held and attached with its inbox on the "pause" hold: mail waits.
 //   stop.{handle}   {by, at, id} — a request: the node running the seat's turn marks it,
 //                   and the turn ends at its next fence check. Overwritten by the next stop.
-// Every node mirrors the pause set (one watch); seats nodes act on what they hold.
+// Every node mirrors the pause set and hears stops (one watch); seats nodes act on what they hold.
 import { z } from "zod";
 import type { KvEntry, KvSlot, KvWatch } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
@@ -30,32 +30,45 @@ export interface ControlsHooks {
 export class SeatControls {
   private readonly pauses = new Map<string, Control>();
   private watches: KvWatch[] = [];
+  /** Stops stored before the watch began, not yet handed over by it (bounded by the seats). */
+  private storedStops = new Map<string, number>();
 
   constructor(private readonly o: { slot: KvSlot; log: Logger }) {}
 
-  /** Mirrors the pause set (current values first) and hears every stop from now on. */
+  /**
+   * Mirrors the pause set (current values first) and hears every stop from now on. One
+   * watch over the slot for both kinds: every watch costs every node the broker's idle
+   * heartbeat each 5 s when quiet (a third of a quiet node's watch traffic; bench/scale.ts),
+   * and a second one for stops bought nothing. So the watch starts with current values, and
+   * a stop it hands over that was already stored before it began — the same key at the same
+   * revision as the listing taken just before — is an old request and is not acted on; one
+   * written after that listing, even while the watch was starting, is heard.
+   */
   async start(hooks: ControlsHooks): Promise<void> {
+    const stored = new Map((await this.o.slot.entries("stop.*")).map((e) => [e.key, e.revision] as const));
+    this.storedStops = stored;
     this.watches.push(
       await this.o.slot.watch(
         (e) => {
-          const handle = e.key.slice("pause.".length);
-          const c = e.operation === "put" ? dec(e) : null;
-          if (c) {
-            const was = this.pauses.has(handle);
-            this.pauses.set(handle, c);
-            if (!was) hooks.paused?.(handle, c);
-          } else if (this.pauses.delete(handle)) hooks.resumed?.(handle);
-        },
-        { key: "pause.*", includeCurrent: true },
-      ),
-    );
-    this.watches.push(
-      await this.o.slot.watch(
-        (e) => {
+          if (e.key.startsWith("pause.")) {
+            const handle = e.key.slice("pause.".length);
+            const c = e.operation === "put" ? dec(e) : null;
+            if (c) {
+              const was = this.pauses.has(handle);
+              this.pauses.set(handle, c);
+              if (!was) hooks.paused?.(handle, c);
+            } else if (this.pauses.delete(handle)) hooks.resumed?.(handle);
+            return;
+          }
+          if (!e.key.startsWith("stop.")) return;
+          if (stored.get(e.key) === e.revision) {
+            stored.delete(e.key);
+            return;
+          }
           const c = e.operation === "put" ? dec(e) : null;
           if (c) hooks.stopped?.(e.key.slice("stop.".length), c);
         },
-        { key: "stop.*", includeCurrent: false },
+        { key: ">", includeCurrent: true },
       ),
     );
   }
@@ -63,6 +76,7 @@ export class SeatControls {
   stop(): void {
     for (const w of this.watches) w.stop();
     this.watches = [];
+    this.storedStops.clear();
   }
 
   /** Paused per this node's mirror. */
