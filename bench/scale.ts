@@ -118,20 +118,24 @@ async function clientOutMsgs(n: FleetNode): Promise<number> {
 type SubDetail = { subject: string; sid: string; msgs: number };
 /** Every subscription subject of the node's own connections. */
 async function clientSubjects(n: FleetNode): Promise<string[]> {
-  const z = await monitor<{ connections?: { name?: string; subscriptions_list_details?: SubDetail[] }[] }>(n, "/connz?limit=1024&subs=detail");
-  return (z.connections ?? []).filter((c) => c.name?.startsWith("crewlet:")).flatMap((c) => (c.subscriptions_list_details ?? []).map((d) => d.subject));
+  const z = await monitor<{ connections?: { name?: string; subscriptions_list_detail?: SubDetail[] }[] }>(n, "/connz?limit=1024&subs=detail");
+  return (z.connections ?? []).filter((c) => c.name?.startsWith("crewlet:")).flatMap((c) => (c.subscriptions_list_detail ?? []).map((d) => d.subject));
 }
 /** A subject with its generated tokens (inboxes, consumer names, lease keys past their kind)
  * folded, so one kind of traffic is one row. */
 function subjectKind(subject: string): string {
-  const t = subject.split(".");
+  // The JetStream API under an account's prefix ($JS.crewlet.API) reads as $JS.API.
+  const t = subject.replace(/^\$JS\.[A-Za-z0-9_-]+\.API\./, "$JS.API.").split(".");
   if (t[0] === "_INBOX") return "_INBOX.<id>";
   if (t[0] === "$KV" && t.length > 3) return `$KV.${t[1]}.${t[2]}.*`;
-  if (subject.startsWith("$JS.API.CONSUMER.CREATE.") && t.length > 6) return `$JS.API.CONSUMER.CREATE.${t[4]}.<name>.${t.slice(6, 9).join(".")}${t.length > 9 ? ".*" : ""}`;
-  if (subject.startsWith("$JS.API.DIRECT.GET.") && t.length > 7) return `$JS.API.DIRECT.GET.${t.slice(4, 8).join(".")}${t.length > 8 ? ".*" : ""}`;
-  if (subject.startsWith("$JS.API.CONSUMER.") && t.length > 5) return `${t.slice(0, 5).join(".")}.<name>`;
+  if (t[0] === "$JS" && t[1] === "API" && t[2] === "$KV" && t.length > 5) return `$JS.API.$KV.${t[3]}.${t[4]}.*`;
+  const api = t.join(".");
+  if (api.startsWith("$JS.API.CONSUMER.CREATE.") && t.length > 6) return `$JS.API.CONSUMER.CREATE.${t[4]}.<name>.${t.slice(6, 9).join(".")}${t.length > 9 ? ".*" : ""}`;
+  if (api.startsWith("$JS.API.DIRECT.GET.") && t.length > 7) return `$JS.API.DIRECT.GET.${t.slice(4, 8).join(".")}${t.length > 8 ? ".*" : ""}`;
+  if (api.startsWith("$JS.API.CONSUMER.") && t.length > 5) return `${t.slice(0, 5).join(".")}.<name>${t.length > 6 ? `.${t.slice(6).join(".")}` : ""}`;
   return t.map((x) => (x.length >= 20 ? "<id>" : x)).join(".");
 }
+
 /** Which traffic the node's connections are sent while `during` runs, by what it is: a
  * second connection on the node's sidecar (not named crewlet:, so not counted in
  * clientOutMsgs) takes in every subject; a message on one of the node's subscriptions
@@ -154,7 +158,7 @@ async function subjectTap(n: FleetNode): Promise<{ count(during: Promise<unknown
     callback: (_err, m) => {
       if (m.reply && isTheirs(m.reply)) {
         asked.set(m.reply, subjectKind(m.subject));
-        if (m.subject.startsWith("$JS.API.CONSUMER.CREATE.")) {
+        if (subjectKind(m.subject).startsWith("$JS.API.CONSUMER.CREATE.")) {
           try {
             const body = JSON.parse(new TextDecoder().decode(m.data)) as { config?: { deliver_subject?: string } };
             if (body.config?.deliver_subject) delivers.set(body.config.deliver_subject, subjectKind(m.subject).replace("$JS.API.CONSUMER.CREATE.", "consumer "));
@@ -163,12 +167,16 @@ async function subjectTap(n: FleetNode): Promise<{ count(during: Promise<unknown
           }
         }
       }
-      if (!counting || !isTheirs(m.subject)) return;
+      if (!counting) return;
+      // A reply or a consumer's delivery is the node's whether or not the poll caught its
+      // subscription (a listing's consumer lives a few ms); anything else must be on one.
       const req = asked.get(m.subject);
       if (req) return void count(`reply to ${req}`);
       const d = delivers.get(m.subject);
-      if (d) return void count(`${d}${m.headers?.get("Nats-Consumer-Stalled") || m.headers?.code === 100 ? " (heartbeat/flow control)" : ""}`);
-      count(`on ${subjectKind(m.subject)}`);
+      // A status 100 is the server's idle heartbeat or flow-control request to a push consumer.
+      const status = m.headers?.code === 100 ? ` (status 100: ${m.headers.description || "heartbeat"})` : "";
+      if (d) return void count(`${d}${status}`);
+      if (isTheirs(m.subject)) count(`on ${subjectKind(m.subject)}${status}`);
     },
   });
   await nc.flush();
