@@ -289,6 +289,11 @@ export class RevisionFollower {
     if (this.stopped) return;
     let active: ActiveRevision | null;
     try {
+      // The pointer alone says whether anything moved: the body (the whole company, a few
+      // hundred KiB at 2,000 seats) is read only for a newer epoch, not on every poll of
+      // every node (an idle node read both each 15 s; bench/scale.ts).
+      const ptr = await this.revisions.pointer();
+      if (!ptr || ptr.epoch <= this.appliedEpoch) return;
       active = await this.revisions.active();
     } catch (err) {
       this.log.warn("config_revision_unreadable", { error: err as Error });

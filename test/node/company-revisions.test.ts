@@ -78,6 +78,32 @@ test("a follower applies each newer revision once, in order, on the poll and on 
   follower.stop();
 });
 
+test("a poll with nothing newer reads the pointer alone, not the revision's body", async () => {
+  const clock = new FakeClock(0);
+  const { log } = memoryLogger("debug", clock);
+  const coord = new MemoryCoordination({ clock, log });
+  const c = coord.node();
+  const inner = c.slot("config");
+  const reads: string[] = [];
+  const counted = { ...inner, get: (key: string) => (reads.push(key), inner.get(key)) };
+  const writer = new CompanyRevisions(inner, c.slot("status"), "a", clock, log);
+  const reader = new CompanyRevisions(counted, c.slot("status"), "b", clock, log);
+  const applied: string[] = [];
+  const follower = new RevisionFollower(reader, async (a) => void applied.push(a.digest), clock, log, () => 0.5);
+  await writer.activate(acme);
+  await follower.check();
+  expect(applied).toEqual([companyDigest(acme)]);
+  reads.length = 0;
+  await follower.check();
+  await follower.check();
+  expect(reads).toEqual(["active", "active"]);
+  // A newer epoch still gets its body read and applied.
+  await writer.activate(acme2);
+  await follower.check();
+  expect(applied).toEqual([companyDigest(acme), companyDigest(acme2)]);
+  expect(reads.filter((k) => k.startsWith("revision."))).toEqual([`revision.${companyDigest(acme2)}`]);
+});
+
 test("an apply that fails is retried on the next check", async () => {
   const { clock, node } = setup();
   const writer = node("a");
