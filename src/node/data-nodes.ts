@@ -17,8 +17,9 @@ const DATA_NODES_CACHE_MS = 2_000;
  * changes at most that often, so a fresher unprompted read would learn nothing; and it leaves
  * three quarters of ROUTE_VIEW_STALE_MS (60 s) for retries, one per posture tick, before an
  * unreadable store withdraws the node. A seats node's sweep feeds the view every 5 s, so there
- * this read does not happen; before, the posture check read every DATA_NODES_CACHE_MS — 2.5
- * presence listings per sweep, three quarters of an idle node's traffic (bench/scale.ts).
+ * this read does not happen; before, the posture check read whenever DATA_NODES_CACHE_MS had
+ * run out — with the sweep's own, 2.7 presence listings per sweep, 13.5 of an idle node's
+ * 19.3 messages per sweep (bench/scale.ts breakdown, 2,000 seats, one member).
  */
 export const DATA_NODES_KEEP_READ_MS = 15_000;
 
