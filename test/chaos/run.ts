@@ -248,7 +248,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         continue;
       }
       const body = await timed(`${n.apiUrl}/ready`).then(async (r) => (r.ok ? null : `${r.status} ${(await r.text()).slice(0, 300)}`)).catch((err) => `no answer (${(err as Error).message})`);
-      if (body) said.push(`${n.id}#${n.incarnations()}: ${body}`);
+      if (!body) continue;
+      // A leaf's boot rides its one leafnode connection: which member it is attached to.
+      const via = n.id === LEAF ? await timed(`http://127.0.0.1:${n.monitorPort}/leafz`).then(async (r) => ((await r.json()) as { leafs?: { name?: string }[] }).leafs?.map((l) => l.name).join(",") || "none").catch(() => "?") : null;
+      said.push(`${n.id}#${n.incarnations()}: ${body}${via !== null ? ` (leafnode to ${via})` : ""}`);
     }
     note(`recovery after ${what}: not every node ready with every seat held within ${bound_ms} ms${said.length ? ` — ${said.join("; ")}` : ""}`);
     return bound_ms;
