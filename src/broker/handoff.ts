@@ -8,7 +8,9 @@ import type { NatsConnection } from "nats";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 
-/** An R3 election takes a few hundred ms; 10 s covers a stalled route and keeps a drain short. */
+/** An R3 election takes a few hundred ms; 10 s covers a stalled route and keeps a drain
+ * short. One window for the whole hand-off, every stream in it: per stream (as it was) a
+ * fleet without quorum waited 10 s for each batch of CONCURRENCY streams, 20 s for 15. */
 export const STREAM_HANDOFF_WITHIN_MS = 10_000;
 /** Between INFO polls while waiting for a new leader: an election's own pace. */
 const POLL_MS = 100;
@@ -39,7 +41,12 @@ export async function handOffStreamLeaders(nc: NatsConnection, serverName: strin
   };
   let handedOff = 0;
   const stillHere: string[] = [];
+  const deadline = clock.now() + STREAM_HANDOFF_WITHIN_MS;
   const handOff = async (stream: string): Promise<void> => {
+    if (clock.now() >= deadline) {
+      stillHere.push(stream);
+      return;
+    }
     const now = await leaderOf(stream);
     if (now.leader !== serverName || !now.replicated) return;
     try {
@@ -48,7 +55,6 @@ export async function handOffStreamLeaders(nc: NatsConnection, serverName: strin
       log.warn("broker_stream_stepdown_failed", { stream, error: String(err) });
     }
     // The stepdown answers before a peer is elected: wait until one is.
-    const deadline = clock.now() + STREAM_HANDOFF_WITHIN_MS;
     while (clock.now() < deadline) {
       const after = await leaderOf(stream);
       if (after.leader && after.leader !== serverName) {

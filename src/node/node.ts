@@ -65,7 +65,26 @@ import { parsePresence, presenceKey } from "../seat/presence.ts";
 import { NODE_DB_FILE } from "./engine.ts";
 import { wipeScratchStore } from "./scratch.ts";
 import { NodeRefusal } from "./refusal.ts";
-import { API_CLOSE_WITHIN_MS, NATS_CLOSE_WITHIN_MS, runStopSteps, SIDECAR_STOP_WITHIN_MS, STOP_DRAIN_BUDGET_MS, STOP_FINAL_BUDGET_MS, type StopStep } from "./shutdown.ts";
+import {
+  API_CLOSE_WITHIN_MS,
+  DUTIES_STOP_WITHIN_MS,
+  ENGINE_STOP_WITHIN_MS,
+  ESTATE_STOP_WITHIN_MS,
+  NATS_CLOSE_WITHIN_MS,
+  NATS_DRAIN_WITHIN_MS,
+  QUEUE_CLOSE_WITHIN_MS,
+  QUEUE_LEADERS_WITHIN_MS,
+  runStopSteps,
+  SEAT_DRAIN_REPORT_MS,
+  SEAT_DRAIN_WITHIN_MS,
+  SEAT_LOOPS_WITHIN_MS,
+  SIDECAR_STOP_WITHIN_MS,
+  STOP_DRAIN_BUDGET_MS,
+  STOP_FINAL_BUDGET_MS,
+  STOP_STEP_WITHIN_MS,
+  STREAM_LEADERS_WITHIN_MS,
+  type StopStep,
+} from "./shutdown.ts";
 import { JetStreamChangelog } from "../memory/changelog.ts";
 import { MemoryReads } from "../memory/reads.ts";
 import { memoryGroup } from "../api/routes/memory.ts";
@@ -352,7 +371,7 @@ export class CrewletNode {
       const started = this.clock.now();
       await queue.close();
       if (out > 0) this.log.info("queue_pulls_settled", { pulls: out, waited_ms: this.clock.now() - started });
-    });
+    }, QUEUE_CLOSE_WITHIN_MS);
 
     // The seats' memory changelog: every node hydrates seats from it and publishes to it.
     const changelog = new JetStreamChangelog(nc, replicas, undefined, decidesStreams);
@@ -411,7 +430,7 @@ export class CrewletNode {
     });
     const estate = this.estate;
     // Registered before the start, so a boot that fails part-way still stops what started.
-    this.onStop("estate", () => estate.stop());
+    this.onStop("estate", () => estate.stop(), ESTATE_STOP_WITHIN_MS);
     await this.whileClusterForms("estate", () => estate.start());
 
     this.step("engine");
@@ -438,7 +457,7 @@ export class CrewletNode {
       secrets: [...c.api.tokens.map((t) => t.token), ...[c.stream.cluster?.secret, c.stream.leaf?.secret].filter((x): x is string => x !== undefined)],
     });
     const engine = this.engine;
-    this.onStop("engine", () => engine.stop());
+    this.onStop("engine", () => engine.stop(), ENGINE_STOP_WITHIN_MS);
 
     // Every node holds a presence lease (the fleet's size is counted from them); only a
     // node with the seats role claims seats.
@@ -524,32 +543,40 @@ export class CrewletNode {
     }
     // A member whose sidecar stops after the drain first hands its mailboxes' consumer
     // leaderships to peers, so the mail the drain hands back (NAKs) lands on a leader that
-    // survives (see JetStreamQueue.handOffLeaderships).
-    const leavingServer = plan.kind === "member" ? this.nodeId : null;
-    this.onStop("seats", async () => {
-      this.watchdog?.disarm();
-      const handingOff = leavingServer !== null && replicas > 1;
-      if (handingOff) {
-        // The mailboxes' consumers first, so what the drain hands back (NAKs) lands on a
-        // leader that stays.
-        const started = this.clock.now();
-        const { handedOff, stillHere } = await queue.handOffLeaderships(leavingServer);
-        this.log.info("queue_leaders_handed_off", { consumers: handedOff, still_here: stillHere.length, waited_ms: this.clock.now() - started });
-      }
-      await seats.drain();
-      await seats.stop();
-      if (handingOff) {
-        // Then the streams (the lease bucket among them), once the drain's releases have
-        // landed on a stable leader: the peers taking these seats claim against a live
-        // leader instead of into the election this member's exit would force.
-        const started = this.clock.now();
-        const streams = await handOffStreamLeaders(nc, leavingServer, this.clock, this.log).catch((err) => {
-          this.log.warn("broker_stream_handoff_failed", { error: err as Error });
-          return { handedOff: 0, stillHere: [] as string[] };
-        });
-        this.log.info("broker_streams_handed_off", { streams: streams.handedOff, still_here: streams.stillHere.length, waited_ms: this.clock.now() - started });
-      }
-    });
+    // survives (see JetStreamQueue.handOffLeaderships); then the seats go back; then the
+    // streams' leaderships (the lease bucket among them), once the drain's releases have
+    // landed on a stable leader: the peers taking these seats claim against a live leader
+    // instead of into the election this member's exit would force. Four steps, each with
+    // its own bound (src/node/shutdown.ts), registered last-first as onStop runs them.
+    const leavingServer = plan.kind === "member" && replicas > 1 ? this.nodeId : null;
+    if (leavingServer !== null) {
+      this.onStop(
+        "stream_leaders",
+        async () => {
+          const started = this.clock.now();
+          const streams = await handOffStreamLeaders(nc, leavingServer, this.clock, this.log).catch((err) => {
+            this.log.warn("broker_stream_handoff_failed", { error: err as Error });
+            return { handedOff: 0, stillHere: [] as string[] };
+          });
+          this.log.info("broker_streams_handed_off", { streams: streams.handedOff, still_here: streams.stillHere.length, waited_ms: this.clock.now() - started });
+        },
+        STREAM_LEADERS_WITHIN_MS,
+      );
+    }
+    this.onStop("seat_loops", () => seats.stop(), SEAT_LOOPS_WITHIN_MS);
+    // The host is told the bound it is awaited for, less a moment to log what it leaves.
+    this.onStop("seat_drain", (within_ms) => seats.drain(Math.max(0, within_ms - SEAT_DRAIN_REPORT_MS)), SEAT_DRAIN_WITHIN_MS);
+    if (leavingServer !== null) {
+      this.onStop(
+        "queue_leaders",
+        async (within_ms) => {
+          const started = this.clock.now();
+          const { handedOff, stillHere } = await queue.handOffLeaderships(leavingServer);
+          this.log.info("queue_leaders_handed_off", { consumers: handedOff, still_here: stillHere.length, waited_ms: this.clock.now() - started, within_ms });
+        },
+        QUEUE_LEADERS_WITHIN_MS,
+      );
+    }
 
     // The estate's state decides whether this node may claim (behind: not until level)
     // and whether it can serve its seats at all (withdrawn: cannot route).
@@ -596,7 +623,7 @@ export class CrewletNode {
         watchdog: this.watchdog,
       });
       const duties = this.duties;
-      this.onStop("duties", () => duties.stop());
+      this.onStop("duties", () => duties.stop(), DUTIES_STOP_WITHIN_MS);
     }
 
     this.step("revisions");
@@ -633,7 +660,7 @@ export class CrewletNode {
       // What this node's API answered last (a drain's own entry) reaches the fleet's log.
       await Promise.race([auditShare.flush(), this.clock.sleep(AUDIT_STOP_FLUSH_MS)]).catch(() => undefined);
       auditDb.close();
-    });
+    }, AUDIT_STOP_FLUSH_MS + STOP_STEP_WITHIN_MS);
     this.mountApi(auth, [
       ...(roles.includes("ingress") ? estate.routeGroups : []),
       ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log }), chatStreamGroup({ nc, router: estate.router, clock: this.clock, log: this.log }), integrations.routeGroup()] : []),
@@ -814,10 +841,12 @@ export class CrewletNode {
 
   /**
    * Registers a named teardown step, run (in reverse order of registration) before the
-   * connection and sidecar stop; awaited at most `within_ms` (else what is left of the
-   * drain's budget, STOP_DRAIN_BUDGET_MS), then abandoned (src/node/shutdown.ts).
+   * connection and sidecar stop; awaited at most `within_ms` (STOP_STEP_WITHIN_MS unless
+   * told; a step that needs the broker names its own), cut to what is left of the drain's
+   * budget (STOP_DRAIN_BUDGET_MS), then abandoned and logged (src/node/shutdown.ts). `fn`
+   * is told the bound it is awaited for.
    */
-  onStop(name: string, fn: () => Promise<void> | void, within_ms?: number): void {
+  onStop(name: string, fn: (within_ms: number) => Promise<void> | void, within_ms?: number): void {
     this.stopSteps.push({ name, run: fn, ...(within_ms !== undefined ? { within_ms } : {}) });
   }
 
@@ -838,7 +867,7 @@ export class CrewletNode {
     const final = await runStopSteps(
       [
         { name: "api", run: () => this.server?.stop(true), within_ms: API_CLOSE_WITHIN_MS },
-        { name: "nats", run: () => this.closeConnection(), within_ms: NATS_CLOSE_WITHIN_MS + API_CLOSE_WITHIN_MS },
+        { name: "nats", run: () => this.closeConnection(), within_ms: NATS_CLOSE_WITHIN_MS },
         { name: "broker", run: () => this.broker?.stop(), within_ms: SIDECAR_STOP_WITHIN_MS },
       ],
       { budget_ms: STOP_FINAL_BUDGET_MS, clock: this.clock, log: this.log, phase: "final" },
@@ -850,18 +879,18 @@ export class CrewletNode {
     return code;
   }
 
-  /** The connection's drain, bounded (NATS_CLOSE_WITHIN_MS); past it, closed outright. */
+  /** The connection's drain, bounded (NATS_DRAIN_WITHIN_MS); past it, closed outright. */
   private async closeConnection(): Promise<void> {
     const nc = this.nc;
     if (!nc || nc.isClosed()) return;
     const timeUp = new AbortController();
     const drained = await Promise.race([
       nc.drain().then(() => true),
-      this.clock.sleep(NATS_CLOSE_WITHIN_MS, timeUp.signal).then(() => false, () => true),
+      this.clock.sleep(NATS_DRAIN_WITHIN_MS, timeUp.signal).then(() => false, () => true),
     ]);
     timeUp.abort();
     if (!drained) {
-      this.log.warn("nats_drain_abandoned", { within_ms: NATS_CLOSE_WITHIN_MS });
+      this.log.warn("nats_drain_abandoned", { within_ms: NATS_DRAIN_WITHIN_MS });
       await nc.close();
     }
   }

@@ -404,38 +404,81 @@ export class SeatHost {
   /**
    * Drain: presence given up first (peers stop counting this node), claim nothing, give
    * every seat back voluntarily. The heartbeat keeps renewing what is still being handed
-   * over; call stop() afterwards.
+   * over; call stop() afterwards. Bounded by `within_ms` (the node's stop gives it its
+   * SEAT_DRAIN_WITHIN_MS): a seat whose release has not finished by then — a lease store
+   * without quorum answers nothing — is left, logged seat_release_abandoned with what was
+   * left; its lease lapses at its TTL (unknown ownership is never ownership, and a lapsed
+   * lease is claimable by peers; this node's next start takes it over at once).
    */
-  drain(): Promise<void> {
-    if (!this.drained) this.drained = this.runDrain();
+  drain(within_ms = Number.POSITIVE_INFINITY): Promise<void> {
+    if (!this.drained) this.drained = this.runDrain(within_ms);
     return this.drained;
   }
 
-  private async runDrain(): Promise<void> {
+  private async runDrain(within_ms: number): Promise<void> {
+    const started = this.clock.now();
+    const deadline = started + within_ms;
     this.draining = true;
-    this.log.info("seat_drain_started", { held: this.heldHandles().length });
-    await this.presence.giveUp();
-    // A pass under way, and the claims it started, re-check the drain under each seat's
-    // lock before they attach.
-    await this.sweepLoop.current;
-    await this.claiming;
-    const releases = [...this.seats.values()]
-      .filter((s) => s.phase !== "undead" && !s.fenced)
-      .map((s) => this.withLock(s.handle, () => this.releaseVoluntarilyLocked(s, "drain")));
-    await Promise.allSettled(releases);
-    await this.settleBackground();
+    const tenures = [...this.seats.values()].map((s) => s.handle);
+    this.log.info("seat_drain_started", { held: this.heldHandles().length, ...(Number.isFinite(within_ms) ? { within_ms } : {}) });
+    const releases = (async () => {
+      await this.presence.giveUp();
+      // A pass under way, and the claims it started, re-check the drain under each seat's
+      // lock before they attach.
+      await this.sweepLoop.current;
+      await this.claiming;
+      const each = [...this.seats.values()]
+        .filter((s) => s.phase !== "undead" && !s.fenced)
+        .map((s) => this.withLock(s.handle, () => this.releaseVoluntarilyLocked(s, "drain")));
+      await Promise.allSettled(each);
+      await this.settleBackground();
+    })();
+    await this.byDeadline(releases, deadline);
     // A release the store did not answer (a leader election, a blip) would otherwise wait
     // for the heartbeat's retry, and a draining node stops right after this: its peers
     // would wait out a whole TTL for a seat it meant to give back. Ask again, bounded by
-    // one heartbeat.
-    const deadline = this.clock.now() + this.heartbeat_ms;
-    while (this.pendingReleases.size > 0 && this.clock.now() < deadline) {
-      await this.clock.sleep(DRAIN_RELEASE_RETRY_MS);
-      await this.retryPendingReleases();
+    // one heartbeat and the drain's bound.
+    const retryUntil = Math.min(this.clock.now() + this.heartbeat_ms, deadline);
+    while (this.pendingReleases.size > 0 && this.clock.now() < retryUntil) {
+      await this.byDeadline(this.clock.sleep(DRAIN_RELEASE_RETRY_MS), retryUntil);
+      await this.byDeadline(this.retryPendingReleases(), retryUntil);
     }
-    if (this.pendingReleases.size > 0) this.log.warn("seat_drain_releases_unanswered", { seats: [...this.pendingReleases.keys()] });
+    const abandoned = this.reportUnreleased();
     const undead = [...this.seats.values()].filter((s) => s.phase === "undead").map((s) => s.handle);
-    this.log.info("seat_drain_finished", { undead });
+    const released = tenures.filter((h) => !abandoned.includes(h) && !undead.includes(h));
+    this.log.info("seat_drain_finished", { released, abandoned, undead, waited_ms: this.clock.now() - started });
+  }
+
+  /** Resolves when `work` settles or at `deadline_ms`, whichever is first (never rejects). */
+  private async byDeadline(work: Promise<unknown>, deadline_ms: number): Promise<void> {
+    if (!Number.isFinite(deadline_ms)) return void (await work.catch(() => undefined)); // unbounded: no timer
+    const left = deadline_ms - this.clock.now();
+    if (left <= 0) return;
+    const stop = new AbortController();
+    await Promise.race([work.catch(() => undefined), this.clock.sleep(left, stop.signal).catch(() => undefined)]);
+    stop.abort();
+  }
+
+  /**
+   * Every seat the drain could not give back, each logged seat_release_abandoned with what
+   * was left: its release still under way (the turn, the teardown or the lease call), or a
+   * lease call the store never answered. Returns their handles.
+   */
+  private reportUnreleased(): string[] {
+    const out: string[] = [];
+    for (const s of this.seats.values()) {
+      if (s.phase === "undead") continue; // logged as such (seat_release_unproven); its retries own it
+      out.push(s.handle);
+      const left = s.fenced ? "fenced_teardown_under_way" : s.phase === "releasing" ? "release_under_way" : s.phase === "establishing" ? "acquire_under_way" : "release_not_started";
+      this.log.warn("seat_release_abandoned", { seat: s.handle, epoch: s.epoch, left, lapses_within_ms: this.ttl_ms });
+    }
+    for (const [key, p] of this.pendingReleases) {
+      const handle = key.startsWith(SEAT_PREFIX) ? key.slice(SEAT_PREFIX.length) : key;
+      if (out.includes(handle)) continue;
+      out.push(handle);
+      this.log.warn("seat_release_abandoned", { seat: handle, epoch: p.epoch, left: "lease_release_unanswered", lapses_within_ms: this.ttl_ms });
+    }
+    return out;
   }
 
   /** Stops the loops. Leases still held lapse at their TTL; drain() first to hand them over. */
