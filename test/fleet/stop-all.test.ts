@@ -162,7 +162,9 @@ test("SIGTERM to all three members at once: each exits 0 within the bound, namin
     expectLeftoversNamed(fleet.node(f.id), f);
   }
   // Every seat its holder had is accounted for: given back, or named as left to lapse.
-  for (const f of facts) expect([...f.released, ...f.abandoned].sort()).toEqual([...held.get(f.id)!].sort());
+  // A node may also name a seat it claimed from a peer that stopped first (b gave agent-0 back,
+  // c took it, then gave it back too), so what it held is contained in what it names.
+  for (const f of facts) expect([...held.get(f.id)!].filter((s) => ![...f.released, ...f.abandoned].includes(s))).toEqual([]);
 
   await Promise.all(members.map((n) => n.start()));
   await Promise.all(members.map((n) => n.waitReady(READY_WITHIN_MS)));
