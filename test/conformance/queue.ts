@@ -105,6 +105,19 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       for (const t of texts) await h.queue.publish(subject, enc(t));
     }
 
+    /** A holder that takes `texts` and dies in m2's turn (its attachment gone, m2 never
+     * settled): the starting point of the reset and rewind cases. `hung` settles m2 late. */
+    async function holderDiedDuringM2(box: { subject: string; group: string }, texts: string[]) {
+      await h.queue.ensureMailbox(box.subject, box.group);
+      await publishAll(box.subject, texts);
+      const hung = gate<Outcome>();
+      const dead = recorder((d) => (text(d) === "m2" ? hung.p : ack()));
+      const a = track(await h.queue.attach(box.subject, box.group, dead.handler));
+      await eventually("the holder is running m2", () => dead.seen.length === 2 && a.inFlight === 1);
+      await a.detach();
+      return { hung, dead };
+    }
+
     /** Publishes a sentinel and waits for `rec` to see it: everything queued ahead of it has arrived too. */
     async function throughSentinel(subject: string, rec: { texts(): string[] }): Promise<void> {
       const s = `sentinel-${Math.random()}`;
@@ -492,13 +505,7 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
 
     test("reset hands back at once what a dead holder never settled, as first deliveries; what it acked stays settled", async () => {
       const box = mailbox(handle(), "inbox");
-      await h.queue.ensureMailbox(box.subject, box.group);
-      await publishAll(box.subject, ["m1", "m2", "m3"]);
-      const hung = gate<Outcome>();
-      const dead = recorder((d) => (text(d) === "m2" ? hung.p : ack())); // killed during m2's turn
-      const a = track(await h.queue.attach(box.subject, box.group, dead.handler));
-      await eventually("the holder is running m2", () => dead.seen.length === 2 && a.inFlight === 1);
-      await a.detach();
+      const { hung, dead } = await holderDiedDuringM2(box, ["m1", "m2", "m3"]); // killed during m2's turn
       expect(await h.queue.resetMailbox(box.subject, box.group)).toBe(true);
       const succ = recorder();
       track(await h.peer.attach(box.subject, box.group, succ.handler));
@@ -541,13 +548,7 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
 
     test("rewind delivers again everything stored for the subject from its start, as first deliveries", async () => {
       const box = mailbox(handle(), "inbox");
-      await h.queue.ensureMailbox(box.subject, box.group);
-      await publishAll(box.subject, ["m1", "m2"]);
-      const hung = gate<Outcome>();
-      const dead = recorder((d) => (text(d) === "m2" ? hung.p : ack()));
-      const a = track(await h.queue.attach(box.subject, box.group, dead.handler));
-      await eventually("the holder is running m2", () => dead.seen.length === 2 && a.inFlight === 1);
-      await a.detach();
+      const { hung } = await holderDiedDuringM2(box, ["m1", "m2"]);
       await h.queue.publish(box.subject, enc("m3"));
       expect(await h.queue.rewindMailbox(box.subject, box.group)).toBe(true);
       const succ = recorder();
