@@ -226,7 +226,13 @@ describe("a seat's memory follows it (3 members, R3, TTL 3 s)", () => {
     // Every completed turn wrote its episode and its conversation; the burst's also a note.
     expect(wrote.episodes.map((e) => e.turn_id).sort()).toEqual([...completed].sort());
     expect(wrote.conversations.length).toBeGreaterThan(0);
-    expect(wrote.diary.length).toBeGreaterThanOrEqual(4);
+    // Each ping that completed wrote its note — however many of the eight got to run before
+    // the kill (clean-clone CI saw three of the first four; the count is the box's timing).
+    const pingTurns = ofKeeper("turn_completed")
+      .filter((e) => completed.has(String(e.turn_id)) && posted.some((p) => p !== hold && e.conversation === `chat:general:${p}`))
+      .map((e) => String(e.turn_id));
+    expect(pingTurns.length).toBeGreaterThan(0);
+    expect(pingTurns.filter((t) => !wrote.diary.some((d) => d.turn_id === t))).toEqual([]);
     const founder = disk.counterparties.find((c) => c.counterparty === "founder")!;
     expect(founder.interactions).toBeGreaterThan(0);
     // A turn that ended (its rows written) but was not recorded may have counted once more.
