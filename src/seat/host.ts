@@ -309,6 +309,8 @@ export class SeatHost {
   private lastEarlySweep_ms = Number.NEGATIVE_INFINITY;
   /** The one early pass armed for a lapse another node's lease is heading to (wakeAtLapse). */
   private lapseWake: Timer | null = null;
+  /** The timer that fences a grant no renew has extended by its lapse (armGrantDeadline). */
+  private grantDeadline: { timer: Timer; at_ms: number } | null = null;
   /** The claims a pass started, still running (see sweep). */
   private claiming: Promise<void> | null = null;
   private lastPlan: Plan | null = null;
@@ -486,6 +488,7 @@ export class SeatHost {
     if (this.stopped) return;
     this.stopped = true;
     this.lapseWake?.cancel();
+    this.grantDeadline?.timer.cancel();
     await Promise.all([this.sweepLoop.stop(), this.heartbeatLoop.stop()]);
     await this.settleBackground();
   }
@@ -497,6 +500,7 @@ export class SeatHost {
   async abandon(): Promise<void> {
     this.stopped = true;
     this.lapseWake?.cancel();
+    this.grantDeadline?.timer.cancel();
     await Promise.all([this.sweepLoop.stop(false), this.heartbeatLoop.stop(false)]);
   }
 
@@ -525,11 +529,18 @@ export class SeatHost {
     return s.epoch;
   }
 
-  /** False once the seat's current grant here is not `epoch`. An unreachable store does
-   * not close it, nor does a stuck teardown (the lease is kept, the grant has not moved). */
+  /** False once the seat's current grant here is not `epoch`, or its last good renew is a
+   * TTL old (the store has let the lease go, whether or not a timer has said so yet). An
+   * unreachable store alone does not close it, nor does a stuck teardown. */
   fence(handle: string, epoch: number): boolean {
     const s = this.seats.get(handle);
-    return !!s && !s.fenced && s.lease_held && s.epoch === epoch;
+    return !!s && !s.fenced && s.lease_held && s.epoch === epoch && !this.lapsed(s);
+  }
+
+  /** Past the TTL since the last renew that worked, the store has let the lease go (its
+   * clock started no earlier than ours, since a renew is stamped when it is sent). */
+  private lapsed(s: SeatState): boolean {
+    return this.clock.now() - s.last_renew_ok_ms >= this.ttl_ms;
   }
 
   /** A screening path deferred a delivery: the attachment is quiesced, and the next
@@ -657,6 +668,7 @@ export class SeatHost {
     const presence = this.draining ? Promise.resolve() : this.presence.beat(this.presenceMeta()).then((beat) => this.afterPresenceBeat(beat));
     const renewals = [...this.seats.values()].filter((s) => s.lease_held).map((s) => this.renewSeat(s, sent));
     await Promise.all([presence, ...renewals]);
+    this.armGrantDeadline();
     this.retryUndead();
     await this.retryPendingReleases();
   }
@@ -689,12 +701,36 @@ export class SeatHost {
       if (s.phase === "established") s.attachment?.quiesce();
       this.log.warn("seat_renew_unknown", { seat: s.handle, epoch: s.epoch, error: r.error });
     }
-    // Past the TTL since the last renew that worked, the store has let the lease go (its
-    // clock started no earlier than ours): the grant is gone whatever it would answer.
-    if (this.clock.now() - s.last_renew_ok_ms >= this.ttl_ms) {
-      s.lease_held = false;
-      this.fenceSeat(s, "ttl_grace_expired");
-    }
+    this.expireIfLapsed(s);
+  }
+
+  /** The grant is gone at its lease's lapse whatever the store would answer. */
+  private expireIfLapsed(s: SeatState): void {
+    if (!s.lease_held || s.fenced || !this.lapsed(s)) return;
+    s.lease_held = false;
+    this.fenceSeat(s, "ttl_grace_expired");
+  }
+
+  /**
+   * Arms the one timer that ends a grant at its lease's lapse when no renew has come back.
+   * A renew is bounded by a heartbeat, but one that hangs to its bound and the beats after
+   * it would otherwise fence the seat only when an answer arrived — in a chaos run (seed 7)
+   * 52–80 ms after a peer had claimed the lapsed lease. Re-armed after every heartbeat and
+   * claim, for the earliest deadline only, so it costs one timer per host.
+   */
+  private armGrantDeadline(): void {
+    let at_ms = Number.POSITIVE_INFINITY;
+    for (const s of this.seats.values()) if (s.lease_held && !s.fenced) at_ms = Math.min(at_ms, s.last_renew_ok_ms + this.ttl_ms);
+    if (this.grantDeadline?.at_ms === at_ms) return;
+    this.grantDeadline?.timer.cancel();
+    this.grantDeadline = null;
+    if (at_ms === Number.POSITIVE_INFINITY || this.stopped) return;
+    const timer = this.clock.setTimeout(() => {
+      this.grantDeadline = null;
+      for (const s of this.seats.values()) this.expireIfLapsed(s);
+      this.armGrantDeadline();
+    }, at_ms - this.clock.now());
+    this.grantDeadline = { at_ms, timer };
   }
 
   // ---- sweep ------------------------------------------------------------------------------
@@ -946,6 +982,7 @@ export class SeatHost {
     };
     this.seats.set(handle, s);
     this.log.info("seat_claimed", { seat: handle, epoch: s.epoch, reason: claimReason(s.epoch, seen) });
+    this.armGrantDeadline();
     const grant = this.grantOf(s);
     try {
       for (const step of this.hooks.prepare ?? []) {
@@ -1034,6 +1071,9 @@ export class SeatHost {
   private fenceSeat(s: SeatState, reason: string): void {
     if (s.fenced) return;
     s.fenced = true;
+    // The grant ends here, not at the detach that follows under the seat's lock (which may
+    // wait on a release or an acquire step): this line is when ownership stopped.
+    this.log.info("seat_fenced", { seat: s.handle, epoch: s.epoch, reason });
     // Nothing this grant runs may finish now: a turn waiting on its model stops waiting.
     s.cancel.abort(new Error(`seat ${s.handle} fenced (${reason})`));
     s.attachment?.quiesce();

@@ -110,6 +110,21 @@ describe("ownership", () => {
       ["overlap"],
     ],
     [
+      "a grant revoked (seat_fenced) before its successor's claim, detached after it: the revocation ends the tenure",
+      { claims: [claim("a", 1, 0), claim("b", 2, 6_000)], detaches: [{ ...detach("a", 1, 5_990), mode: "fenced" }, { ...detach("a", 1, 6_080), mode: "fenced" }] },
+      [],
+    ],
+    [
+      "…and one revoked only after the successor's claim is an overlap (seen, seed 7: a renew that hung past the lapse)",
+      { claims: [claim("a", 1, 0), claim("b", 2, 6_000)], detaches: [{ ...detach("a", 1, 6_052), mode: "fenced" }, { ...detach("a", 1, 6_080), mode: "fenced" }] },
+      ["overlap"],
+    ],
+    [
+      "a claim fenced while establishing, its acquire_failed line after the successor's claim: no turn, no hold",
+      { claims: [claim("a", 1, 0), claim("b", 2, 5_000)], detaches: [{ ...detach("a", 1, 6_500), mode: "fenced" }, { ...detach("a", 1, 7_000), mode: "acquire_failed" }] },
+      [],
+    ],
+    [
       "a claim that failed before attaching (no detach line) ends at the same process's next claim",
       { claims: [claim("a", 1, 0), claim("b", 2, 5_000), claim("a", 3, 9_000)], detaches: [detach("b", 2, 8_000)] },
       ["overlap"],

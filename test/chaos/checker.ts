@@ -3,8 +3,8 @@
 // of how the fleet works inside; it judges what the logs and the chat show.
 //
 // How a tenure is read. A tenure is one incarnation's hold of one seat at one epoch. It
-// begins at its `seat_claimed` line. It ends at its `seat_detached` or `seat_acquire_failed`
-// line, at the same incarnation's next claim of that seat, or at the incarnation's death
+// begins at its `seat_claimed` line. It ends at its first `seat_fenced`, `seat_detached` or
+// `seat_acquire_failed` line, at the same incarnation's next claim of that seat, or at the incarnation's death
 // (kill -9, exit) if that comes first. A node that cannot renew — frozen by SIGSTOP, cut
 // off from the store, or with its broker killed — has lost the right to act from that
 // moment (it is admitted no turn on a renew older than one heartbeat), so its tenure ends
@@ -216,7 +216,7 @@ export function tenuresOf(f: ChaosFacts): Tenure[] {
     // it admitted no turn: its hold ends where its last turn began, if it had any — the
     // `seat_acquire_failed` line comes when the establishing step returns, which after a
     // lost lease can be seconds after a successor claimed (seen: a 21 s hydration).
-    if (ended_by === "detached" && f.detaches.some((d) => key(d) === k && d.mode === "acquire_failed" && d.ts === end)) {
+    if (ended_by === "detached" && f.detaches.some((d) => key(d) === k && d.mode === "acquire_failed" && d.ts >= end)) {
       const acts = turnsBy.get(k) ?? [];
       [end, ended_by] = [acts.length ? Math.max(...acts) : c.ts, "acquire_failed"];
     }

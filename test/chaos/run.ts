@@ -395,6 +395,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
           const base = { node: n.id, inc, seat: String(e.seat), epoch: Number(e.epoch), ts: Date.parse(String(e.ts)) };
           if (e.event === "seat_claimed") claims.push(base);
           else if (e.event === "seat_detached") detaches.push({ ...base, mode: String(e.mode) });
+          // The grant was revoked: the detach under the seat's lock comes after.
+          else if (e.event === "seat_fenced") detaches.push({ ...base, mode: "fenced" });
           // An acquire that failed (fenced while establishing) ends its tenure without a detach.
           else if (e.event === "seat_acquire_failed") detaches.push({ ...base, mode: "acquire_failed" });
           else if (e.event === "turn_started") turns.push(base);

@@ -201,6 +201,37 @@ describe("admission and renewals", () => {
     expect(f.turns.map((t) => t.epoch)).toEqual([epoch as number]);
   });
 
+  test("renews that hang do not keep a grant past its lapse: it is revoked at last good renew + TTL, not when an answer comes", async () => {
+    const f = await makeFleet(1);
+    const a = await f.addNode({ id: "a" });
+    await f.advance(100);
+    const epoch = a.host.mayStart("s01") as number;
+    a.faults.slow_ms = 60_000; // every store call hangs past its one-heartbeat bound
+    let lastOk: number | undefined;
+    for (let t = 0; t < 3 * TTL && a.sink.events("seat_fenced").length === 0; t += 50) {
+      lastOk = a.host.seatState("s01")?.renewed_at_ms ?? lastOk;
+      await f.advance(50);
+    }
+    const [fenced] = a.sink.events("seat_fenced");
+    expect(fenced?.fields).toMatchObject({ seat: "s01", epoch, reason: "ttl_grace_expired" });
+    expect(lastOk).toBeNumber();
+    expect(Date.parse(fenced!.ts) - lastOk!).toBeLessThanOrEqual(TTL);
+    expect(a.host.fence("s01", epoch)).toBe(false);
+  });
+
+  test("past the lapse the fence answers false before any timer has run (a process resumed from SIGSTOP)", async () => {
+    const f = await makeFleet(1);
+    const a = await f.addNode({ id: "a" });
+    await f.advance(100);
+    const epoch = a.host.mayStart("s01") as number;
+    a.clock.freeze();
+    await f.advance(TTL / 2);
+    expect(a.host.fence("s01", epoch)).toBe(true);
+    await f.advance(TTL);
+    expect(a.sink.events("seat_fenced")).toEqual([]); // no timer of a's has run
+    expect(a.host.fence("s01", epoch)).toBe(false);
+  });
+
   test("renewals failing past the TTL are a fenced release; a peer takes the seat", async () => {
     const f = await makeFleet(1);
     const released: string[] = [];
