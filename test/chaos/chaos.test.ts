@@ -11,7 +11,10 @@ const SEED = Number(process.env.CREWLET_CHAOS_SEED ?? 11);
 
 test(`chaos: every fault kind once (seed ${SEED}); no overlap, no acknowledged message lost, every seat answers`, async () => {
   const result = await runChaos({ seed: SEED, faults: { count: FAULT_KINDS.length }, quiet_ms: 15_000, probe_within_ms: 45_000, recovery_ms_max: 45_000, say: (l) => console.log(l) });
-  for (const line of report(result)) console.log(line);
+  const lines = report(result);
+  for (const line of lines) console.log(line);
+  // CI keeps only the tail of a run's output; .ci/run prints this file after a failed test run.
+  if (process.env.CREWLET_CHAOS_REPORT) await Bun.write(process.env.CREWLET_CHAOS_REPORT, lines.join("\n") + "\n");
   expect(result.facts.faults.map((f) => f.kind).sort()).toEqual([...FAULT_KINDS].sort());
   expect(result.verdict.figures.acked).toBeGreaterThan(0);
   expect(result.verdict.violations).toEqual([]);

@@ -2,8 +2,8 @@
 // several SeatHosts on the in-memory coordination store and broker, one FakeClock, and a
 // seeded stream of joins, drains, crashes, wedges (SIGSTOP-like freezes), store blips,
 // lost write answers, slow stores and failing hooks. Invariants, checked as it runs:
-//   1. never two attached owners of a seat at one epoch, and never two nodes both able to
-//      admit a turn on one seat at the same moment;
+//   1. never two attached owners of a seat at one epoch, never two nodes both able to
+//      admit a turn on one seat at the same moment, and never two whose fence() stands;
 //   2. never a turn admitted on a stale renew: the store agrees, at admission, that the
 //      turn's node holds the seat at the turn's epoch for at least TTL − heartbeat more;
 // and once the faults stop and the fleet is quiet:
@@ -166,6 +166,7 @@ async function runSeed(seed: number, drain: boolean, mixed = false): Promise<{ t
   function checkOwners(): void {
     const now = f.clock.now();
     const admitting = new Map<string, string[]>();
+    const granting = new Map<string, string[]>();
     const attached = new Map<string, string>();
     for (const n of f.live()) {
       for (const h of n.host.tracked()) {
@@ -179,9 +180,13 @@ async function runSeed(seed: number, drain: boolean, mixed = false): Promise<{ t
         if (!n.clock.isFrozen && s.phase === "established" && !s.fenced && s.lease_held && now - s.renewed_at_ms <= HEARTBEAT_MS) {
           admitting.set(h, [...(admitting.get(h) ?? []), n.id]);
         }
+        // A turn already running checks fence() before it commits: its grant must end
+        // before another's begins, frozen or not, whatever the store has answered yet.
+        if (n.host.fence(h, s.epoch)) granting.set(h, [...(granting.get(h) ?? []), `${n.id}@${s.epoch}`]);
       }
     }
     for (const [h, ids] of admitting) if (ids.length > 1) violations.push(`seed ${seed} t=${now}: ${h} admitting on ${ids.join(", ")}`);
+    for (const [h, ids] of granting) if (ids.length > 1) violations.push(`seed ${seed} t=${now}: ${h} granted on ${ids.join(", ")}`);
   }
 
   const hooks = (id: string) => ({
