@@ -42,6 +42,40 @@ test("a create that fails twice fails the walk, naming it", async () => {
   await expect(ensureSeatMailboxes(queue, ["a", "b"], new FakeClock(), log, 4)).rejects.toThrow(/2 of 6 failed/);
 });
 
+test("a walk lists again between rounds and skips what a peer made meanwhile", async () => {
+  const { log, sink } = memoryLogger();
+  const queue = new MemoryQueue({ clock: new FakeClock(), log });
+  await queue.ensureStreams();
+  const handles = Array.from({ length: 200 }, (_, i) => `s${i}`);
+  const real = queue.ensureMailbox.bind(queue);
+  let peerWalked = false;
+  // A peer walks the whole company while this walk's first create is in flight.
+  queue.ensureMailbox = async (subject: string, group: string) => {
+    if (!peerWalked) {
+      peerWalked = true;
+      for (const h of handles) for (const b of seatMailboxes(h)) await real(b.subject, b.group);
+    }
+    return real(subject, group);
+  };
+  const res = await ensureSeatMailboxes(queue, handles, new FakeClock(), log, 4);
+  expect(res.count).toBe(600);
+  // 600 mailboxes in rounds of 256 (the least a round holds): the first round is sent, the
+  // listing before the second finds the rest made.
+  expect(sink.events("seat_mailbox_created")[0]!.fields).toMatchObject({ count: 600, created: 256, present: 344 });
+  expect(sink.events("seat_mailbox_walk_progress")[0]!.fields).toMatchObject({ created: 256, left: 0, of: 600 });
+  expect((await queue.listMailboxes()).length).toBe(600);
+});
+
+test("a walk whose peer is not walking creates everything, in rounds", async () => {
+  const { log, sink } = memoryLogger();
+  const queue = new MemoryQueue({ clock: new FakeClock(), log });
+  await queue.ensureStreams();
+  const handles = Array.from({ length: 200 }, (_, i) => `s${i}`);
+  await ensureSeatMailboxes(queue, handles, new FakeClock(), log, 4);
+  expect(sink.events("seat_mailbox_created")[0]!.fields).toMatchObject({ count: 600, created: 600, present: 0 });
+  expect(sink.events("seat_mailbox_walk_progress").map((l) => l.fields.left)).toEqual([344, 88]);
+});
+
 // ---- the node's walk, on JetStream ---------------------------------------------------------
 // ensureRegisteredMailboxes is what src/node/node.ts calls at boot and on each company
 // change: the registry step (crewlet_mailboxes), then this walk. A second connection watches
