@@ -2,8 +2,7 @@
 // on its own connection to its own member, all walking the same company at once (what a
 // full-fleet start does). Prints each walker's time and creates, then what one listing of
 // the result costs. Never fails on time.
-//   bun bench/walk.ts [--seats 1000] [--members 3] [--rounds 8]
-// --rounds 1 is the walk with one listing at its start (before the re-listing rounds).
+//   bun bench/walk.ts [--seats 1000] [--members 3]
 import { systemClock } from "../src/clock.ts";
 import { memoryLogger, silentLogger } from "../src/log.ts";
 import { JetStreamQueue } from "../src/queue/jetstream.ts";
@@ -18,7 +17,6 @@ function arg(name: string, fallback: number): number {
 }
 const SEATS = arg("seats", 1000);
 const MEMBERS = arg("members", 3);
-const ROUNDS = arg("rounds", 8);
 
 const nats = await startNats(MEMBERS);
 try {
@@ -34,10 +32,9 @@ try {
   const walks = await Promise.all(
     queues.map(async (queue, i) => {
       const { log, sink } = memoryLogger("info");
-      const res = await ensureSeatMailboxes(queue, handles, systemClock, log, MAILBOX_CREATE_CONCURRENCY, undefined, ROUNDS);
+      const res = await ensureSeatMailboxes(queue, handles, systemClock, log, MAILBOX_CREATE_CONCURRENCY);
       const line = sink.events("seat_mailbox_created")[0]!.fields;
-      const listings = 1 + sink.events("seat_mailbox_walk_progress").length;
-      console.log(`walker ${i + 1}: ${(res.elapsed_ms / 1000).toFixed(1)} s, created ${line.created}, present ${line.present}, listings ${listings}`);
+      console.log(`walker ${i + 1}: ${(res.elapsed_ms / 1000).toFixed(1)} s, created ${line.created}, present ${line.present}`);
       return { ms: res.elapsed_ms, created: Number(line.created) };
     }),
   );
@@ -47,7 +44,7 @@ try {
   const list_ms = performance.now() - listT;
   const creates = walks.reduce((a, w) => a + w.created, 0);
   console.log(`one listing of ${listed.length} mailboxes: ${list_ms.toFixed(0)} ms`);
-  console.log(`seats=${SEATS} members=${MEMBERS} rounds=${ROUNDS} walk_s=${wall_s.toFixed(1)} creates_sent=${creates} mailboxes=${listed.length} list_ms=${list_ms.toFixed(0)}`);
+  console.log(`seats=${SEATS} members=${MEMBERS} walk_s=${wall_s.toFixed(1)} creates_sent=${creates} mailboxes=${listed.length} list_ms=${list_ms.toFixed(0)}`);
   for (const q of queues) await q.close();
 } finally {
   await nats.stop();

@@ -17,16 +17,6 @@ import { parseMailbox, seatMailboxes, type MailboxName } from "./topics.ts";
  */
 export const MAILBOX_CREATE_CONCURRENCY = 48;
 
-/**
- * A walk creates in at most this many rounds and lists the broker's mailboxes again before
- * each but the first, so members booting together skip what a peer made meanwhile (three
- * walkers from random points each reach a peer's start a third of the way in). Each listing
- * costs a page per 256 consumers the stream has, so the rounds are few and large.
- */
-export const MAILBOX_WALK_ROUNDS = 8;
-/** No round is smaller: a walk of a few hundred mailboxes lists once. */
-const MAILBOX_WALK_ROUND_MIN = 256;
-
 export interface MailboxWalkResult {
   count: number;
   elapsed_ms: number;
@@ -53,7 +43,6 @@ export async function ensureSeatMailboxes(
   log: Logger,
   concurrency = MAILBOX_CREATE_CONCURRENCY,
   before?: BeforeCreate,
-  rounds = MAILBOX_WALK_ROUNDS,
 ): Promise<MailboxWalkResult> {
   const started_ms = clock.now();
   // Members booting together walk the same list: each starting at its own random point
@@ -71,63 +60,49 @@ export async function ensureSeatMailboxes(
       log.warn("seat_mailbox_unregistered", { seats: seats.length, error: err as Error });
     }
   }
-  // A listing (a page per 256 consumers) spares a create per mailbox the broker already
+  // One listing (a page per 256 consumers) spares a create per mailbox the broker already
   // has: a restart, a peer's boot or a revision adding one seat to 2,000 would otherwise send
   // thousands of creates answered "exists". A mailbox listed is one whose consumer is on the
   // seat's subject (listMailboxes judges by the filter), which is all ensureMailbox promises.
-  // A listing that fails skips nothing. The first is taken after `before`: a registration
-  // that waited out a retirement in flight saw the retirement's deletes land first, so no
-  // listing counts what they removed.
-  let rest = missing(all, await listing(queue, log));
-  const roundSize = Math.max(MAILBOX_WALK_ROUND_MIN, Math.ceil(rest.length / Math.max(1, rounds)));
-  let created = 0;
-  let failed: { box: MailboxName; error: string }[] = [];
-  while (rest.length > 0) {
-    const round = rest.slice(0, roundSize);
-    created += round.length;
-    failed.push(...(await createEach(queue, round, concurrency)));
-    rest = rest.slice(round.length);
-    if (rest.length === 0) break;
-    // Members booting together start at different points and soon reach what a peer has
-    // made; listing again before each round skips it instead of proposing it once more.
-    rest = missing(rest, await listing(queue, log));
-    log.info("seat_mailbox_walk_progress", { created, failed: failed.length, left: rest.length, of: all.length, elapsed_ms: clock.now() - started_ms });
+  // A listing that fails skips nothing: every mailbox is ensured one by one, as before. It is
+  // taken after `before`: a registration that waited out a retirement in flight saw the
+  // retirement's deletes land first, so the listing does not count what they removed.
+  let have = new Set<string>();
+  try {
+    have = new Set((await queue.listMailboxes()).map((m) => `${m.handle}\u0000${m.kind}`));
+  } catch (err) {
+    log.warn("seat_mailbox_list_failed", { error: err as Error });
   }
-  if (failed.length > 0) {
-    // A create that timed out in a burst (the meta leader's queue past the API timeout) has
-    // often been made meanwhile or finds a quieter queue: one more round for those only, at
-    // a quarter of the concurrency, before the walk fails.
-    log.warn("seat_mailbox_create_retrying", { failed: failed.length, of: created, first: failed[0]!.error });
-    failed = await createEach(queue, failed.map((f) => f.box), Math.max(1, Math.floor(concurrency / WALK_RETRY_CONCURRENCY_DIVISOR)));
+  const todo = all.filter((box) => {
+    const ref = parseMailbox(box.subject, box.group);
+    return !ref || !have.has(`${ref.handle}\u0000${ref.kind}`);
+  });
+  const created = todo.length;
+  const done = { n: 0 };
+  // A walk of thousands of R3 consumers takes minutes (see MAILBOX_CREATE_CONCURRENCY): say
+  // it is moving. Cancelled in the finally: a walk that throws leaves no timer behind.
+  const progress = clock.setInterval(
+    () => log.info("seat_mailbox_walk_progress", { done: done.n, of: created, elapsed_ms: clock.now() - started_ms }),
+    WALK_PROGRESS_MS,
+  );
+  let failed: { box: MailboxName; error: string }[];
+  try {
+    failed = await createWithRetry(queue, todo, concurrency, log, done);
+  } finally {
+    progress.cancel();
   }
   const failures = failed.map((f) => `${f.box.group}: ${f.error}`);
   const elapsed_ms = clock.now() - started_ms;
   if (failures.length > 0) {
-    log.error("seat_mailbox_create_failed", { failed: failures.length, of: created, first: failures[0] });
-    throw new Error(`creating seat mailboxes: ${failures.length} of ${created} failed; first: ${failures[0]}`);
+    log.error("seat_mailbox_create_failed", { failed: failures.length, of: todo.length, first: failures[0] });
+    throw new Error(`creating seat mailboxes: ${failures.length} of ${todo.length} failed; first: ${failures[0]}`);
   }
   log.info("seat_mailbox_created", { count: all.length, seats: seats.length, created, present: all.length - created, ...beforeFields, elapsed_ms });
   return { count: all.length, elapsed_ms };
 }
 
-/** The mailboxes among `boxes` a listing does not hold (all of them when there is none). */
-function missing(boxes: readonly MailboxName[], have: ReadonlySet<string> | null): MailboxName[] {
-  if (!have) return [...boxes];
-  return boxes.filter((box) => {
-    const ref = parseMailbox(box.subject, box.group);
-    return !ref || !have.has(`${ref.handle}\u0000${ref.kind}`);
-  });
-}
-
-/** The broker's mailboxes as `handle NUL kind`, or null (logged) when it cannot list them. */
-async function listing(queue: Queue, log: Logger): Promise<Set<string> | null> {
-  try {
-    return new Set((await queue.listMailboxes()).map((m) => `${m.handle}\u0000${m.kind}`));
-  } catch (err) {
-    log.warn("seat_mailbox_list_failed", { error: err as Error });
-    return null;
-  }
-}
+/** Between the walk's progress lines: a line every few seconds would flood a boot log. */
+const WALK_PROGRESS_MS = 10_000;
 
 /** The walk's one retry round runs at this fraction of its concurrency (see above). */
 const WALK_RETRY_CONCURRENCY_DIVISOR = 4;
@@ -147,11 +122,24 @@ export async function eachInFlight<T>(items: readonly T[], concurrency: number, 
   await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker));
 }
 
-async function createEach(queue: Queue, boxes: readonly MailboxName[], concurrency: number): Promise<{ box: MailboxName; error: string }[]> {
+/** Creates every box; what fails gets one more round (see below). Returns what failed twice. */
+async function createWithRetry(queue: Queue, todo: readonly MailboxName[], concurrency: number, log: Logger, done: { n: number }) {
+  const failed = await createEach(queue, todo, concurrency, done);
+  if (failed.length === 0) return failed;
+  // A create that timed out in a burst (the meta leader's queue past the API timeout) has
+  // often been made meanwhile or finds a quieter queue: one more round for those only, at
+  // a quarter of the concurrency, before the walk fails.
+  log.warn("seat_mailbox_create_retrying", { failed: failed.length, of: todo.length, first: failed[0]!.error });
+  const retry = Math.max(1, Math.floor(concurrency / WALK_RETRY_CONCURRENCY_DIVISOR));
+  return createEach(queue, failed.map((f) => f.box), retry, done);
+}
+
+async function createEach(queue: Queue, boxes: readonly MailboxName[], concurrency: number, done: { n: number }): Promise<{ box: MailboxName; error: string }[]> {
   const failed: { box: MailboxName; error: string }[] = [];
   await eachInFlight(boxes, concurrency, async (box) => {
     try {
       await queue.ensureMailbox(box.subject, box.group);
+      done.n++;
     } catch (err) {
       failed.push({ box, error: err instanceof Error ? err.message : String(err) });
     }

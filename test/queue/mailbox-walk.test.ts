@@ -42,38 +42,32 @@ test("a create that fails twice fails the walk, naming it", async () => {
   await expect(ensureSeatMailboxes(queue, ["a", "b"], new FakeClock(), log, 4)).rejects.toThrow(/2 of 6 failed/);
 });
 
-test("a walk lists again between rounds and skips what a peer made meanwhile", async () => {
+test("a long walk says how far it is every 10 s, and leaves no timer behind", async () => {
   const { log, sink } = memoryLogger();
-  const queue = new MemoryQueue({ clock: new FakeClock(), log });
+  const clock = new FakeClock();
+  const queue = new MemoryQueue({ clock, log });
   await queue.ensureStreams();
-  const handles = Array.from({ length: 200 }, (_, i) => `s${i}`);
   const real = queue.ensureMailbox.bind(queue);
-  let peerWalked = false;
-  // A peer walks the whole company while this walk's first create is in flight.
+  // Every create takes 1 s of the walk's clock; two at a time, 12 mailboxes take 6 s.
   queue.ensureMailbox = async (subject: string, group: string) => {
-    if (!peerWalked) {
-      peerWalked = true;
-      for (const h of handles) for (const b of seatMailboxes(h)) await real(b.subject, b.group);
-    }
+    await clock.sleep(1_000);
     return real(subject, group);
   };
-  const res = await ensureSeatMailboxes(queue, handles, new FakeClock(), log, 4);
-  expect(res.count).toBe(600);
-  // 600 mailboxes in rounds of 256 (the least a round holds): the first round is sent, the
-  // listing before the second finds the rest made.
-  expect(sink.events("seat_mailbox_created")[0]!.fields).toMatchObject({ count: 600, created: 256, present: 344 });
-  expect(sink.events("seat_mailbox_walk_progress")[0]!.fields).toMatchObject({ created: 256, left: 0, of: 600 });
-  expect((await queue.listMailboxes()).length).toBe(600);
-});
-
-test("a walk whose peer is not walking creates everything, in rounds", async () => {
-  const { log, sink } = memoryLogger();
-  const queue = new MemoryQueue({ clock: new FakeClock(), log });
-  await queue.ensureStreams();
-  const handles = Array.from({ length: 200 }, (_, i) => `s${i}`);
-  await ensureSeatMailboxes(queue, handles, new FakeClock(), log, 4);
-  expect(sink.events("seat_mailbox_created")[0]!.fields).toMatchObject({ count: 600, created: 600, present: 0 });
-  expect(sink.events("seat_mailbox_walk_progress").map((l) => l.fields.left)).toEqual([344, 88]);
+  const walk = ensureSeatMailboxes(queue, ["a", "b", "c", "d"], clock, log, 2);
+  await clock.advance(3_000);
+  expect(sink.events("seat_mailbox_walk_progress")).toEqual([]);
+  await clock.advance(3_000);
+  await walk;
+  expect(sink.events("seat_mailbox_created")[0]!.fields).toMatchObject({ count: 12, created: 12 });
+  const slow = ensureSeatMailboxes(queue, ["e", "f", "g", "h", "i", "j", "k", "l"], clock, log, 1);
+  // The line's timer was set before the first create's, so at 10 s it runs before the tenth
+  // create that ends at the same instant.
+  await clock.advance(10_000);
+  expect(sink.events("seat_mailbox_walk_progress").map((l) => l.fields)).toEqual([{ done: 9, of: 24, elapsed_ms: 10_000 }]);
+  await clock.advance(14_000);
+  await slow;
+  await clock.advance(60_000);
+  expect(sink.events("seat_mailbox_walk_progress").map((l) => l.fields.done)).toEqual([9, 19]);
 });
 
 // ---- the node's walk, on JetStream ---------------------------------------------------------
