@@ -7,7 +7,8 @@
 import { accessSync, constants, existsSync, statSync } from "node:fs";
 import { isIP } from "node:net";
 import { dirname, resolve } from "node:path";
-import type { TierA } from "./tier-a.ts";
+import { revisionSizeProblem } from "./revision-body.ts";
+import { DEFAULT_NODE_ID, type TierA } from "./tier-a.ts";
 import { brokerKind, topologyProblems, type ConfigProblem } from "./topology.ts";
 
 export interface ConfigCheck {
@@ -89,11 +90,19 @@ export function loggingFileProblems(c: TierA): ConfigProblem[] {
   }
 }
 
+/** A company no stored revision can hold: run would fail storing it at boot. */
+export function companySizeProblems(c: TierA): ConfigProblem[] {
+  if (!c.company) return [];
+  const problem = revisionSizeProblem(c.company, c.node.id ?? DEFAULT_NODE_ID);
+  return problem ? [problem] : [];
+}
+
 export const CONFIG_CHECKS: readonly ConfigCheck[] = [
   { name: "topology", run: topologyProblems },
   { name: "ports", run: portCollisions },
   { name: "api_host", run: apiHostProblems },
   { name: "logging_file", run: loggingFileProblems },
+  { name: "company_size", run: companySizeProblems },
 ];
 
 export function configProblems(c: TierA): ConfigProblem[] {

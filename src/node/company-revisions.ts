@@ -10,6 +10,7 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { Clock, Timer } from "../clock.ts";
 import { agentSeats, companySchema, type Company } from "../config/company.ts";
+import { decodeRevisionBody, encodeRevisionBody, revisionJson } from "../config/revision-body.ts";
 import { CasConflict, type KvSlot } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 
@@ -86,21 +87,7 @@ export class RevisionUnreadable extends Error {
 
 export const DIGEST_RE = /^[0-9a-f]{64}$/;
 
-/**
- * Largest stored revision (the company with its defaults filled in, its digest and who
- * stored it): one crewlet_config value, one broker message, and the broker's max_payload
- * (1 MiB, the nats-server default the sidecar keeps) counts headers and data together —
- * 1 KiB is the room for the KV create's headers. A company the API takes (≤ 1 MiB of JSON)
- * can pass this once its defaults are added; it is refused, with its size, storing nothing.
- */
-export const MAX_REVISION_BYTES = 1024 * 1024 - 1024;
-
-export class RevisionTooLarge extends Error {
-  constructor(readonly bytes: number) {
-    super(`the company is ${bytes} bytes as stored (with its defaults), over the ${MAX_REVISION_BYTES}-byte limit of one revision`);
-    this.name = "RevisionTooLarge";
-  }
-}
+export { MAX_REVISION_BYTES, RevisionTooLarge } from "../config/revision-body.ts";
 
 export class CompanyRevisions {
   constructor(
@@ -131,7 +118,7 @@ export class CompanyRevisions {
   async read(digest: string): Promise<{ company: Company; stored_at: number; stored_by: string | null } | null> {
     const body = await this.config.get(revisionKey(digest));
     if (!body || body.operation !== "put") return null;
-    const stored = storedRevisionSchema.parse(JSON.parse(dec.decode(body.value)));
+    const stored = storedRevisionSchema.parse(JSON.parse(decodeRevisionBody(body.value)));
     const parsed = companySchema.safeParse(stored.company);
     if (!parsed.success) throw new RevisionUnreadable(digest, parsed.error.issues[0]?.message ?? "invalid");
     return { company: parsed.data, stored_at: body.created, stored_by: stored.stored_by ?? null };
@@ -146,7 +133,7 @@ export class CompanyRevisions {
       const digest = key.slice("revision.".length);
       const body = await this.config.get(key);
       if (!body || body.operation !== "put") continue;
-      const stored = storedRevisionSchema.parse(JSON.parse(dec.decode(body.value)));
+      const stored = storedRevisionSchema.parse(JSON.parse(decodeRevisionBody(body.value)));
       const parsed = companySchema.safeParse(stored.company);
       out.push({
         digest,
@@ -163,8 +150,7 @@ export class CompanyRevisions {
   /** Stores `company` as an immutable revision (a no-op when it is there); returns its digest. */
   async store(company: Company): Promise<string> {
     const digest = companyDigest(company);
-    const body = enc.encode(JSON.stringify({ digest, company, stored_by: this.nodeId }));
-    if (body.byteLength > MAX_REVISION_BYTES) throw new RevisionTooLarge(body.byteLength);
+    const body = encodeRevisionBody(revisionJson(digest, company, this.nodeId));
     try {
       await this.config.create(revisionKey(digest), body);
     } catch (err) {

@@ -4,6 +4,7 @@
 // Each case is loaded in-process, then given to both commands as real processes: validate
 // exits 1 and run exits 2, both naming the same field, neither printing a stack trace.
 import { afterAll, expect, test } from "bun:test";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -26,7 +27,11 @@ function problems(yaml: string, env: Record<string, string> = {}): ConfigError["
 
 const bomb = ["a: &a [x, x, x, x, x, x, x, x, x, x]", ...["b", "c", "d", "e", "f"].map((k, i) => `${k}: &${k} [${Array(10).fill(`*${"abcde"[i]}`).join(", ")}]`)].join("\n") + "\n";
 
+// Random text gzip cannot shrink below one revision (1.47 MB of base64 is ~1.1 MB gzipped).
+const incompressible = randomBytes(1_100_000).toString("base64");
+
 const cases: [string, string, string, RegExp][] = [
+  ["a company no stored revision can hold, even gzipped", `company:\n  name: A\n  mission: "${incompressible}"\n`, "company", /gzipped, over the 1047552-byte limit of one revision/],
   ["a scripted rule's pattern that does not compile", `company:\n  name: A\n  providers: {llm: {s: {type: scripted, rules: [{when: {text: "(?i)plan("}}]}}}\n`, "company.providers.llm.s.rules[0].when.text", /regular expression/],
   ["the API on the sidecar's client port", `api: {port: 4222}\n`, "stream.client_port", /4222 is also api.port/],
   ["the monitor on the API's port", `api: {port: 7711}\nstream: {monitor_port: 7711}\n`, "stream.monitor_port", /also api.port/],
@@ -44,7 +49,7 @@ const cases: [string, string, string, RegExp][] = [
 writeFileSync(join(dir, "plain"), "a file, not a directory\n");
 
 test("one check list: every check is in it", () => {
-  expect(CONFIG_CHECKS.map((c) => c.name)).toEqual(["topology", "ports", "api_host", "logging_file"]);
+  expect(CONFIG_CHECKS.map((c) => c.name)).toEqual(["topology", "ports", "api_host", "logging_file", "company_size"]);
 });
 
 for (const [name, yaml, path, message] of cases) {
