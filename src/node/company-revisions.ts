@@ -85,6 +85,17 @@ export class RevisionUnreadable extends Error {
   }
 }
 
+/** A stored body as its envelope, or why it cannot be: a value one revision's reader judges,
+ * not one that fails the whole listing (or a route with a 500). */
+function decodeStored(value: Uint8Array): ({ ok: true } & z.infer<typeof storedRevisionSchema>) | { ok: false; error: string } {
+  try {
+    const parsed = storedRevisionSchema.safeParse(JSON.parse(decodeRevisionBody(value)));
+    return parsed.success ? { ok: true, ...parsed.data } : { ok: false, error: `field ${parsed.error.issues[0]?.path.join(".")}: ${parsed.error.issues[0]?.message}` };
+  } catch (err) {
+    return { ok: false, error: (err as Error).message };
+  }
+}
+
 export const DIGEST_RE = /^[0-9a-f]{64}$/;
 
 export { MAX_REVISION_BYTES, RevisionTooLarge } from "../config/revision-body.ts";
@@ -118,7 +129,8 @@ export class CompanyRevisions {
   async read(digest: string): Promise<{ company: Company; stored_at: number; stored_by: string | null } | null> {
     const body = await this.config.get(revisionKey(digest));
     if (!body || body.operation !== "put") return null;
-    const stored = storedRevisionSchema.parse(JSON.parse(decodeRevisionBody(body.value)));
+    const stored = decodeStored(body.value);
+    if (!stored.ok) throw new RevisionUnreadable(digest, stored.error);
     const parsed = companySchema.safeParse(stored.company);
     if (!parsed.success) throw new RevisionUnreadable(digest, parsed.error.issues[0]?.message ?? "invalid");
     return { company: parsed.data, stored_at: body.created, stored_by: stored.stored_by ?? null };
@@ -133,14 +145,14 @@ export class CompanyRevisions {
       const digest = key.slice("revision.".length);
       const body = await this.config.get(key);
       if (!body || body.operation !== "put") continue;
-      const stored = storedRevisionSchema.parse(JSON.parse(decodeRevisionBody(body.value)));
-      const parsed = companySchema.safeParse(stored.company);
+      const stored = decodeStored(body.value);
+      const parsed = stored.ok ? companySchema.safeParse(stored.company) : null;
       out.push({
         digest,
-        name: parsed.success ? parsed.data.name : "(unreadable by this build)",
-        seats: parsed.success ? agentSeats(parsed.data).length : 0,
+        name: parsed?.success ? parsed.data.name : "(unreadable by this build)",
+        seats: parsed?.success ? agentSeats(parsed.data).length : 0,
         stored_at: body.created,
-        stored_by: stored.stored_by ?? null,
+        stored_by: stored.ok ? (stored.stored_by ?? null) : null,
         active: ptr?.digest === digest,
       });
     }

@@ -9,7 +9,7 @@ import { companySchema } from "../../src/config/company.ts";
 import { createCoordination, MemoryCoordination } from "../../src/coord/index.ts";
 import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { startNats } from "../support/nats.ts";
-import { APPLY_POLL_MS, CompanyRevisions, companyDigest, MAX_REVISION_BYTES, RevisionFollower, RevisionNotFound, RevisionTooLarge, type ActiveRevision } from "../../src/node/company-revisions.ts";
+import { APPLY_POLL_MS, CompanyRevisions, companyDigest, MAX_REVISION_BYTES, RevisionFollower, RevisionNotFound, RevisionTooLarge, RevisionUnreadable, type ActiveRevision } from "../../src/node/company-revisions.ts";
 import { decideSeed, SeedMemory } from "../../src/node/company-seed.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -229,7 +229,19 @@ test("a company past one revision as JSON is stored gzipped on the broker and re
   }
 }, 60_000);
 
-test("a stored body that inflates past its bound is refused, not allocated", () => {
-  const bomb = gzipSync(new Uint8Array(MAX_INFLATED_REVISION_BYTES + 1));
-  expect(() => decodeRevisionBody(new Uint8Array(bomb))).toThrow();
+test("a stored body that inflates past its bound is refused, not allocated; its revision reads as unreadable and the rest still list", async () => {
+  const bomb = new Uint8Array(gzipSync(new Uint8Array(MAX_INFLATED_REVISION_BYTES + 1)));
+  expect(() => decodeRevisionBody(bomb)).toThrow();
+  const clock = new FakeClock(0);
+  const coord = new MemoryCoordination({ clock, log: silentLogger });
+  const c = coord.node();
+  const revisions = new CompanyRevisions(c.slot("config"), c.slot("status"), "a", clock, silentLogger);
+  await revisions.activate(acme);
+  const bad = "b".repeat(64);
+  await c.slot("config").create(`revision.${bad}`, bomb);
+  await c.slot("config").create(`revision.${"c".repeat(64)}`, new TextEncoder().encode("not json"));
+  await expect(revisions.read(bad)).rejects.toBeInstanceOf(RevisionUnreadable);
+  const listed = await revisions.list();
+  expect(listed.map((r) => r.name).sort()).toEqual(["(unreadable by this build)", "(unreadable by this build)", "Acme"]);
+  expect(listed.find((r) => r.name === "Acme")!.active).toBe(true);
 });
