@@ -1,5 +1,6 @@
 // Talking to a running node's API from the CLI: where (--url / CREWLET_URL), as whom
 // (--token / CREWLET_TOKEN), and one request that answers JSON or a clear failure.
+import { MAX_BODY_BYTES } from "../api/errors.ts";
 import { DEFAULT_API_PORT } from "../config/tier-a.ts";
 import { UsageError } from "./args.ts";
 
@@ -52,6 +53,10 @@ export async function apiRequest(t: Target, method: string, path: string, body?:
 }
 
 async function apiRequestOnce(t: Target, method: string, path: string, body: unknown, idempotencyKey: string | undefined): Promise<ApiAnswer> {
+  const text = body === undefined ? undefined : JSON.stringify(body);
+  // Past the node's limit the server answers a bare 413 before any route can say why.
+  const bytes = text === undefined ? 0 : Buffer.byteLength(text);
+  if (bytes > MAX_BODY_BYTES) return { ok: false, status: 413, message: `the request is ${bytes} bytes of JSON, over the API's ${MAX_BODY_BYTES}-byte limit; nothing was sent` };
   let res: Response;
   try {
     res = await fetch(t.url + path, {
@@ -61,7 +66,7 @@ async function apiRequestOnce(t: Target, method: string, path: string, body: unk
         ...(body !== undefined ? { "content-type": "application/json" } : {}),
         ...(idempotencyKey !== undefined ? { "idempotency-key": idempotencyKey } : {}),
       },
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: text,
       signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
     });
   } catch (err) {

@@ -1,6 +1,7 @@
 // The CLI's writes carry an Idempotency-Key and are retried under the same key after a 503,
 // a 504 or no answer; reads carry none and are not retried (issue 12, item 5).
 import { afterAll, expect, test } from "bun:test";
+import { MAX_BODY_BYTES } from "../../src/api/errors.ts";
 import { apiRequest } from "../../src/cli/api-client.ts";
 
 const seen: { method: string; key: string | null }[] = [];
@@ -36,4 +37,12 @@ test("a refusal is not retried; a read carries no key", async () => {
   script = [503];
   expect((await apiRequest(target, "GET", "/work")).ok).toBe(false);
   expect(seen).toEqual([{ method: "GET", key: null }]);
+});
+
+test("a body over the API's limit is refused before it is sent, naming its size and the limit", async () => {
+  seen.length = 0;
+  const answer = await apiRequest(target, "POST", "/config/revisions", { company: { name: "x".repeat(MAX_BODY_BYTES) } });
+  expect(answer).toMatchObject({ ok: false, status: 413 });
+  expect((answer as { message: string }).message).toMatch(new RegExp(`over the API's ${MAX_BODY_BYTES}-byte limit; nothing was sent`));
+  expect(seen).toEqual([]);
 });
