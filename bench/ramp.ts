@@ -5,9 +5,9 @@
 // against the model's 40 s), so the times are lower bounds. It answers what the issue asks
 // of 10,000 seats: how long until all are held, and how long until a node that joined late
 // gets its share (give-backs are RELEASE_LIMIT_PER_SWEEP a pass, the spec's rate).
-//   bun bench/ramp.ts [--seats 10000] [--join 0,0,0] [--spawning] [--every 60]
+//   bun bench/ramp.ts [--seats 10000] [--join 0,0,0] [--spawning] [--every 60] [--max-hours 12]
 // --join: each node's join time in seconds; --spawning: seats whose acquire forks (the
-// spec's 4 a pass); --every: seconds between progress lines.
+// spec's 4 a pass); --every: seconds between progress lines; --max-hours: when to give up.
 import { parseArgs } from "node:util";
 import {
   CLAIM_LIMIT_PER_SWEEP,
@@ -84,10 +84,11 @@ console.log(`ramp: ${SEATS} seats (${args.spawning ? "spawning" : "quiet"}: ${li
 let allHeld_s: number | null = null;
 let balanced_s: number | null = null;
 const lastJoin_s = Math.max(...JOIN_S);
-for (let t_s = 0; t_s <= MAX_S; t_s += SWEEP_INTERVAL_MS / 1000) {
+for (let tick = 0; tick * SWEEP_INTERVAL_MS <= MAX_S * 1000; tick++) {
+  const t_s = (tick * SWEEP_INTERVAL_MS) / 1000;
   const live = nodes.filter((n) => n.join_s <= t_s);
   // Nodes sweep in a rotating order, as unsynchronised timers would.
-  for (let i = 0; i < live.length; i++) sweep(live[(i + t_s / 5) % live.length]!, live);
+  for (let i = 0; i < live.length; i++) sweep(live[(i + tick) % live.length]!, live);
   const counts = live.map((n) => n.held.size);
   if (allHeld_s === null && holder.size === SEATS) allHeld_s = t_s;
   const spread = Math.max(...counts) - Math.min(...counts);
