@@ -19,11 +19,12 @@ import type { Clock } from "../clock.ts";
 import type { Company } from "../config/company.ts";
 import { CasConflict, type KvSlot } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
-import { encodeTrigger } from "../org/trigger.ts";
+import { encodeTrigger, type Trigger } from "../org/trigger.ts";
 import { durableName, mailboxSubject, STREAM_AGENT, stateLogStream } from "../queue/topics.ts";
 import type { EstateCopy } from "./copy.ts";
 import { decodeRecord } from "./records.ts";
 import { DOMAINS, type Domain } from "./schema.ts";
+import { KeyedOrder } from "./keyed-order.ts";
 import { deriveTriggers } from "./wakes.ts";
 
 /** The group every data node's wake feed for `domain` joins. */
@@ -73,6 +74,8 @@ export class WakeFeeds {
   private iters = new Map<Domain, ConsumerMessages>();
   private loops: Promise<void>[] = [];
   private closed = false;
+  private readonly order = new KeyedOrder();
+  private kinds: { company: Company; kind: Map<string, "agent" | "human"> } | null = null;
 
   constructor(private readonly o: WakeFeedOptions) {}
 
@@ -101,6 +104,7 @@ export class WakeFeeds {
     this.closed = true;
     for (const it of this.iters.values()) it.stop();
     await Promise.all(this.loops);
+    await this.order.idle();
   }
 
   private async run(domain: Domain): Promise<void> {
@@ -110,6 +114,12 @@ export class WakeFeeds {
         const iter = await consumer.consume({ max_messages: WAKE_PULL_MSGS });
         this.iters.set(domain, iter);
         if (this.closed) iter.stop();
+        // Records are judged in log order (the apply wait, the derivation); their publishes
+        // then run at once across seats and in order per seat (KeyedOrder). Handled one
+        // after another, each record's claim read, publish and claim write were round trips
+        // in series, and 10,000 seats with one message a minute each outran the feed (p50
+        // 42 s from publish to turn start). What is in flight is bounded by the consumer's
+        // WAKE_MAX_ACK_PENDING: the broker delivers no more until some are settled.
         for await (const m of iter) await this.handle(domain, m);
       } catch (err) {
         if (this.closed) return;
@@ -155,33 +165,41 @@ export class WakeFeeds {
       m.ack();
       return;
     }
-    const roles = new Map(this.o.company().roles.map((r) => [r.handle, r.kind] as const));
     const triggers = deriveTriggers(record, m.seq, {
-      seatKind: (h) => roles.get(h) ?? null,
+      seatKind: (h) => this.seatKinds().get(h) ?? null,
       outcome: done.outcome,
       channel: (id) => {
         const row = copy.sqlite.query<{ kind: string; members: string }, [string]>("SELECT kind, members FROM chat_channels WHERE id = ?").get(id);
         return row ? { kind: row.kind, members: JSON.parse(row.members) as string[] } : null;
       },
     });
+    // Not awaited: the next record is judged while these go out (see run).
+    void Promise.all(triggers.map((t) => this.order.run([t.seat], () => this.deliver(t, m.seq)))).then(
+      () => m.ack(),
+      (err: Error) => this.handBack(m, domain, `publish failed: ${err.message}`),
+    );
+  }
+
+  /** One trigger into its seat's inbox, unless its claim says it went already; then the claim. */
+  private async deliver(t: Trigger, seq: number): Promise<void> {
+    if (await this.o.claims.get(t.event_id)) return;
+    await this.o.js.publish(mailboxSubject(t.seat, "inbox"), encodeTrigger(t), {
+      msgID: t.event_id,
+      expect: { streamName: STREAM_AGENT },
+      timeout: WAKE_ACK_WAIT_MS / 3,
+    });
     try {
-      for (const t of triggers) {
-        if (await this.o.claims.get(t.event_id)) continue;
-        await this.o.js.publish(mailboxSubject(t.seat, "inbox"), encodeTrigger(t), {
-          msgID: t.event_id,
-          expect: { streamName: STREAM_AGENT },
-          timeout: WAKE_ACK_WAIT_MS / 3,
-        });
-        try {
-          await this.o.claims.create(t.event_id, new TextEncoder().encode(String(m.seq)));
-        } catch (err) {
-          if (!(err instanceof CasConflict)) throw err;
-        }
-        this.o.log.debug("wake_published", { seat: t.seat, type: t.type, event_id: t.event_id });
-      }
+      await this.o.claims.create(t.event_id, new TextEncoder().encode(String(seq)));
     } catch (err) {
-      return this.handBack(m, domain, `publish failed: ${(err as Error).message}`);
+      if (!(err instanceof CasConflict)) throw err;
     }
-    m.ack();
+    this.o.log.debug("wake_published", { seat: t.seat, type: t.type, event_id: t.event_id });
+  }
+
+  /** Handle → kind for the company in force, built once per company rather than per record. */
+  private seatKinds(): Map<string, "agent" | "human"> {
+    const company = this.o.company();
+    if (this.kinds?.company !== company) this.kinds = { company, kind: new Map(company.roles.map((r) => [r.handle, r.kind] as const)) };
+    return this.kinds.kind;
   }
 }
