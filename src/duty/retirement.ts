@@ -23,7 +23,7 @@ import type { Clock } from "../clock.ts";
 import { CasConflict, type KvSlot, type LeaseStore } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 import type { Queue } from "../queue/contract.ts";
-import { seatMailboxes } from "../queue/topics.ts";
+import { allSeatMailboxes, seatMailboxes } from "../queue/topics.ts";
 import { seatKey } from "../seat/presence.ts";
 import { bounded, CallBoundExceeded } from "./bound.ts";
 import { decodeMailboxRecord, encodeRecord, RETIREMENT_BUDGET_MS, type MailboxRecord } from "./mailbox-registry.ts";
@@ -187,7 +187,7 @@ export class MailboxSweep {
       this.o.log.warn("seat_mailbox_record_unreadable", { seat: handle });
       return;
     }
-    // A seat in the company whose record is settled must have all three subscriptions: a
+    // A seat in the company whose record is settled must have every mailbox it is given: a
     // retiring sweep that died after its delete landed on a re-added seat's new mailbox
     // could not restore it, so the broker's listing is checked here too.
     if (inRoster && rec.retiring === null && boxes !== null) {
@@ -245,7 +245,7 @@ export class MailboxSweep {
     }
   }
 
-  /** Creates the seat's mailboxes again (idempotent): the inbox, control and reflect go together. */
+  /** Creates the seat's mailboxes again (idempotent): those it is given go together. */
   private async restore(handle: string): Promise<void> {
     for (const box of seatMailboxes(handle)) await this.call(`restore ${box.group}`, () => this.o.queue.ensureMailbox(box.subject, box.group));
     this.o.log.warn("seat_mailbox_retirement_restored", { seat: handle });
@@ -277,7 +277,7 @@ export class MailboxSweep {
       const marked = await this.cas(handle, { ...rec, retiring: { owner: this.o.owner, since: started } }, revision);
       if (marked === null) return "lost";
       if (resuming) this.o.log.warn("seat_mailbox_retirement_resumed", { seat: handle, from: rec.retiring?.owner ?? null, marked_at: rec.retiring ? new Date(rec.retiring.since).toISOString() : null });
-      const boxes = seatMailboxes(handle);
+      const boxes = allSeatMailboxes(handle);
       try {
         for (const box of boxes) {
           if (this.o.clock.now() >= deadline) throw new Error(`retirement budget (${deadline - started} ms) spent before ${box.group} was deleted`);

@@ -1,4 +1,4 @@
-// The boot walk: every node ensures every agent seat's three mailboxes (not only its share),
+// The boot walk: every node ensures every agent seat's mailboxes (seatMailboxes; not only its share),
 // before anything else publishes, and again when the company changes. Mail published to a
 // seat with no mailbox is dropped (interest retention), so this walk is what makes a seat's
 // mail safe from the first message.
@@ -32,7 +32,7 @@ export interface MailboxWalkResult {
 export type BeforeCreate = (handles: readonly string[]) => Promise<Record<string, number | boolean>>;
 
 /**
- * Ensures inbox, control and reflect for every handle, `concurrency` at a time, and logs
+ * Ensures every handle's mailboxes (seatMailboxes), `concurrency` at a time, and logs
  * `seat_mailbox_created` once. Any failure fails the walk (a seat without a mailbox loses
  * mail), after every creation in flight has settled. `before` runs first, for every seat.
  */

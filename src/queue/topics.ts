@@ -101,8 +101,26 @@ export function mailbox(handle: string, kind: MailboxKind): MailboxName {
   return { subject: mailboxSubject(handle, kind), group: mailboxGroup(handle, kind) };
 }
 
-/** A seat's three mailboxes: inbox, control, reflect. */
+/**
+ * The mailboxes a seat is given: its inbox and its reflection subject. The grammar has a
+ * third, the sandbox control subscription (spec: "Sandbox control is owner-routed"), for a
+ * detached coding run's completion; this edition runs no code sandbox, so nothing publishes
+ * there and nothing attaches it, and on an R3 agent stream every mailbox is a raft group on
+ * each member (interest retention gives a consumer its stream's replicas): 2,000 seats
+ * with three each were 6,000 groups a broker, enough to take a 2-core box. The edition that
+ * brings the sandbox brings its mailbox back here, and its walk creates it for every seat.
+ */
+export const SEAT_MAILBOX_KINDS: readonly MailboxKind[] = ["inbox", "reflect"];
+
 export function seatMailboxes(handle: string): MailboxName[] {
+  return SEAT_MAILBOX_KINDS.map((kind) => mailbox(handle, kind));
+}
+
+/**
+ * Every mailbox the grammar gives a seat, which a retirement deletes: a control mailbox an
+ * earlier build made holds the seat's name as much as its inbox does.
+ */
+export function allSeatMailboxes(handle: string): MailboxName[] {
   return MAILBOX_KINDS.map((kind) => mailbox(handle, kind));
 }
 

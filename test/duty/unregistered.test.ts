@@ -49,13 +49,13 @@ describe("a registration that fails", () => {
   test("is seat_mailbox_unregistered, the mailbox is created anyway, and the next sweep registers the seat", async () => {
     const w = await walkWithFailedRegistration("cy");
     expect(w.sink.events("seat_mailbox_unregistered").map((l) => l.fields.seat)).toEqual(["cy"]);
-    expect(await w.boxes("cy")).toEqual(["control", "inbox", "reflect"]);
+    expect(await w.boxes("cy")).toEqual(["inbox", "reflect"]);
     expect(await w.registry.get("cy")).toBeNull();
     expect(await w.registry.get("ops")).not.toBeNull();
     const s = await w.sweep.tick();
     expect(s).toMatchObject({ registered: 1, discovered: 0, stamped: 0, retired: 0 });
     expect(decodeMailboxRecord((await w.registry.get("cy"))!)).toMatchObject({ handle: "cy", absent_since: null, retiring: null });
-    expect(await w.boxes("cy")).toEqual(["control", "inbox", "reflect"]);
+    expect(await w.boxes("cy")).toEqual(["inbox", "reflect"]);
   });
 
   test("of a seat removed before any sweep: the sweep finds its mailbox on the broker and retires it after the grace", async () => {
@@ -64,7 +64,7 @@ describe("a registration that fails", () => {
     const first = await w.sweep.tick();
     expect(first).toMatchObject({ discovered: 1, retired: 0 });
     expect(w.sink.events("seat_mailbox_discovered").map((l) => l.fields.seat)).toEqual(["cy"]);
-    expect(await w.boxes("cy")).toEqual(["control", "inbox", "reflect"]);
+    expect(await w.boxes("cy")).toEqual(["inbox", "reflect"]);
     // Not early: a sweep inside the grace leaves it.
     await w.clock.advance(GRACE_MS - 1_000);
     expect((await w.sweep.tick()).retired).toBe(0);
@@ -73,6 +73,6 @@ describe("a registration that fails", () => {
     expect(await w.boxes("cy")).toEqual([]);
     expect(await w.registry.get("cy")).toBeNull();
     // The seat that stayed is untouched.
-    expect(await w.boxes("ops")).toEqual(["control", "inbox", "reflect"]);
+    expect(await w.boxes("ops")).toEqual(["inbox", "reflect"]);
   });
 });

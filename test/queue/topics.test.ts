@@ -14,14 +14,19 @@ import {
   mailboxGroup,
   mailboxSubject,
   parseMailbox,
+  allSeatMailboxes,
   seatMailboxes,
   stateLogSubject,
   streamForSubject,
   subjectMatches,
 } from "../../src/queue/topics.ts";
 
-test("a seat's three mailboxes follow the names on the wire", () => {
+test("a seat is given its inbox and reflection mailboxes, and retires all three the grammar names", () => {
   expect(seatMailboxes("alice")).toEqual([
+    { subject: "crewlet.agent.alice.inbox", group: "agent-alice" },
+    { subject: "crewlet.agent.alice.reflect", group: "agent-alice-reflect" },
+  ]);
+  expect(allSeatMailboxes("alice")).toEqual([
     { subject: "crewlet.agent.alice.inbox", group: "agent-alice" },
     { subject: "crewlet.agent.alice.control", group: "agent-alice-control" },
     { subject: "crewlet.agent.alice.reflect", group: "agent-alice-reflect" },
