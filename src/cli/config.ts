@@ -7,7 +7,7 @@
 // A digest may be shortened to any unique prefix of at least MIN_PREFIX characters.
 import { readFileSync } from "node:fs";
 import { stringify } from "yaml";
-import { ConfigError, parseCompanyText } from "../config/load.ts";
+import { ConfigError, readCompanyText } from "../config/load.ts";
 import { parseFlags, UsageError } from "./args.ts";
 import { apiRequest, resolveTarget, type Target } from "./api-client.ts";
 
@@ -84,17 +84,18 @@ export async function runConfigCommand(args: string[]): Promise<number> {
       } catch (err) {
         return fail(`cannot read ${arg}: ${(err as Error).message}`, EXIT_BAD_INPUT);
       }
-      let company;
+      let input: unknown;
       try {
-        // Checked here first, so a bad file names its line; the node checks again.
-        company = parseCompanyText(text, arg);
+        // Checked here first, so a bad file names its line; the node checks again and fills
+        // in its own defaults, so what is sent is the document as written (readCompanyText).
+        input = readCompanyText(text, arg).input;
       } catch (err) {
         if (!(err instanceof ConfigError)) throw err;
         if (json) console.log(JSON.stringify({ ok: false, file: arg, errors: err.problems }));
         else console.error(err.message);
         return EXIT_BAD_INPUT;
       }
-      const answer = await apiRequest(resolveTarget(values), "POST", "/config/revisions", { company });
+      const answer = await apiRequest(resolveTarget(values), "POST", "/config/revisions", { company: input });
       if (!answer.ok) return fail(answer.message);
       const out = answer.body as { digest: string; epoch: number; changed: boolean; seats: number };
       if (json) console.log(JSON.stringify(out));

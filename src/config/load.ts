@@ -205,6 +205,17 @@ export function parseConfig(text: string, source = "crewlet.yaml", env: Record<s
  * named with its path and line, as for a node's own file.
  */
 export function parseCompanyText(text: string, source: string, env: Record<string, string | undefined> = process.env): Company {
+  return readCompanyText(text, source, env).company;
+}
+
+/**
+ * As parseCompanyText, and the document as written (environment references expanded,
+ * defaults not filled in), which the schema parses to the same company: what
+ * `crewlet config apply` sends, because the node fills in its own defaults and the filled
+ * form is several times larger (10,000 seats: 1.36 MB filled, over the API's 1 MiB body
+ * limit; 0.45 MB as written).
+ */
+export function readCompanyText(text: string, source: string, env: Record<string, string | undefined> = process.env): { company: Company; input: unknown } {
   const { doc, counter, raw } = readYaml(text, source);
   const wrapped = "company" in raw;
   const prefix = wrapped ? ["company"] : [];
@@ -215,7 +226,7 @@ export function parseCompanyText(text: string, source: string, env: Record<strin
     for (const p of zodProblems(parsed.error)) problems.push({ path: formatPath([...prefix, ...(p.path ? p.path.split(/\.|\[|\]/).filter(Boolean) : [])]), message: p.message });
   }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(source, withLines(doc, counter, problems));
-  return parsed.data;
+  return { company: parsed.data, input: expanded };
 }
 
 export function loadConfigFile(path: string, env: Record<string, string | undefined> = process.env): LoadedConfig {

@@ -1,5 +1,7 @@
 import { expect, test } from "bun:test";
-import { ConfigError, parseConfig } from "../../src/config/load.ts";
+import { ConfigError, parseConfig, readCompanyText } from "../../src/config/load.ts";
+import { companySchema } from "../../src/config/company.ts";
+import { MAX_BODY_BYTES } from "../../src/api/errors.ts";
 import { tierAJsonSchema } from "../../src/config/json-schema.ts";
 
 function refuse(yaml: string, env: Record<string, string> = {}): ConfigError {
@@ -87,4 +89,19 @@ test("a handle that would name another seat's control or reflect group is refuse
   expect(given.problems.map((p) => p.path)).toContain("company.roles[1].handle");
   const derived = refuse(`company: {name: Acme, roles: [{name: Ops}, {name: "Ops Reflect"}]}\n`);
   expect(derived.problems.map((p) => p.path)).toContain("company.roles[1].handle");
+});
+
+test("config apply's body: the document as written parses to the same company and, for 10,000 seats, fits the API's limit where the filled form does not", () => {
+  const roles = Array.from({ length: 10_000 }, (_, i) => `  - {name: Agent a${i}, handle: a${i}, placement: {labels: {pool: main}}}`).join("\n");
+  const text = `company:\n  name: Big\n  roles:\n${roles}\n`;
+  const { company, input } = readCompanyText(text, "big.yaml", {});
+  expect(companySchema.parse(input)).toEqual(company);
+  const written = Buffer.byteLength(JSON.stringify({ company: input }));
+  const filled = Buffer.byteLength(JSON.stringify({ company }));
+  expect(written).toBeLessThan(MAX_BODY_BYTES);
+  expect(filled).toBeGreaterThan(MAX_BODY_BYTES);
+  // Environment references are expanded in what is sent, as in what was checked.
+  const withEnv = readCompanyText("company:\n  name: ${CO_NAME}\n  roles: [{name: CEO, handle: ceo}]\n", "e.yaml", { CO_NAME: "Acme" });
+  expect(withEnv.input).toMatchObject({ name: "Acme" });
+  expect(companySchema.parse(withEnv.input)).toEqual(withEnv.company);
 });
