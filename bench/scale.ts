@@ -21,7 +21,7 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
-import { subjectMatches } from "../src/queue/topics.ts";
+import { SEAT_MAILBOX_KINDS, subjectMatches } from "../src/queue/topics.ts";
 import { SWEEP_INTERVAL_MS } from "../src/seat/placement.ts";
 import { makeFleet, TEST_TOKEN, type FleetNode, type NodeSpec } from "../test/support/fleet.ts";
 
@@ -278,7 +278,7 @@ try {
     say(`  ${n.id}: RSS node ${(node / 1024).toFixed(0)} MB, broker ${(broker / 1024).toFixed(0)} MB, holds ${held}${per}`);
   }
   const jsz = await monitor<{ consumers?: number; streams?: number }>(members[0]!, "/jsz");
-  say(`  broker: ${jsz.consumers} consumers, ${jsz.streams} streams (${members[0]!.id}'s /jsz); ${(SEATS * 3 * 1024) / 1024} mailboxes expected`);
+  say(`  broker: ${jsz.consumers} consumers, ${jsz.streams} streams (${members[0]!.id}'s /jsz); ${SEATS * SEAT_MAILBOX_KINDS.length} seat mailboxes expected`);
 
   // Publish → turn start under one message per seat per minute.
   if (LOAD_MS > 0) {

@@ -65,6 +65,28 @@ function commonLines(plan: EmbeddedPlan): string[] {
  * the pinned release is).
  */
 export function liftsConsumerCap(serverVersion: string | null): boolean {
+  return from215(serverVersion);
+}
+
+/**
+ * Disk calls a member's nats-server may have in flight at once (`jetstream {
+ * max_concurrent_io }`). Each one it is waiting on holds an OS thread, and every R3 mailbox
+ * is a raft group writing its own files: with the server's default (4,096, raised in 2.15
+ * from at most 16 for devices that take many requests at once), three members walking 2,000
+ * seats on one 2-core box with a virtual disk grew ~3,900 threads each, 11,000 in disk wait,
+ * load 3,800, and the walk stalled at 3,199 of 4,000 mailboxes. Capped at 16 the same walk
+ * finished in 86–96 s, and at 128 in 57–63 s with ~136 threads a member (bench/scale.ts
+ * --seats 2000 --members 3): threads stay few on a small box, and a fast disk still gets a
+ * deep queue. Written for 2.15 and later only: earlier releases refuse the field.
+ */
+export const MAX_CONCURRENT_IO = 128;
+
+export function boundsConcurrentIo(serverVersion: string | null): boolean {
+  return from215(serverVersion);
+}
+
+/** 2.15 or later, or unknown (which the pinned release is). */
+function from215(serverVersion: string | null): boolean {
   if (serverVersion === null) return true;
   const m = /^(\d+)\.(\d+)\./.exec(serverVersion);
   if (!m) return true;
@@ -80,6 +102,7 @@ function memberLines(plan: MemberPlan, serverVersion: string | null): string[] {
     `  max_file: ${Math.floor(plan.jetstream.max_file_bytes)}`,
     `  domain: ${quote(plan.jetstream.domain)}`,
     ...(liftsConsumerCap(serverVersion) ? ["  limits { default_max_consumers: -1 }"] : []),
+    ...(boundsConcurrentIo(serverVersion) ? [`  max_concurrent_io: ${MAX_CONCURRENT_IO}`] : []),
     "}",
   ];
   if (plan.cluster) {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { liftsConsumerCap, quote, renderNatsConfig } from "../../src/broker/nats-config.ts";
+import { boundsConcurrentIo, liftsConsumerCap, MAX_CONCURRENT_IO, quote, renderNatsConfig } from "../../src/broker/nats-config.ts";
 import { derivePassword, type LeafPlan, type MemberPlan } from "../../src/broker/plan.ts";
 
 const base = {
@@ -60,6 +60,8 @@ describe("the per-stream consumer cap (2.15+) is lifted for the releases that ha
     test(`${String(version)} → ${lifted ? "limits { default_max_consumers: -1 }" : "no limits block"}`, () => {
       expect(liftsConsumerCap(version)).toBe(lifted);
       expect(renderNatsConfig(single, version).includes("limits { default_max_consumers: -1 }")).toBe(lifted);
+      expect(boundsConcurrentIo(version)).toBe(lifted);
+      expect(renderNatsConfig(single, version).includes(`max_concurrent_io: ${MAX_CONCURRENT_IO}`)).toBe(lifted);
     });
   }
 });
