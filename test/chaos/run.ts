@@ -10,11 +10,16 @@ import { loadavg } from "node:os";
 import { connect } from "nats";
 import { decodeTrigger } from "../../src/org/trigger.ts";
 import { durableName, mailbox, STREAM_AGENT } from "../../src/queue/topics.ts";
+import { MAILBOX_CHECK_EVERY_MS } from "../../src/seat/mailbox-watch.ts";
 import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
 import { freePort } from "../support/ports.ts";
 import { check, type ChaosFacts, type DetachLine, type FaultRecord, type Incarnation, type Reply, type SeatLine, type Sent, type Verdict } from "./checker.ts";
 import { Partitions, TcpProxy } from "./proxy.ts";
 import { planFaults, type Fault } from "./schedule.ts";
+
+/** Two agreeing mailbox-watch checks, and one more period for the reset's redelivery and the
+ * turn: how long a stranded delivery takes to be answered once the run is quiet. */
+const LATE_HEAL_MS = 3 * MAILBOX_CHECK_EVERY_MS;
 
 export interface ChaosOptions {
   seed: number;
@@ -370,8 +375,22 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       if (probeAnswered.size === seats.length) break;
       await Bun.sleep(1_000);
     }
-    // Late answers to the driver's messages have had the probe's time to land as well.
-    replies = await readReplies(members.filter(running));
+    // Late answers to the driver's messages have had the probe's time to land as well. One
+    // still unanswered may be a delivery nobody is working: a departing holder's last pull
+    // took it after the new holder's reclaim looked (ack-pending, no kill). The new holder's
+    // mailbox watch hands such mail out again once two checks agree (ack_pending_elsewhere,
+    // MAILBOX_CHECK_EVERY_MS apart), so an unanswered message waits that heal out before it
+    // counts as lost; a run with everything answered does not wait.
+    const acknowledged = sent.filter((s) => s.message_id && (s.status === 200 || s.status === 202)).map((s) => s.message_id!);
+    const late_until = Date.now() + LATE_HEAL_MS;
+    for (let round = 0; ; round++) {
+      replies = await readReplies(members.filter(running));
+      const answeredNow = new Set(replies.map((r) => r.thread_parent));
+      const waiting = acknowledged.filter((id) => !answeredNow.has(id)).length;
+      if (waiting === 0 || Date.now() >= late_until) break;
+      if (round === 0) note(`${waiting} acknowledged message(s) unanswered after the probe; waiting up to ${LATE_HEAL_MS} ms for the mailbox watch's heal`);
+      await Bun.sleep(5_000);
+    }
     const run_ended_ms = Date.now();
 
     // --- facts -------------------------------------------------------------------------
