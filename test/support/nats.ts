@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type ConnectionOptions, type NatsConnection } from "nats";
 import { binaryFromSource } from "../../src/broker/binary.ts";
-import { liftsConsumerCap } from "../../src/broker/nats-config.ts";
+import { boundsConcurrentIo, liftsConsumerCap, MAX_CONCURRENT_IO } from "../../src/broker/nats-config.ts";
 import { freePort } from "./ports.ts";
 
 /** The same server a node run from source uses: CREWLET_NATS_SERVER, else the pinned build. */
@@ -65,13 +65,16 @@ interface MemberPlan {
 }
 
 function renderConf(m: MemberPlan, routes: number[], serverVersion: string | null): string {
-  // The same consumer cap lift as the node's own config (see liftsConsumerCap).
+  // The same consumer cap lift and disk-call bound as the node's own config (see
+  // liftsConsumerCap, boundsConcurrentIo): a bench walking thousands of mailboxes here
+  // measures the broker the node runs.
   const limits = liftsConsumerCap(serverVersion) ? ", limits: { default_max_consumers: -1 }" : "";
+  const io = boundsConcurrentIo(serverVersion) ? `, max_concurrent_io: ${MAX_CONCURRENT_IO}` : "";
   const lines = [
     `server_name: "${m.name}"`,
     `listen: "127.0.0.1:${m.port}"`,
     `http: "127.0.0.1:${m.monitor}"`,
-    `jetstream { store_dir: "${join(m.dir, "js")}", max_mem: 256MB, max_file: 1GB${limits} }`,
+    `jetstream { store_dir: "${join(m.dir, "js")}", max_mem: 256MB, max_file: 1GB${limits}${io} }`,
   ];
   if (m.clusterPort !== null) {
     const r = routes.filter((p) => p !== m.clusterPort).map((p) => `"nats-route://127.0.0.1:${p}"`);
