@@ -56,6 +56,31 @@ async function waitHealthy(monitor: number, what: string): Promise<void> {
   }
 }
 
+/**
+ * Waits until the cluster's meta leader sees every other member current. /healthz answers
+ * ok before the routes have all formed, and an R3 stream created then is refused "no
+ * suitable peers for placement, peer offline" (a coordination conformance setup, 1 run in
+ * 80 on a loaded box).
+ */
+async function waitFormed(monitors: number[], size: number): Promise<void> {
+  type Meta = { meta_cluster?: { leader?: string; cluster_size?: number; replicas?: { name: string; current: boolean; offline?: boolean }[] } };
+  const deadline = Date.now() + HEALTHY_WITHIN_MS;
+  for (;;) {
+    for (const monitor of monitors) {
+      try {
+        const jsz = (await (await fetch(`http://127.0.0.1:${monitor}/jsz`)).json()) as Meta & { server_name?: string };
+        const meta = jsz.meta_cluster;
+        const peers = (meta?.replicas ?? []).filter((r) => r.current && !r.offline);
+        if (meta?.leader && meta.cluster_size === size && peers.length === size - 1) return;
+      } catch {
+        // not answering yet
+      }
+    }
+    if (Date.now() > deadline) throw new Error(`nats cluster of ${size} did not form in ${HEALTHY_WITHIN_MS} ms`);
+    await Bun.sleep(25);
+  }
+}
+
 interface MemberPlan {
   name: string;
   port: number;
@@ -125,6 +150,7 @@ export async function startNats(size = 1): Promise<TestNats> {
   });
   try {
     await Promise.all(members.map((m) => waitHealthy(m.monitor, `nats member ${m.name}`)));
+    if (size > 1) await waitFormed(members.map((m) => m.monitor), size);
   } catch (err) {
     for (const m of members) m.proc.kill("SIGKILL");
     rmSync(root, { recursive: true, force: true });
