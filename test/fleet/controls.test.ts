@@ -7,6 +7,9 @@
 // each conversation in the order posted.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { resolve } from "node:path";
+import { connect } from "nats";
+import { encodeSlotKey } from "../../src/coord/bucket.ts";
+import { SLOT_BUCKETS } from "../../src/coord/buckets.ts";
 import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
 
 /** Generous: a loaded 2-core box boots, moves a seat and runs four turns in well under this. */
@@ -160,10 +163,24 @@ test("a pause survives a restart of every member; meanwhile a thread's and a DM'
   // Every message's wake is in the mailbox before the resume (a record whose node was
   // killed mid-publish comes back after the wake feed's ack wait), so all six waited.
   const eventIds = (ids: string[]) => ids.map((id) => `wake.chat.${id}.worker`);
-  await waitFor("every message's wake published", async () => {
-    const published = new Set(members.flatMap((n) => n.eventsEver("wake_published")).map((e) => e.event_id));
-    return [...eventIds(thread), ...eventIds(dm)].every((id) => published.has(id)) ? true : null;
-  });
+  // A wake is published when its wake_published line says so or, failing that, when its
+  // claim is stored (written only after the publish): a node killed just after the claim
+  // leaves no line, and the record's redelivery then finds the claim and publishes nothing
+  // (the CI runs that failed here waited 90 s for such a line).
+  const auth = members[0]!.natsAuth();
+  const nc = await connect({ servers: `127.0.0.1:${members[0]!.clientPort}`, user: auth.user, pass: auth.pass });
+  try {
+    const claims = await nc.jetstream().views.kv(SLOT_BUCKETS.claims.name, { bindOnly: true });
+    await waitFor("every message's wake published", async () => {
+      const published = new Set(members.flatMap((n) => n.eventsEver("wake_published")).map((e) => e.event_id));
+      for (const id of [...eventIds(thread), ...eventIds(dm)]) {
+        if (!published.has(id) && !(await claims.get(encodeSlotKey(id)))) return null;
+      }
+      return true;
+    });
+  } finally {
+    await nc.close();
+  }
   await Bun.sleep(QUIET_MS);
   expect(members.flatMap((n) => n.events("turn_started")).filter((e) => e.seat === "worker")).toEqual([]);
 
