@@ -255,7 +255,10 @@ export class JetStreamQueue implements Queue {
       // counts start over, and the completion ledger covers a turn run before the kill.
       // A mailbox an earlier build made with file state stays so (storage cannot be
       // updated); a create here then answers "settings differ", which ensureMailbox accepts.
-      mem_storage: true,
+      // Clustered only: a standalone server (R1, the one-box company) keeps no record of a
+      // memory-state consumer across its own restart, and the mailbox was gone after one
+      // (the R1 case of that test fails with memory state there).
+      mem_storage: this.replicas > 1,
       headers_only: false,
       // No inactive_threshold: a seat may stay unowned as long as a rebalance or an operator
       // takes, and its mailbox must still be there.
