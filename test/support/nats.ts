@@ -68,7 +68,7 @@ async function waitFormed(monitors: number[], size: number): Promise<void> {
   for (;;) {
     for (const monitor of monitors) {
       try {
-        const jsz = (await (await fetch(`http://127.0.0.1:${monitor}/jsz`)).json()) as Meta & { server_name?: string };
+        const jsz = (await (await fetch(`http://127.0.0.1:${monitor}/jsz`)).json()) as Meta;
         const meta = jsz.meta_cluster;
         const peers = (meta?.replicas ?? []).filter((r) => r.current && !r.offline);
         if (meta?.leader && meta.cluster_size === size && peers.length === size - 1) return;
