@@ -6,7 +6,10 @@
 // idle node, runs the seats role with no label, so no seat matches it and it claims
 // nothing. Prints, per run:
 //   - the boot walk per node (seat_mailbox_created's elapsed_ms) and each node's ready time;
-//   - the time until every seat is held, from the last member ready;
+//   - the time until every seat is held, from the last member ready: every seat has a live
+//     lease in one listing of the lease store (a member's GET /fleet), the store's word
+//     rather than a sum of sweep lines taken at different moments; and how many seats were
+//     given back to rebalance on the way (seat_detached reason=rebalance);
 //   - messages the idle node's client connections receive per sweep once the fleet is full
 //     (out_msgs of its connections on its sidecar's /connz, over MEASURED_SWEEPS sweeps);
 //   - sweep duration (seat_sweep elapsed_ms on the seat holders, once full);
@@ -200,8 +203,20 @@ async function subjectTap(n: FleetNode): Promise<{ count(during: Promise<unknown
     },
   };
 }
-function heldNow(): number {
-  return holders.reduce((s, n) => s + Number(lastEvent(n, "seat_sweep")?.held ?? 0), 0);
+/** Seats with a live lease (a tenure, epoch > 0) in one listing of the lease store. */
+async function heldNow(): Promise<number> {
+  const via = members.find((m) => m.proc) ?? members[0]!;
+  const res = await fetch(`${via.apiUrl}/fleet`, { headers: { authorization: `Bearer ${TEST_TOKEN}` }, signal: AbortSignal.timeout(30_000) });
+  if (!res.ok) return 0;
+  const view = (await res.json()) as { leases?: { handle: string }[] };
+  const wanted = new Set(handles);
+  return new Set((view.leases ?? []).map((l) => l.handle).filter((h) => wanted.has(h))).size;
+}
+function heldBySweeps(): string {
+  return holders.map((n) => `${n.id}=${lastEvent(n, "seat_sweep")?.held ?? 0}`).join(" ");
+}
+function rebalanced(): number {
+  return holders.reduce((s, n) => s + n.events("seat_detached").filter((e) => e.reason === "rebalance").length, 0);
 }
 function pct(xs: number[], p: number): number {
   if (xs.length === 0) return Number.NaN;
@@ -232,19 +247,24 @@ try {
   let allHeldMs = Number.NaN;
   const heldDeadline = Date.now() + HELD_WITHIN_MS;
   let lastSay = 0;
+  let held = 0;
   while (Date.now() < heldDeadline) {
-    const h = heldNow();
-    if (h >= SEATS) {
+    held = await heldNow().catch(() => held);
+    if (held >= SEATS) {
       allHeldMs = Date.now() - lastMemberReady;
       break;
     }
     if (Date.now() - lastSay > 10_000) {
       lastSay = Date.now();
-      say(`  held ${h}/${SEATS} at ${sec(Date.now() - lastMemberReady)} s after the last member ready (${holders.map((n) => `${n.id}=${lastEvent(n, "seat_sweep")?.held ?? 0}`).join(" ")})`);
+      say(`  held ${held}/${SEATS} at ${sec(Date.now() - lastMemberReady)} s after the last member ready (sweeps say ${heldBySweeps()}; ${rebalanced()} given back to rebalance)`);
     }
     await Bun.sleep(POLL_MS);
   }
-  say(`  all held: ${Number.isNaN(allHeldMs) ? `NO (${heldNow()}/${SEATS} after ${sec(HELD_WITHIN_MS)} s)` : `${sec(allHeldMs)} s after the last member ready`}`);
+  say(`  all held: ${Number.isNaN(allHeldMs) ? `NO (${held}/${SEATS} after ${sec(HELD_WITHIN_MS)} s)` : `${sec(allHeldMs)} s after the last member ready`} (sweeps say ${heldBySweeps()}; ${rebalanced()} given back to rebalance so far)`);
+  for (const n of holders) {
+    const behind = n.events("seats_behind").length;
+    if (behind > 0) say(`  ${n.id}: behind ${behind} time(s) (its estate copy catching up: peers leave it out of shares)`);
+  }
   const claims = holders.flatMap((n) => n.events("seat_attached").map((e) => Number(e.claim_ms))).filter((x) => Number.isFinite(x));
   say(`  claim (lease write → inbox attached): p50 ${pct(claims, 50)} ms, p99 ${pct(claims, 99)} ms over ${claims.length} claims`);
 

@@ -102,6 +102,26 @@ describe("JetStream KV: buckets at boot", () => {
     await second.close();
   });
 
+  test("the store's clock is read from the lease stream's leader without a write", async () => {
+    const coord = await createCoordination({ type: "embedded-kv", nc: await connect(), replicas: 1, lease_ttl_ms: 1_500, clock: systemClock, log: silentLogger });
+    const jsm = await (await connect()).jetstreamManager();
+    await coord.leases.acquire("seat:clock", { owner: "n:a", preferred: "n", ttl_ms: 1_500 });
+    const before = (await jsm.streams.info("KV_crewlet_leases")).state.last_seq;
+    const local0 = Date.now();
+    const reads = [];
+    for (let i = 0; i < 5; i++) reads.push(await coord.leases.now());
+    const local1 = Date.now();
+    // Nothing was written: every sweep reads the clock, and a write would be replicated.
+    expect((await jsm.streams.info("KV_crewlet_leases")).state.last_seq).toBe(before);
+    // One box, one clock: each reading falls inside the calls that took it, in order.
+    for (const t of reads) {
+      expect(t).toBeGreaterThanOrEqual(local0 - 5);
+      expect(t).toBeLessThanOrEqual(local1 + 5);
+    }
+    expect([...reads].sort((a, b) => a - b)).toEqual(reads);
+    await coord.close();
+  });
+
   test("coordination.type local keeps leases in the process while the slots live in KV", async () => {
     const nc = await connect();
     const jsm = await nc.jetstreamManager();
