@@ -9,6 +9,9 @@
 // Run: bun bench/chaos.ts --minutes 30 --seed 7
 //      --seats N runs N seats instead of 16 (issue 19's bounded run at 2,000: the driver's
 //      pace stays one message every 0.5 s, so each seat hears less, and the probe asks all N);
+//      --ttl S runs the lease TTL at S seconds (default 6, the issue-11 runs'): each seat is
+//      renewed every TTL / 3, so 2,000 seats at 6 s are 1,000 replicated lease writes a second
+//      on top of the faults, where the shipped 45 s makes 133;
 //      --facts FILE writes what the checker judged (default chaos-<seed>.facts.json in the
 //      temp dir); --recheck FILE judges such a file again and prints the verdict.
 //      CREWLET_KEEP_FLEET=1 keeps the stores and logs to read afterwards.
@@ -24,6 +27,7 @@ const args = z
     minutes: z.coerce.number().positive().max(24 * 60).default(30),
     seed: z.coerce.number().int().nonnegative().default(() => Date.now() % 1_000_000),
     seats: z.coerce.number().int().min(1).max(10_000).default(16),
+    ttl: z.coerce.number().int().min(3).max(120).default(6),
     facts: z.string().min(1).optional(),
     recheck: z.string().min(1).optional(),
   })
@@ -33,7 +37,7 @@ function parseArgs(argv: string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (let i = 0; i < argv.length; i++) {
     const m = /^--([a-z]+)(?:=(.*))?$/.exec(argv[i]!);
-    if (!m) throw new Error(`bench/chaos: unexpected argument ${JSON.stringify(argv[i])} (want --minutes N --seed S [--seats N])`);
+    if (!m) throw new Error(`bench/chaos: unexpected argument ${JSON.stringify(argv[i])} (want --minutes N --seed S [--seats N] [--ttl S])`);
     out[m[1]!] = m[2] ?? argv[++i] ?? "";
   }
   return out;
@@ -45,7 +49,7 @@ if (!parsed.success) {
   console.error(`bench/chaos: --${issue.path.join(".") || "?"}: ${issue.message}`);
   process.exit(2);
 }
-const { minutes, seed, seats, recheck } = parsed.data;
+const { minutes, seed, seats, ttl, recheck } = parsed.data;
 if (recheck) {
   const verdict = check(factsFromJson(readFileSync(recheck, "utf8")));
   console.log(JSON.stringify(verdict.figures, null, 2));
@@ -55,11 +59,11 @@ if (recheck) {
 }
 const factsFile = parsed.data.facts ?? join(tmpdir(), `chaos-${seed}.facts.json`);
 const stamp = () => new Date().toISOString().slice(11, 19);
-console.log(`${stamp()} chaos: ${minutes} min of faults, seed ${seed}, ${seats} seats`);
+console.log(`${stamp()} chaos: ${minutes} min of faults, seed ${seed}, ${seats} seats, lease TTL ${ttl} s`);
 console.log(`${stamp()} facts go to ${factsFile}`);
 /** Each probe is one turn; a 2-core box runs a scripted turn in tens of ms, so a large
  * company's probe gets 60 ms per seat beyond the 90 s a small one needs for its slowest seat. */
 const probe_within_ms = Math.max(90_000, seats * 60);
-const result = await runChaos({ seed, seats, factsFile, faults: { for_ms: minutes * 60_000 }, quiet_ms: 60_000, probe_within_ms, say: (l) => console.log(`${stamp()} ${l}`) });
+const result = await runChaos({ seed, seats, ttl_ms: ttl * 1000, factsFile, faults: { for_ms: minutes * 60_000 }, quiet_ms: 60_000, probe_within_ms, say: (l) => console.log(`${stamp()} ${l}`) });
 for (const line of report(result)) console.log(line);
 process.exit(result.verdict.violations.length === 0 ? 0 : 1);
