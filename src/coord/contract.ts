@@ -71,6 +71,13 @@ export interface LeaseStore {
   get(key: string): Promise<LeaseView | null>;
   /** Every lease under prefix, live or not, judged against the store's clock. */
   list(prefix: string): Promise<LeaseView[]>;
+  /**
+   * The same as list(prefix), answered from a standing watch of the prefix while that watch
+   * has heard a write within `fresh_within_ms`, else from a listing (which starts the watch
+   * again). For a prefix whose every live row is rewritten more often than that (presence
+   * rows, each heartbeat), a repeated listing without a consumer per call.
+   */
+  listWatched(prefix: string, fresh_within_ms: number): Promise<LeaseView[]>;
   /** Lowest protocol among live presence and seat leases (duty leases never count). */
   protocolFloor(): Promise<number | null>;
   /** The store's clock, ms. */

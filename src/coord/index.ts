@@ -72,9 +72,9 @@ function assemble(
   const leasesBucket = wrap(parts.leases);
   const epochs = wrap(parts.epochs);
   const gate = new GateView(leasesBucket, opts.clock, opts.protocol, opts.gate_wait_ms, opts.log);
-  const leases = new BucketLeaseStore({ records: leasesBucket, epochs, gate, protocol: opts.protocol, log: opts.log });
+  const leases = new BucketLeaseStore({ records: leasesBucket, epochs, gate, protocol: opts.protocol, log: opts.log, clock: opts.clock });
   // Duty claims are ungated, but a duty store still answers the presence/seat floor.
-  const duties = new BucketLeaseStore({ records: wrap(parts.duties), epochs, gate, protocol: opts.protocol, log: opts.log });
+  const duties = new BucketLeaseStore({ records: wrap(parts.duties), epochs, gate, protocol: opts.protocol, log: opts.log, clock: opts.clock });
   const slots = new Map<SlotName, KvSlot>();
   for (const name of SLOT_NAMES) slots.set(name, encodedSlot(wrap(parts.slots[name])));
   return {
@@ -89,6 +89,8 @@ function assemble(
     },
     async close() {
       gate.stop();
+      leases.stop();
+      duties.stop();
     },
   };
 }

@@ -25,6 +25,8 @@ import {
 } from "./contract.ts";
 import { decodeLeaseKey, encodeLeaseKey, leaseFilter, type Bucket } from "./bucket.ts";
 import type { GateView } from "./gate.ts";
+import { WatchedListing } from "./watched-listing.ts";
+import type { Clock } from "../clock.ts";
 import {
   decodeRecord,
   encodeRecord,
@@ -68,6 +70,8 @@ export interface LeaseStoreOptions {
   /** The lease protocol this build speaks (tests simulate an older build with a lower one). */
   protocol?: number;
   log: Logger;
+  /** Local time, for how recently a watched listing heard (listWatched). */
+  clock: Clock;
 }
 
 type Current = { entry: KvEntry; record: LeaseRecord | null } | null;
@@ -82,8 +86,12 @@ export class BucketLeaseStore implements LeaseStore {
   private readonly epochs: Bucket;
   private readonly gate: GateView | null;
   private readonly log: Logger;
+  private readonly clock: Clock;
+  /** One standing watch per prefix listWatched was asked for (the presence prefix). */
+  private readonly watched = new Map<string, WatchedListing>();
 
   constructor(opts: LeaseStoreOptions) {
+    this.clock = opts.clock;
     this.records = opts.records;
     this.epochs = opts.epochs;
     this.gate = opts.gate;
@@ -273,7 +281,10 @@ export class BucketLeaseStore implements LeaseStore {
 
   async list(prefix: string): Promise<LeaseView[]> {
     const entries = await this.records.entries(leaseFilter(prefix));
-    const now = await this.records.now();
+    return this.views(prefix, entries, await this.records.now());
+  }
+
+  private views(prefix: string, entries: readonly KvEntry[], now: number): LeaseView[] {
     const out: LeaseView[] = [];
     for (const entry of entries) {
       const key = decodeLeaseKey(entry.key);
@@ -282,6 +293,19 @@ export class BucketLeaseStore implements LeaseStore {
       if (record) out.push(toView(key, entry, record, now));
     }
     return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  async listWatched(prefix: string, fresh_within_ms: number): Promise<LeaseView[]> {
+    let w = this.watched.get(prefix);
+    if (!w) this.watched.set(prefix, (w = new WatchedListing(this.records, leaseFilter(prefix), this.clock)));
+    const entries = await w.entries(fresh_within_ms);
+    return this.views(prefix, entries, await this.records.now());
+  }
+
+  /** Stops the standing watches (listWatched's); the store still answers everything else. */
+  stop(): void {
+    for (const w of this.watched.values()) w.stop();
+    this.watched.clear();
   }
 
   async protocolFloor(): Promise<number | null> {

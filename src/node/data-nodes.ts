@@ -97,6 +97,11 @@ export function feedingDataNodes(leases: LeaseStore, view: DataNodesView): Lease
       if (prefix === PRESENCE_PREFIX) view.see(views);
       return views;
     },
+    listWatched: async (prefix, fresh_within_ms) => {
+      const views = await leases.listWatched(prefix, fresh_within_ms);
+      if (prefix === PRESENCE_PREFIX) view.see(views);
+      return views;
+    },
     protocolFloor: () => leases.protocolFloor(),
     now: () => leases.now(),
   };

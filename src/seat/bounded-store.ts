@@ -58,6 +58,9 @@ export class BoundedLeaseStore implements LeaseStore {
   list(prefix: string): Promise<LeaseView[]> {
     return this.read("list", () => this.inner.list(prefix));
   }
+  listWatched(prefix: string, fresh_within_ms: number): Promise<LeaseView[]> {
+    return this.read("listWatched", () => this.inner.listWatched(prefix, fresh_within_ms));
+  }
   protocolFloor(): Promise<number | null> {
     return this.read("protocolFloor", () => this.inner.protocolFloor());
   }

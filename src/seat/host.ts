@@ -64,6 +64,14 @@ export const INBOX_DRAIN_MAX = 16;
 export const PENDING_RELEASE_TTLS = 1;
 /** A drain asks again for an unanswered release this often: an R3 election is ~0.3–4 s. */
 export const DRAIN_RELEASE_RETRY_MS = 250;
+/**
+ * How recently the presence watch must have heard a row for a sweep to trust it. Every live
+ * node (this one too) rewrites its row each heartbeat, so a watch that hears is never quiet
+ * for much more than one; past 1.5 it is rebuilt from a listing. A row the view shows is
+ * then at most a heartbeat old when written plus 1.5 of staleness, inside the TTL's three:
+ * a live node never reads as lapsed for the watch's sake.
+ */
+export const PRESENCE_WATCH_FRESH_HEARTBEATS = 1.5;
 
 /** One tenure of one seat: what hooks and turns are handed. */
 export interface SeatGrant {
@@ -764,7 +772,9 @@ export class SeatHost {
   private async sweep(): Promise<void> {
     if (this.draining || this.stopped || this.nodeIdInUse) return;
     const sweep_started_ms = this.clock.now();
-    const views = await this.store.list(PRESENCE_PREFIX);
+    // From a standing watch of the presence rows while it hears every heartbeat's rewrite
+    // (PRESENCE_WATCH_FRESH_HEARTBEATS), else a listing.
+    const views = await this.store.listWatched(PRESENCE_PREFIX, PRESENCE_WATCH_FRESH_HEARTBEATS * this.heartbeat_ms);
     const listed = this.listedAt(views);
     const presences = views.filter((v) => v.live).map((v) => parsePresence(v, this.log));
     this.livePresences = presences;

@@ -208,6 +208,38 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       expect((await a.leases.renew(lapsing, oa, again.epoch)).status).toBe("renewed");
     }, CASE_TIMEOUT_MS);
 
+    test("a watched listing shows what a listing shows: claims, renewals, give-backs and lapses", async () => {
+      const prefix = `seat:${uniq("watched")}`;
+      const oa = owner("node-a");
+      const x = okLease(await claimSettled(a, `${prefix}-x`, oa));
+      const y = okLease(await claimSettled(a, `${prefix}-y`, oa));
+      // Fresh within a whole TTL: the case's renewals keep the watch hearing.
+      const fresh = ttl;
+      const same = async () => {
+        const [watched, listed] = [await b.leases.listWatched(prefix, fresh), await b.leases.list(prefix)];
+        const shape = (vs: typeof listed) => vs.map((v) => `${v.key}@${v.epoch}:${v.live}`).join(",");
+        return shape(watched) === shape(listed);
+      };
+      await eventually("the watched listing to show both claims", async () => (await b.leases.listWatched(prefix, fresh)).length === 2 && (await same()));
+      const z = okLease(await claimSettled(a, `${prefix}-z`, oa));
+      expect(await a.leases.release(`${prefix}-x`, oa, x.epoch)).toBe("released");
+      await eventually("the watched listing to show the claim and the give-back", async () => {
+        const keys = (await b.leases.listWatched(prefix, fresh)).map((v) => v.key);
+        return keys.join(",") === [`${prefix}-y`, `${prefix}-z`].join(",") && (await same());
+      });
+      // Renew z and let y lapse: the watched listing judges `live` on the store's clock too.
+      const deadline = Date.now() + EVENTUALLY_MS;
+      while (Date.now() < deadline) {
+        await h.elapse(Math.floor(ttl / 3));
+        expect((await a.leases.renew(`${prefix}-z`, oa, z.epoch)).status).toBe("renewed");
+        const views = await b.leases.listWatched(prefix, fresh);
+        if (views.find((v) => v.key === `${prefix}-y`)?.live === false) break;
+      }
+      const views = await b.leases.listWatched(prefix, fresh);
+      expect(views.find((v) => v.key === `${prefix}-y`)).toMatchObject({ live: false, epoch: y.epoch });
+      expect(views.find((v) => v.key === `${prefix}-z`)).toMatchObject({ live: true, epoch: z.epoch });
+    }, CASE_TIMEOUT_MS);
+
     test("the same owner re-acquiring gets a new epoch, which fences its own past tenure", async () => {
       const key = `seat:${uniq("same")}`;
       const oa = owner("node-a");

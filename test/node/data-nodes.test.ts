@@ -27,6 +27,7 @@ function counted(inner: LeaseStore): { store: LeaseStore; lists: () => number } 
       release: (k, o, e) => inner.release(k, o, e),
       get: (k) => inner.get(k),
       list: (p) => ((n += 1), inner.list(p)),
+      listWatched: (p, f) => inner.listWatched(p, f),
       protocolFloor: () => inner.protocolFloor(),
       now: () => inner.now(),
     },
