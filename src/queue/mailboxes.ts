@@ -9,11 +9,14 @@ import { parseMailbox, seatMailboxes, type MailboxName } from "./topics.ts";
 
 /**
  * Mailbox creations in flight at once, per node. On an R3 stream a consumer create is a
- * proposal the meta leader orders, so the walk is bound by its throughput: ~45 creates/s on
- * a loaded 2-core box with three members walking at once. What is in flight waits in its
- * queue, and a request still queued after the JetStream API timeout (5 s) fails the walk:
- * 128 a node (384 queued) timed out ~1,000 of 6,000. 48 a node is ~144 queued, ~3 s at that
- * rate, inside the timeout; alone on R1 the walk is CPU-bound and more buys nothing.
+ * proposal the meta leader orders, so the walk is bound by its throughput: with file-backed
+ * consumer state ~45 creates/s on a loaded 2-core box with three members walking at once;
+ * with memory state (mailboxes on a cluster, since 70af37f) 85–170 creates/s on two such
+ * boxes (bench/walk.ts --seats 2000: 4,000 mailboxes in 23.7–47.3 s). What is in flight
+ * waits in its queue, and a request still queued after the JetStream API timeout (5 s)
+ * fails the walk: 128 a node (384 queued) timed out ~1,000 of 6,000 with file state. 48 a
+ * node is ~144 queued, ~3 s at the slowest rate, inside the timeout; alone on R1 the walk
+ * is CPU-bound and more buys nothing.
  */
 export const MAILBOX_CREATE_CONCURRENCY = 48;
 
