@@ -315,6 +315,9 @@ export class SeatHost {
   private stopped = false;
   private readonly started_at: number;
   private lastEarlySweep_ms = Number.NEGATIVE_INFINITY;
+  /** The presence write advertise() has in flight, and the one queued after it. */
+  private advertising: Promise<void> | null = null;
+  private advertiseNext: Promise<void> | null = null;
   /** The one early pass armed for a lapse another node's lease is heading to (wakeAtLapse). */
   private lapseWake: Timer | null = null;
   /** The timer that fences a grant no renew has extended by its lapse (armGrantDeadline). */
@@ -915,11 +918,30 @@ export class SeatHost {
     }
   }
 
-  /** The presence row says the new count now, so a seat given back is taken at the next
-   * sweep rather than after this node's next heartbeat. */
-  private async advertise(): Promise<void> {
-    if (this.draining || this.stopped) return;
-    await this.presence.beat(this.presenceMeta());
+  /**
+   * The presence row says the new count now, so a seat given back is taken at the next
+   * sweep rather than after this node's next heartbeat. One write at a time: a caller that
+   * finds one in flight (which may carry an older count) waits for the single write after
+   * it, which carries every change made meanwhile. Seats fenced together (a lost store
+   * fences a node's whole share at its lapse) each asked for their own write, and 660 of
+   * them on one key were 660 compare-and-set races on a row every peer reads.
+   */
+  private advertise(): Promise<void> {
+    if (this.draining || this.stopped) return Promise.resolve();
+    if (this.advertising === null) {
+      this.advertising = this.presence
+        .beat(this.presenceMeta())
+        .then(() => undefined)
+        .finally(() => (this.advertising = null));
+      return this.advertising;
+    }
+    this.advertiseNext ??= this.advertising
+      .catch(() => undefined)
+      .then(() => {
+        this.advertiseNext = null;
+        return this.advertise();
+      });
+    return this.advertiseNext;
   }
 
   // ---- claiming ---------------------------------------------------------------------------

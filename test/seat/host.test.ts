@@ -4,6 +4,8 @@ import { parsePresence, presenceKey, seatKey } from "../../src/seat/presence.ts"
 import { SWEEP_INTERVAL_MS } from "../../src/seat/placement.ts";
 import { INBOX_DRAIN_MAX } from "../../src/seat/host.ts";
 import { ack, type Delivery } from "../../src/queue/contract.ts";
+import { encodeLeaseKey } from "../../src/coord/bucket.ts";
+import { isWrite } from "../../src/coord/faults.ts";
 
 const TTL = 3_000; // heartbeat 1 s, sweep 5 s
 const seats = (n: number, prefix = "s") => Array.from({ length: n }, (_, i) => ({ handle: `${prefix}${String(i + 1).padStart(2, "0")}` }));
@@ -243,6 +245,31 @@ describe("admission and renewals", () => {
     expect(a.host.held()).toEqual([]);
     expect(released).toEqual(["fenced:ttl_grace_expired"]);
     expect(b.host.held()).toEqual(["s01"]);
+  });
+
+  test("many seats fenced at once rewrite the presence row a couple of times, not once a seat", async () => {
+    const f = await makeFleet(12);
+    const a = await f.addNode({ id: "a" });
+    await f.advance(15_000);
+    expect(a.host.held().length).toBe(12);
+    let presenceWrites = 0;
+    const row = encodeLeaseKey(presenceKey("a"));
+    a.faults.onOp = (op) => void (isWrite(op) && op.key === row && presenceWrites++);
+    // Every lease taken from under it: the next heartbeat hears `lost` twelve times, and
+    // each seat's teardown ends with the row saying the new count.
+    for (let i = 1; i <= 12; i++) {
+      const key = seatKey(`s${String(i).padStart(2, "0")}`);
+      const l = (await f.truth.get(key))!;
+      expect(await f.truth.release(key, l.owner, l.epoch)).toBe("released");
+    }
+    await f.advance(1_100);
+    expect(a.sink.events("seat_fenced").length).toBe(12);
+    expect(a.host.held()).toEqual([]);
+    // One heartbeat's own write plus at most two for the twelve teardowns (one in flight,
+    // one after it carrying every count since); a write each was 12 more.
+    expect(presenceWrites).toBeLessThanOrEqual(4);
+    const seen = parsePresence((await f.truth.get(presenceKey("a")))!);
+    expect(seen.seats_held).toBe(0);
   });
 
   test("a renew answered lost is a fenced release: detach first, no lease release", async () => {
