@@ -189,9 +189,12 @@ test("a cooldown's end is told once for the fleet: by a node still up when the o
     A.cooldowns.cool("ends", gone, 800, "429 rate limited");
     await until("B mirrors the cooldown", () => B.cooldowns.cooling("ends", gone));
     A.cooldowns.stop();
-    await until("B tells the end", () => B.events.named("provider_key_ready").length > 0);
-    expect(B.events.named("provider_key_ready")).toEqual([{ node: "l", provider: "ends", key_id: keyId(gone) }]);
-    expect(A.events.named("provider_key_ready")).toEqual([]);
+    // Only this case's provider: the file's cases share one bucket, and an earlier case's
+    // record whose end it had not yet told when its nodes closed is told by these (seen in CI).
+    const ready = (n: CoolingNode) => n.events.named("provider_key_ready").filter((e) => e.provider === "ends");
+    await until("B tells the end", () => ready(B).length > 0);
+    expect(ready(B)).toEqual([{ node: "l", provider: "ends", key_id: keyId(gone) }]);
+    expect(ready(A)).toEqual([]);
     expect(B.cooldowns.cooling("ends", gone)).toBe(false);
     expect(await B.coord.slot("cooldowns").get(`ends.${keyId(gone)}`)).toBeNull();
 
