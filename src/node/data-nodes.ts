@@ -87,21 +87,17 @@ function dataNodesOf(views: readonly LeaseView[]): string[] {
  * pass, GET /fleet's) also taken in by the view. Only a listing of the whole presence prefix
  * is: it is exactly the read refresh() makes. */
 export function feedingDataNodes(leases: LeaseStore, view: DataNodesView): LeaseStore {
+  const seen = (prefix: string) => (views: LeaseView[]) => {
+    if (prefix === PRESENCE_PREFIX) view.see(views);
+    return views;
+  };
   return {
     acquire: (key, opts) => leases.acquire(key, opts),
     renew: (key, owner, epoch, meta) => leases.renew(key, owner, epoch, meta),
     release: (key, owner, epoch) => leases.release(key, owner, epoch),
     get: (key) => leases.get(key),
-    list: async (prefix) => {
-      const views = await leases.list(prefix);
-      if (prefix === PRESENCE_PREFIX) view.see(views);
-      return views;
-    },
-    listWatched: async (prefix, fresh_within_ms) => {
-      const views = await leases.listWatched(prefix, fresh_within_ms);
-      if (prefix === PRESENCE_PREFIX) view.see(views);
-      return views;
-    },
+    list: (prefix) => leases.list(prefix).then(seen(prefix)),
+    listWatched: (prefix, fresh_within_ms) => leases.listWatched(prefix, fresh_within_ms).then(seen(prefix)),
     protocolFloor: () => leases.protocolFloor(),
     now: () => leases.now(),
   };
