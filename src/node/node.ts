@@ -25,6 +25,7 @@ import { brokerKind } from "../config/topology.ts";
 import type { Logger } from "../log.ts";
 import { CREWLET_VERSION, LEASE_PROTOCOL } from "../version.ts";
 import { startBroker, type RunningBroker } from "../broker/index.ts";
+import { isClusterForming } from "../broker/forming.ts";
 import { loadOrMintToken, TokenAuth, type ApiToken } from "../api/auth.ts";
 import { createApp, type RouteGroup } from "../api/app.ts";
 import { MAX_REQUEST_BODY_BYTES } from "../api/errors.ts";
@@ -113,10 +114,6 @@ export const EXIT_FAILURE = 1;
 /** The operator's setup, like a bad config: a supervisor must not restart into it. */
 export const EXIT_REFUSED = 2;
 
-/** What a JetStream cluster that is still forming answers (see whileClusterForms); 503 is
- * "no responders", which a restarted member answers for an asset whose leader it has not
- * learned yet. */
-const CLUSTER_FORMING = /TIMEOUT|\b503\b|no responders|no suitable peers for placement|temporarily unavailable|waiting for the members/i;
 /**
  * A boot step that needs quorum waits for it this long. A whole fleet restarted — in any
  * order, with any delay between the starts — has each node booting before its peers are
@@ -727,9 +724,8 @@ export class CrewletNode {
         if (attempt > 1) this.log.info("node_boot_quorum_reached", { step, attempts: attempt, waited_ms: this.clock.now() - started });
         return out;
       } catch (err) {
-        const text = `${(err as { code?: string }).code ?? ""} ${(err as Error).message ?? String(err)}`;
         const waited_ms = this.clock.now() - started;
-        if (!CLUSTER_FORMING.test(text) || waited_ms >= QUORUM_WAIT_MS_MAX || this.stopping) throw err;
+        if (!isClusterForming(err) || waited_ms >= QUORUM_WAIT_MS_MAX || this.stopping) throw err;
         if (attempt === 1 || this.clock.now() - said >= QUORUM_PROGRESS_EVERY_MS) {
           said = this.clock.now();
           this.bootStep = `${step} (waiting for quorum ${Math.round(waited_ms / 1000)} s)`;
