@@ -455,6 +455,42 @@ describe("giving back", () => {
     expect(b.host.held()).toEqual(["s01"]);
   });
 
+  test("give-backs the store leaves unanswered are retried together, off the heartbeat: the seats kept stay renewed", async () => {
+    // The 2,000-seat chaos run: ~660 releases unanswered, retried one after another inside
+    // the heartbeat turn, each waiting out its one-heartbeat bound, held that turn past the
+    // TTL — the watchdog ended the node, and the seats it kept went unrenewed meanwhile.
+    const f = await makeFleet(24);
+    const a = await f.addNode({ id: "a" });
+    await f.advance(40_000);
+    expect(a.host.held()).toHaveLength(24);
+    // A peer, so the seats given back are its share, not ones for a to claim again.
+    const b = await f.addNode({ id: "b", watchdog: false });
+    const giving = a.host.held().slice(0, 12);
+    // Every call on the seats given back hangs past its bound (the store cut off for them).
+    const givingKeys = new Set(giving.map((h) => encodeLeaseKey(seatKey(h))));
+    a.faults.onOp = (op) => (op.key !== undefined && givingKeys.has(op.key) ? f.clock.sleep(60_000) : undefined);
+    const releases = giving.map((h) => a.host.release(h, "rebalance"));
+    const kept = a.host.held().filter((h) => !giving.includes(h));
+    let worstAge = 0; // how stale a kept seat's last good renew got, sampled through the run
+    for (let t = 0; t < 4 * TTL; t += 100) {
+      await f.advance(100);
+      for (const h of kept) {
+        const st = a.host.seatState(h);
+        if (st?.lease_held) worstAge = Math.max(worstAge, f.clock.now() - st.renewed_at_ms);
+      }
+    }
+    await Promise.all(releases);
+    expect(a.exits).toEqual([]);
+    expect(worstAge).toBeLessThanOrEqual(2 * (TTL / 3) + 100);
+    expect(a.sink.events("seat_fenced")).toEqual([]);
+    expect(a.host.held().length).toBeGreaterThanOrEqual(10); // its share, less a sweep's rebalance
+    for (const h of a.host.held()) expect(f.clock.now() - a.host.seatState(h)!.renewed_at_ms).toBeLessThanOrEqual(2 * (TTL / 3) + 100);
+    // The give-backs went unanswered throughout: each lease lapsed on its own, and b claims it.
+    await f.advance(20_000);
+    for (const h of giving) expect(f.holders().get(h)).toEqual(["b"]);
+    void b;
+  });
+
   test("drain gives presence up first, releases every seat voluntarily; peers take them in one sweep", async () => {
     const f = await makeFleet(6);
     const a = await f.addNode({ id: "a" });

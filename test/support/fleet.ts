@@ -8,6 +8,18 @@ import { freePort } from "./ports.ts";
 
 const MAIN = resolve(import.meta.dir, "../../src/main.ts");
 /** Test token: fixed so the tests can call every route; ≥ 24 chars like any token. */
+/**
+ * CREWLET_FLEET_CPU_PROF=DIR runs each node from source under Bun's sampling profiler, one
+ * profile (and its markdown digest) per node start in DIR, written when the process exits
+ * — including the watchdog's exit 75, which is what it is for: finding the work that kept
+ * an event loop from turning. Sampled every 10 ms, coarse enough for a loaded 2-core box.
+ */
+function profileFlags(id: string, start: number): string[] {
+  const dir = process.env.CREWLET_FLEET_CPU_PROF;
+  if (!dir) return [];
+  return ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${id}-${start}.cpuprofile`, "--cpu-prof-interval=10000"];
+}
+
 export const TEST_TOKEN = "test-token-0123456789abcdef";
 
 export interface NodeSpec {
@@ -169,7 +181,7 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
         if (started > 0 && existsSync(logFile) && statSync(logFile).size > 0) renameSync(logFile, pastLog(started));
         started++;
         const out = Bun.file(logFile);
-        node.proc = Bun.spawn(opts.binary ? [opts.binary, "run", configFile] : [process.execPath, MAIN, "run", configFile], {
+        node.proc = Bun.spawn(opts.binary ? [opts.binary, "run", configFile] : [process.execPath, ...profileFlags(spec.id, started), MAIN, "run", configFile], {
           stdout: "ignore",
           stderr: out,
           env: { ...process.env, ...opts.env, ...(opts.testing ? { CREWLET_TESTING: "1" } : {}) },
