@@ -24,25 +24,45 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
+import { z } from "zod";
 import { SEAT_MAILBOX_KINDS, subjectMatches } from "../src/queue/topics.ts";
 import { SWEEP_INTERVAL_MS } from "../src/seat/placement.ts";
 import { makeFleet, TEST_TOKEN, type FleetNode, type NodeSpec } from "../test/support/fleet.ts";
 
-const { values: args } = parseArgs({
-  options: {
-    seats: { type: "string", default: "2000" },
-    members: { type: "string", default: "1" },
-    leaves: { type: "string", default: "0" },
-    "load-seconds": { type: "string", default: "60" },
-  },
-});
-const SEATS = Number(args.seats);
-const MEMBERS = Number(args.members);
-const LEAVES = Number(args.leaves);
-const LOAD_MS = Number(args["load-seconds"]) * 1000;
-if (!Number.isInteger(SEATS) || SEATS < 1) throw new Error("--seats: a positive integer");
-if (MEMBERS !== 1 && MEMBERS !== 3) throw new Error("--members: 1 or 3");
-if (!Number.isInteger(LEAVES) || LEAVES < 0) throw new Error("--leaves: a whole number");
+function readArgs(): Record<string, string | undefined> {
+  try {
+    return parseArgs({
+      options: {
+        seats: { type: "string", default: "2000" },
+        members: { type: "string", default: "1" },
+        leaves: { type: "string", default: "0" },
+        "load-seconds": { type: "string", default: "60" },
+      },
+    }).values;
+  } catch (err) {
+    console.error(`bench/scale: ${(err as Error).message} (want --seats N [--members 1|3] [--leaves K] [--load-seconds S])`);
+    process.exit(2);
+  }
+}
+const raw = readArgs();
+const Args = z
+  .object({
+    seats: z.coerce.number().int().min(1).max(20_000),
+    members: z.coerce.number().refine((m) => m === 1 || m === 3, "1 or 3 members"),
+    leaves: z.coerce.number().int().min(0).max(16),
+    "load-seconds": z.coerce.number().min(0).max(3_600),
+  })
+  .strict();
+const parsed = Args.safeParse(raw);
+if (!parsed.success) {
+  const issue = parsed.error.issues[0]!;
+  console.error(`bench/scale: --${issue.path.join(".") || "?"}: ${issue.message}`);
+  process.exit(2);
+}
+const SEATS = parsed.data.seats;
+const MEMBERS = parsed.data.members;
+const LEAVES = parsed.data.leaves;
+const LOAD_MS = parsed.data["load-seconds"] * 1000;
 
 /** A node's boot on a loaded 2-core box with thousands of mailboxes: generous, so a slow
  * walk is reported rather than cut off. */
