@@ -66,6 +66,10 @@ const RECOVERY_MS_MAX = 90_000;
 const RECOVERY_MS_PER_SEAT = 100;
 /** A post is retried through the other members for this long before it counts as unanswered. */
 const SEND_RETRY_MS_MAX = 30_000;
+/** The probe stops after this many posts in a row are refused: each can take
+ *  SEND_RETRY_MS_MAX, so a 2,000-seat probe of a fleet that takes no mail would run for
+ *  hours. The seats left unprobed count as unanswered, so the verdict says so. */
+const PROBE_REFUSED_IN_A_ROW_MAX = 10;
 /** One HTTP attempt's bound: the router's write budget is 60 s, but a stuck member is skipped sooner. */
 const ATTEMPT_TIMEOUT_MS = 10_000;
 /** A frozen node is given this many TTLs after SIGCONT to exit 75 (its watchdog fires at once). */
@@ -358,10 +362,16 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
 
     // --- the probe ---------------------------------------------------------------------
     const probes = new Map<string, string>();
-    for (const seat of seats) {
+    let refusedInARow = 0;
+    for (const [i, seat] of seats.entries()) {
       const r = await post(seat, `probe-${o.seed}-${seat}`, `@${seat} probe ${seat}`);
+      refusedInARow = r.message_id ? 0 : refusedInARow + 1;
       if (r.message_id) probes.set(r.message_id, seat);
       else note(`probe to ${seat} was not accepted (status ${r.status})`);
+      if (refusedInARow >= PROBE_REFUSED_IN_A_ROW_MAX) {
+        note(`probe stopped after ${refusedInARow} refusals in a row: the fleet is not taking mail; ${seats.length - i - 1} seat(s) left unprobed count as unanswered`);
+        break;
+      }
     }
     const probeAnswered = new Set<string>();
     const probe_t0 = Date.now();
