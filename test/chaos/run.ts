@@ -562,8 +562,12 @@ async function brokerHeld(from: FleetNode[], unanswered: string[], seats: string
         else note(`broker: ${seat}'s trigger for ${id} is stored at ${m.seq} beyond its mailbox's delivered pointer ${delivered} (ack floor ${floor}, ${info.num_ack_pending} pending)`);
       }
     }
+  } catch (err) {
+    // A cluster without quorum answers nothing: the verdict still comes, with every message
+    // not read here judged lost (a 2,000-seat run whose brokers never regained quorum).
+    note(`broker: reading the mailboxes stopped: ${(err as Error).message}; unanswered messages not read count as lost`);
   } finally {
-    await nc.close();
+    await nc.close().catch(() => undefined);
   }
   return held;
 }
