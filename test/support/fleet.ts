@@ -11,8 +11,9 @@ const MAIN = resolve(import.meta.dir, "../../src/main.ts");
 /**
  * CREWLET_FLEET_CPU_PROF=DIR runs each node from source under Bun's sampling profiler, one
  * profile (and its markdown digest) per node start in DIR, written when the process exits
- * — including the watchdog's exit 75, which is what it is for: finding the work that kept
- * an event loop from turning. Sampled every 10 ms, coarse enough for a loaded 2-core box.
+ * on its own — including the watchdog's exit 75, which is what it is for: finding the work
+ * that kept an event loop from turning. A node killed (SIGKILL, or a stop that outlasted
+ * its bound) leaves none. Sampled every 10 ms, coarse enough for a loaded 2-core box.
  */
 function profileFlags(id: string, start: number): string[] {
   const dir = process.env.CREWLET_FLEET_CPU_PROF;
