@@ -89,6 +89,13 @@ export class BucketLeaseStore implements LeaseStore {
   private readonly clock: Clock;
   /** One standing watch per prefix listWatched was asked for (the presence prefix). */
   private readonly watched = new Map<string, WatchedListing>();
+  /**
+   * The record each tenure of ours was last written as, at its revision (a claim's token
+   * write, then every renewal): a renewal writes over it without reading first, which
+   * takes a renewal from three store calls to two — at 10,000 held seats on one node,
+   * 667 fewer reads a second on the broker. Forgotten when the tenure ends here.
+   */
+  private readonly written = new Map<string, { entry: KvEntry; record: LeaseRecord }>();
 
   constructor(opts: LeaseStoreOptions) {
     this.clock = opts.clock;
@@ -180,7 +187,10 @@ export class BucketLeaseStore implements LeaseStore {
       try {
         const r3 = await this.records.update(wire, encodeRecord(held), r1);
         const entry = await this.records.at(wire, r3);
-        if (entry) return { ok: true, lease: toLease(key, entry, held) };
+        if (entry) {
+          this.written.set(wire, { entry, record: held });
+          return { ok: true, lease: toLease(key, entry, held) };
+        }
         lastErr = new StoreUnavailable(`${key}: the record written at revision ${r3} is gone`);
       } catch (err) {
         lastErr = err;
@@ -188,7 +198,10 @@ export class BucketLeaseStore implements LeaseStore {
       const seen = await this.readBack(wire);
       if (seen === undefined) break;
       const judged = judgeToken(seen, nonce, epoch, r1);
-      if (judged.token === "committed") return { ok: true, lease: toLease(key, seen!.entry, seen!.record!) };
+      if (judged.token === "committed") {
+        this.written.set(wire, { entry: seen!.entry, record: seen!.record! });
+        return { ok: true, lease: toLease(key, seen!.entry, seen!.record!) };
+      }
       if (judged.token === "gone") {
         // Another claim by this same owner is no rival either (see refusedByRace).
         if (seen?.record && seen.record.owner !== opts.owner) {
@@ -204,6 +217,14 @@ export class BucketLeaseStore implements LeaseStore {
 
   async renew(key: string, owner: string, epoch: number, meta?: LeaseMeta): Promise<RenewResult> {
     const wire = encodeLeaseKey(key);
+    // First on what this store last wrote for the tenure, with no read: a compare-and-set
+    // on that revision lands only if nothing was written since, which is exactly when a
+    // read would have returned it. Refused, the reads below judge as they always did.
+    const known = this.written.get(wire);
+    if (known && isTenure(known.record, owner, epoch)) {
+      const tried = await this.renewOver(key, wire, known, meta);
+      if (tried.status !== "refused") return tried;
+    }
     let lastErr: unknown = null;
     for (let attempt = 0; attempt < TENURE_WRITE_ATTEMPTS; attempt++) {
       let current: Current;
@@ -212,41 +233,53 @@ export class BucketLeaseStore implements LeaseStore {
       } catch (err) {
         return { status: "unknown", error: errorText(err) };
       }
-      if (!current || judgeRenew(current.record, owner, epoch).renew === false) return { status: "lost" };
-      const record = current.record!;
-      const next: LeaseRecord = { ...record, meta: meta ?? record.meta };
-      let revision: number;
-      try {
-        revision = await this.records.update(wire, encodeRecord(next), current.entry.revision);
-      } catch (err) {
-        if (!(err instanceof CasConflict)) return { status: "unknown", error: errorText(err) };
-        // Refused: the next read says whether the tenure moved on (lost) or the record is
-        // still this tenure's (an earlier renewal of ours whose answer was lost, or a new
-        // leader that had not applied the last write yet), which is no loss.
-        lastErr = err;
-        continue;
-      }
-      let written: KvEntry | null;
-      try {
-        written = await this.records.at(wire, revision);
-      } catch (err) {
-        return { status: "unknown", error: errorText(err) };
-      }
-      if (!written) return { status: "lost" };
-      // Lapsed before this renewal landed: nobody took it (the CAS proves it), but work done
-      // in the gap was unprotected, so the tenure is over. Give the write back; re-acquire.
-      if (!isLive(current.entry, record, written.created)) {
-        await this.giveBack(wire, revision);
-        this.log.info("lease_renew_lapsed", { key, epoch });
-        return { status: "lost" };
-      }
-      return { status: "renewed", lease: toLease(key, written, next) };
+      if (!current || judgeRenew(current.record, owner, epoch).renew === false) return this.forget(wire, { status: "lost" });
+      const tried = await this.renewOver(key, wire, { entry: current.entry, record: current.record! }, meta);
+      if (tried.status !== "refused") return tried;
+      // Refused: the next read says whether the tenure moved on (lost) or the record is
+      // still this tenure's (an earlier renewal of ours whose answer was lost, or a new
+      // leader that had not applied the last write yet), which is no loss.
+      lastErr = tried.error;
     }
     return { status: "unknown", error: errorText(lastErr) };
   }
 
+  /** One renewal write over `current` (the tenure's record at its revision), judged. */
+  private async renewOver(key: string, wire: string, current: { entry: KvEntry; record: LeaseRecord }, meta?: LeaseMeta): Promise<RenewResult | { status: "refused"; error: CasConflict }> {
+    const next: LeaseRecord = { ...current.record, meta: meta ?? current.record.meta };
+    let revision: number;
+    try {
+      revision = await this.records.update(wire, encodeRecord(next), current.entry.revision);
+    } catch (err) {
+      if (err instanceof CasConflict) return { status: "refused", error: err };
+      return { status: "unknown", error: errorText(err) };
+    }
+    let written: KvEntry | null;
+    try {
+      written = await this.records.at(wire, revision);
+    } catch (err) {
+      return { status: "unknown", error: errorText(err) };
+    }
+    if (!written) return this.forget(wire, { status: "lost" });
+    // Lapsed before this renewal landed: nobody took it (the CAS proves it), but work done
+    // in the gap was unprotected, so the tenure is over. Give the write back; re-acquire.
+    if (!isLive(current.entry, current.record, written.created)) {
+      await this.giveBack(wire, revision);
+      this.log.info("lease_renew_lapsed", { key, epoch: next.epoch });
+      return this.forget(wire, { status: "lost" });
+    }
+    this.written.set(wire, { entry: written, record: next });
+    return { status: "renewed", lease: toLease(key, written, next) };
+  }
+
+  private forget<T>(wire: string, result: T): T {
+    this.written.delete(wire);
+    return result;
+  }
+
   async release(key: string, owner: string, epoch: number): Promise<ReleaseResult> {
     const wire = encodeLeaseKey(key);
+    this.written.delete(wire);
     let deleteAnswerLost = false;
     for (let attempt = 0; attempt < TENURE_WRITE_ATTEMPTS; attempt++) {
       let current: Current;

@@ -9,7 +9,8 @@ import type { Clock } from "../clock.ts";
 import { CasConflict, type KvEntry, type KvSlot } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 import type { Queue } from "../queue/contract.ts";
-import { eachInFlight, ensureSeatMailboxes, MAILBOX_CREATE_CONCURRENCY, type MailboxWalkResult } from "../queue/mailboxes.ts";
+import { eachInFlight } from "../in-flight.ts";
+import { ensureSeatMailboxes, MAILBOX_CREATE_CONCURRENCY, type MailboxWalkResult } from "../queue/mailboxes.ts";
 
 /** A retirement's budget: its deletes are a few broker calls (milliseconds on a healthy
  * broker); 30 s rides out a leader election several times over (spec: "its 30-second budget"). */

@@ -4,6 +4,7 @@
 // mail safe from the first message.
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
+import { eachInFlight } from "../in-flight.ts";
 import type { Queue } from "./contract.ts";
 import { parseMailbox, seatMailboxes, type MailboxName } from "./topics.ts";
 
@@ -116,14 +117,6 @@ export function randomRotation<T>(items: readonly T[], random: () => number = Ma
   return [...items.slice(from), ...items.slice(0, from)];
 }
 
-/** `fn` over every item, at most `concurrency` at once, in the items' order; the walk's pool. */
-export async function eachInFlight<T>(items: readonly T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await fn(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker));
-}
 
 /** Creates every box; what fails gets one more round (see below). Returns what failed twice. */
 async function createWithRetry(queue: Queue, todo: readonly MailboxName[], concurrency: number, log: Logger, done: { n: number }) {

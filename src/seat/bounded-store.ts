@@ -1,7 +1,9 @@
-// Every lease-store call the seat host makes is bounded. A call that has not answered
-// within the bound is answered `unknown` (or StoreUnavailable for reads): it says nothing
-// about ownership, which is exactly what an unanswered call means. Without the bound one
-// hung request would stall the heartbeat, and with it every renewal on the node.
+// Every lease-store call the seat host makes is bounded, in time and in number. A call
+// that has not answered within the bound is answered `unknown` (or StoreUnavailable for
+// reads): it says nothing about ownership, which is exactly what an unanswered call means.
+// Without the bound one hung request would stall the heartbeat, and with it every renewal
+// on the node. The calls in flight at once are bounded too (LEASE_CALLS_IN_FLIGHT); one
+// that waits out its time bound for a turn is answered the same way, and never sent.
 import type { Clock } from "../clock.ts";
 import {
   StoreUnavailable,
@@ -14,29 +16,88 @@ import {
   type RenewResult,
 } from "../coord/contract.ts";
 
+/**
+ * Lease-store calls a node keeps in flight at once. A renewal is one or two JetStream API
+ * requests, and nats-server 2.15.2 drops its whole API queue — every client's pending
+ * requests, every node's on that member — once 10,000 are waiting
+ * (JSDefaultRequestQueueLimit). A node holding 10,000 seats that renewed them all at once
+ * did that on every beat: 9,949 renewals timed out, every seat went stale, and 445 of
+ * 5,000 messages started a turn (bench/scale.ts --seats 10000). 128 leaves that queue to a
+ * member's leaves and peers too, and at a few ms a call still renews 10,000 seats in
+ * about a second.
+ */
+export const LEASE_CALLS_IN_FLIGHT = 128;
+
 const TIMED_OUT = Symbol("timed out");
 
+/** At most `max` calls running; the rest wait in order. A waiter that gives up never runs. */
+class InFlightLimit {
+  private running = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(private readonly max: number) {}
+
+  async run<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T> {
+    if (signal.aborted) throw new Error("gave up waiting for a turn");
+    if (this.running < this.max) this.running++;
+    else {
+      // A finishing call hands its slot straight over (`running` stays counted).
+      await new Promise<void>((resolve, reject) => {
+        const go = () => {
+          signal.removeEventListener("abort", giveUp);
+          resolve();
+        };
+        const giveUp = () => {
+          this.waiting.splice(this.waiting.indexOf(go), 1);
+          reject(new Error("gave up waiting for a turn"));
+        };
+        signal.addEventListener("abort", giveUp, { once: true });
+        this.waiting.push(go);
+      });
+    }
+    try {
+      return await fn();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.running--;
+    }
+  }
+}
+
 export class BoundedLeaseStore implements LeaseStore {
+  private readonly limit: InFlightLimit;
+
   constructor(
     private readonly inner: LeaseStore,
     private readonly clock: Clock,
     private readonly bound_ms: () => number,
-  ) {}
+    in_flight = LEASE_CALLS_IN_FLIGHT,
+  ) {
+    this.limit = new InFlightLimit(in_flight);
+  }
 
-  private race<T>(p: Promise<T>): Promise<T | typeof TIMED_OUT> {
-    const stop = new AbortController();
-    const timeout: Promise<typeof TIMED_OUT> = this.clock.sleep(this.bound_ms(), stop.signal).then(
-      () => TIMED_OUT,
+  /** `p` once a slot is free, or TIMED_OUT when the bound passes first (waiting included). */
+  private race<T>(p: () => Promise<T>): Promise<T | typeof TIMED_OUT> {
+    const answered = new AbortController();
+    const expired = new AbortController();
+    const timeout: Promise<typeof TIMED_OUT> = this.clock.sleep(this.bound_ms(), answered.signal).then(
+      () => {
+        expired.abort();
+        return TIMED_OUT;
+      },
       () => TIMED_OUT,
     );
-    const answer: Promise<T> = p.finally(() => stop.abort());
+    const answer: Promise<T> = this.limit.run(p, expired.signal).finally(() => answered.abort());
+    // A wait given up at the bound rejects after the race is decided: nothing to report.
+    answer.catch(() => undefined);
     return Promise.race<T | typeof TIMED_OUT>([answer, timeout]);
   }
 
   private async call<T>(what: string, p: () => Promise<T>, onTimeout: (error: string) => T): Promise<T> {
     let r: T | typeof TIMED_OUT;
     try {
-      r = await this.race(p());
+      r = await this.race(p);
     } catch (err) {
       return onTimeout(`${what}: ${(err as Error).message}`);
     }
@@ -69,7 +130,7 @@ export class BoundedLeaseStore implements LeaseStore {
   }
 
   private async read<T>(what: string, p: () => Promise<T>): Promise<T> {
-    const r = await this.race(p());
+    const r = await this.race(p);
     if (r === TIMED_OUT) throw new StoreUnavailable(`${what}: no answer within ${this.bound_ms()} ms`);
     return r;
   }

@@ -9,9 +9,10 @@ import { randomBytes } from "node:crypto";
 import type { Clock, Timer } from "../clock.ts";
 import { LEASE_PROTOCOL, type LeaseStore, type LeaseView } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
+import { eachInFlight } from "../in-flight.ts";
 import { ack, defer, nak, type Attachment, type BatchHandler, type Delivery, type Handler, type Outcome, type Queue } from "../queue/contract.ts";
 import { mailbox } from "../queue/topics.ts";
-import { BoundedLeaseStore } from "./bounded-store.ts";
+import { BoundedLeaseStore, LEASE_CALLS_IN_FLIGHT } from "./bounded-store.ts";
 import { probeIdOf } from "./mailbox-watch.ts";
 import { lapseWakeIn, type ListedLease } from "./lapse-wake.ts";
 import { DutyLoop } from "./loop.ts";
@@ -442,6 +443,8 @@ export class SeatHost {
       // lock before they attach.
       await this.sweepLoop.current;
       await this.claiming;
+      // All at once: each waits for its seat's turn on its own; the store calls they end
+      // with queue in the store's bound (LEASE_CALLS_IN_FLIGHT).
       const each = [...this.seats.values()]
         .filter((s) => s.phase !== "undead" && !s.fenced)
         .map((s) => this.withLock(s.handle, () => this.releaseVoluntarilyLocked(s, "drain")));
@@ -677,16 +680,26 @@ export class SeatHost {
   }
 
   private async heartbeat(): Promise<void> {
-    const sent = this.clock.now();
+    const started = this.clock.now();
     const presence = this.draining ? Promise.resolve() : this.presence.beat(this.presenceMeta()).then((beat) => this.afterPresenceBeat(beat));
-    const renewals = [...this.seats.values()].filter((s) => s.lease_held).map((s) => this.renewSeat(s, sent));
-    await Promise.all([presence, ...renewals]);
+    // The stalest first, so a beat that runs out of time leaves the freshest for the next.
+    const held = [...this.seats.values()].filter((s) => s.lease_held).sort((a, b) => a.last_renew_ok_ms - b.last_renew_ok_ms);
+    const renewals = eachInFlight(held, LEASE_CALLS_IN_FLIGHT, async (s) => {
+      // Past one heartbeat the next beat is due and starts with these: a store that answers
+      // slowly never stretches one turn (which the watchdog times) beyond two heartbeats.
+      if (this.clock.now() - started >= this.heartbeat_ms) return;
+      if (this.seats.get(s.handle) === s && s.lease_held) await this.renewSeat(s);
+    });
+    await Promise.all([presence, renewals]);
     this.armGrantDeadline();
     this.retryUndead();
     this.retryPendingReleasesBeside();
   }
 
-  private async renewSeat(s: SeatState, sent: number): Promise<void> {
+  private async renewSeat(s: SeatState): Promise<void> {
+    // Stamped as the call leaves, not when the beat began: a renewal that waited its turn
+    // in the pool bought exclusivity from its own send, the store stamps it later still.
+    const sent = this.clock.now();
     const r = await this.store.renew(s.key, this.owner, s.epoch);
     if (this.seats.get(s.handle) !== s || !s.lease_held) return;
     if (r.status === "renewed") {
@@ -1178,23 +1191,22 @@ export class SeatHost {
   }
 
   /**
-   * Asks again for every unanswered give-back at once, so a pass takes one call's bound
-   * however many are pending. One after another, 660 give-backs left unanswered in a
-   * 2,000-seat chaos run took a bound each (15 s at the shipped TTL), and the pass ran
-   * until the last of them had lapsed: past the TTL, where the watchdog ended the node.
+   * Asks again for every unanswered give-back, LEASE_CALLS_IN_FLIGHT at once: one after
+   * another, 660 give-backs left unanswered in a 2,000-seat chaos run took a bound each
+   * (15 s at the shipped TTL), past the TTL. The pass runs beside the heartbeat, so however
+   * long it takes no kept seat waits for it; an entry whose lease has lapsed by its turn is
+   * dropped unasked.
    */
   private async retryPendingReleases(): Promise<void> {
-    const now = this.clock.now();
-    const pass = [...this.pendingReleases].map(async ([key, p]) => {
-      if (now >= p.until_ms) {
-        this.pendingReleases.delete(key);
+    await eachInFlight([...this.pendingReleases], LEASE_CALLS_IN_FLIGHT, async ([key, p]) => {
+      if (this.clock.now() >= p.until_ms) {
+        if (this.pendingReleases.get(key) === p) this.pendingReleases.delete(key);
         return;
       }
       const r = await this.store.release(key, this.owner, p.epoch);
       // Only this entry: the key may have been claimed and given back again meanwhile.
       if (r !== "unknown" && this.pendingReleases.get(key) === p) this.pendingReleases.delete(key);
     });
-    await Promise.all(pass);
   }
 
   /** Undead is a state, not a grave: the teardown is retried every heartbeat and the lease

@@ -454,6 +454,48 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       }
     }, CASE_TIMEOUT_MS);
 
+    test("a renewal over the tenure's last write reads nothing first; a write between is judged by the record read, as before", async () => {
+      const faults = new StoreFaults(h.clock);
+      const f = await h.open({ faults });
+      const oa = owner("node-a");
+      try {
+        const key = `seat:${uniq("known")}`;
+        const wire = encodeLeaseKey(key);
+        const seen: string[] = [];
+        const renewCalls = async (epoch: number, who = oa) => {
+          seen.length = 0;
+          faults.onOp = (op) => void (op.bucket === LEASES_BUCKET && op.key === wire && seen.push(op.kind));
+          const r = await f.leases.renew(key, who, epoch);
+          faults.onOp = null;
+          return { status: r.status, calls: [...seen] };
+        };
+        const lease = okLease(await claim(f, key, oa));
+        // After the claim and after each renewal: the write and the read of its stamp.
+        expect(await renewCalls(lease.epoch)).toEqual({ status: "renewed", calls: ["update", "at"] });
+        expect(await renewCalls(lease.epoch)).toEqual({ status: "renewed", calls: ["update", "at"] });
+        // A renewal of ours that landed with its answer lost moved the revision: the write
+        // over the one remembered is refused, the record read is still ours, and it renews.
+        faults.loseNextAnswer(writeTo(LEASES_BUCKET, wire));
+        expect((await f.leases.renew(key, oa, lease.epoch)).status).toBe("unknown");
+        expect(await renewCalls(lease.epoch)).toEqual({ status: "renewed", calls: ["update", "get", "update", "at"] });
+        // A new incarnation took it over: refused, read, lost — never renewed over a rival.
+        const next = owner("node-a");
+        const took = okLease(await claim(b, key, next, { takeover: (o) => o === oa }));
+        expect(await renewCalls(lease.epoch)).toEqual({ status: "lost", calls: ["update", "get"] });
+        expect(await b.leases.get(key)).toMatchObject({ owner: next, epoch: took.epoch, live: true });
+        // Asked again with nothing remembered: the read first, as always.
+        expect(await renewCalls(lease.epoch)).toEqual({ status: "lost", calls: ["get"] });
+        // A tenure given back and claimed again is a new write to remember.
+        expect(await b.leases.release(key, next, took.epoch)).toBe("released");
+        const again = okLease(await claim(f, key, oa));
+        expect(await renewCalls(again.epoch)).toEqual({ status: "renewed", calls: ["update", "at"] });
+        expect(await renewCalls(lease.epoch)).toEqual({ status: "lost", calls: ["get"] });
+      } finally {
+        faults.onOp = null;
+        await f.close();
+      }
+    }, CASE_TIMEOUT_MS);
+
     test("exclusivity holds under contention while the store is disturbed (calls may be unknown)", async () => {
       const keys = [0, 1, 2].map(() => `seat:${uniq("contend")}`);
       const nodes = await Promise.all([0, 1, 2, 3].map(() => h.open()));
