@@ -3,6 +3,7 @@ import { Fleet } from "./fleet.ts";
 import { parsePresence, presenceKey, seatKey } from "../../src/seat/presence.ts";
 import { SWEEP_INTERVAL_MS } from "../../src/seat/placement.ts";
 import { INBOX_DRAIN_MAX } from "../../src/seat/host.ts";
+import { LEASE_CALLS_IN_FLIGHT } from "../../src/seat/bounded-store.ts";
 import { ack, type Delivery } from "../../src/queue/contract.ts";
 import { encodeLeaseKey } from "../../src/coord/bucket.ts";
 import { isWrite } from "../../src/coord/faults.ts";
@@ -489,6 +490,36 @@ describe("giving back", () => {
     await f.advance(20_000);
     for (const h of giving) expect(f.holders().get(h)).toEqual(["b"]);
     void b;
+  });
+
+  test("a node holding more seats than LEASE_CALLS_IN_FLIGHT renews every one each beat, never more than that many at the store at once", async () => {
+    // 10,000 renewals sent at once filled nats-server's JetStream API queue, which then
+    // dropped every request on it: every seat went stale on every beat.
+    const seats = LEASE_CALLS_IN_FLIGHT + 22;
+    const f = await makeFleet(seats);
+    const a = await f.addNode({ id: "a" });
+    // Four claims a pass (this fixture's seats fork children): held within 40 passes.
+    for (let pass = 0; pass < 40 && a.host.held().length < seats; pass++) await f.advance(SWEEP_INTERVAL_MS);
+    expect(a.host.held()).toHaveLength(seats);
+    let inFlight = 0;
+    let peak = 0;
+    let renewals = 0;
+    // Each renewal's write takes 20 ms at the store, so a beat's calls overlap.
+    a.faults.onOp = async (op) => {
+      if (op.kind !== "update" || !op.key?.startsWith("seat.")) return;
+      renewals++;
+      peak = Math.max(peak, ++inFlight);
+      await f.clock.sleep(20);
+      inFlight--;
+    };
+    const from = f.clock.now();
+    // Three beats: two whole ones at least.
+    for (let t = 0; t < 3 * (TTL / 3); t += 50) await f.advance(50);
+    expect(peak).toBe(LEASE_CALLS_IN_FLIGHT);
+    expect(renewals).toBeGreaterThanOrEqual(2 * seats);
+    for (const h of a.host.held()) expect(a.host.seatState(h)!.renewed_at_ms).toBeGreaterThan(from);
+    expect(a.sink.events("seat_renew_unknown")).toEqual([]);
+    expect(a.sink.events("seat_fenced")).toEqual([]);
   });
 
   test("drain gives presence up first, releases every seat voluntarily; peers take them in one sweep", async () => {
