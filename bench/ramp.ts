@@ -4,16 +4,19 @@
 // real one runs CLAIMS_IN_FLIGHT claims at a time; on this box 2,000 quiet seats took 45.9 s
 // against the model's 40 s), so the times are lower bounds. It answers what the issue asks
 // of 10,000 seats: how long until all are held, and how long until a node that joined late
-// gets its share (give-backs are RELEASE_LIMIT_PER_SWEEP a pass, the spec's rate).
-//   bun bench/ramp.ts [--seats 10000] [--join 0,0,0] [--spawning] [--every 60] [--max-hours 12]
+// gets its share (give-backs: QUIET_RELEASE_LIMIT_PER_SWEEP a pass of idle seats that fork
+// nothing, RELEASE_LIMIT_PER_SWEEP of any other, the spec's rate).
+//   bun bench/ramp.ts [--seats 10000] [--join 0,0,0] [--spawning] [--busy] [--every 60] [--max-hours 12]
 // --join: each node's join time in seconds; --spawning: seats whose acquire forks (the
-// spec's 4 a pass); --every: seconds between progress lines; --max-hours: when to give up.
+// spec's 4 a pass); --busy: every seat always has a turn running (never idle), the worst
+// case for give-backs; --every: seconds between progress lines; --max-hours: when to give up.
 import { parseArgs } from "node:util";
 import {
   CLAIM_LIMIT_PER_SWEEP,
   plan,
   placementKey,
   QUIET_CLAIM_LIMIT_PER_SWEEP,
+  QUIET_RELEASE_LIMIT_PER_SWEEP,
   RELEASE_LIMIT_PER_SWEEP,
   SWEEP_INTERVAL_MS,
   type PresenceFact,
@@ -26,6 +29,7 @@ const { values: args } = parseArgs({
     seats: { type: "string", default: "10000" },
     join: { type: "string", default: "0,0,0" },
     spawning: { type: "boolean", default: false },
+    busy: { type: "boolean", default: false },
     every: { type: "string", default: "60" },
     "max-hours": { type: "string", default: "12" },
   },
@@ -63,7 +67,7 @@ function sweep(n: (typeof nodes)[number], live: typeof nodes): void {
     self: { node_id: n.id, roles: ["seats"], labels: {}, protocol: 4, draining: false, withdrawn: false, behind: false, takeover: false },
     seats,
     presences: presences(live),
-    holdings: { healthy: [...n.held], undead: [], not_ready: [] },
+    holdings: { healthy: [...n.held], undead: [], not_ready: [], idle: args.busy ? [] : [...n.held] },
     preferred: holder,
     leases,
     protocol_floor: 4,
@@ -80,7 +84,8 @@ function sweep(n: (typeof nodes)[number], live: typeof nodes): void {
 }
 
 const limit = args.spawning ? CLAIM_LIMIT_PER_SWEEP : QUIET_CLAIM_LIMIT_PER_SWEEP;
-console.log(`ramp: ${SEATS} seats (${args.spawning ? "spawning" : "quiet"}: ${limit} claims a pass, ${RELEASE_LIMIT_PER_SWEEP} give-backs), nodes join at ${JOIN_S.join(", ")} s, a sweep every ${SWEEP_INTERVAL_MS / 1000} s`);
+const gives = args.spawning || args.busy ? RELEASE_LIMIT_PER_SWEEP : QUIET_RELEASE_LIMIT_PER_SWEEP;
+console.log(`ramp: ${SEATS} seats (${args.spawning ? "spawning" : "quiet"}${args.busy ? ", always busy" : ", idle"}: ${limit} claims a pass, ${gives} give-backs), nodes join at ${JOIN_S.join(", ")} s, a sweep every ${SWEEP_INTERVAL_MS / 1000} s`);
 let allHeld_s: number | null = null;
 let balanced_s: number | null = null;
 const lastJoin_s = Math.max(...JOIN_S);

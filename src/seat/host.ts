@@ -25,6 +25,7 @@ import {
   unmannedRoles,
   SWEEP_INTERVAL_MS,
   UNDEAD_ALARM_EVERY_HEARTBEATS,
+  type Holdings,
   type Plan,
   type PresenceFact,
   type SeatLeaseFact,
@@ -774,17 +775,22 @@ export class SeatHost {
     };
   }
 
-  private holdings() {
+  private holdings(): Holdings {
     const healthy: string[] = [];
     const undead: string[] = [];
     const not_ready: string[] = [];
+    const idle: string[] = [];
+    const now = this.clock.now();
     for (const s of this.seats.values()) {
       if (s.phase === "undead") {
         if (s.lease_held) undead.push(s.handle);
-      } else if (s.phase === "established" && !s.fenced) healthy.push(s.handle);
-      else if (s.lease_held || !s.finished) not_ready.push(s.handle);
+      } else if (s.phase === "established" && !s.fenced) {
+        healthy.push(s.handle);
+        // No turn running and none settled within a pass: a give-back interrupts nobody.
+        if (s.attachment && s.attachment.inFlight === 0 && now - s.settled_at_ms >= SWEEP_INTERVAL_MS) idle.push(s.handle);
+      } else if (s.lease_held || !s.finished) not_ready.push(s.handle);
     }
-    return { healthy, undead, not_ready };
+    return { healthy, undead, not_ready, idle };
   }
 
   private async sweep(): Promise<void> {

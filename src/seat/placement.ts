@@ -27,6 +27,13 @@ export const CLAIMS_IN_FLIGHT = 64;
 /** Seats a node may give back in one pass: fewer than it claims, because giving a seat up
  * interrupts a live agent while claiming one only starts it. */
 export const RELEASE_LIMIT_PER_SWEEP = 2;
+/** Idle seats that fork nothing a node may give back in one pass, beside the two above. Such
+ * a give-back interrupts no agent (no turn in flight, none settled within the last pass)
+ * and a peer takes the seat back without a fork, so the spec's two would bound nothing it
+ * exists for and only keep late peers waiting: a node that booted first with 10,000 seats
+ * gives two late peers their shares in ~4.6 h at two a pass. As many as a peer claims of
+ * such seats in a pass, so what one pass gives back the next takes back. */
+export const QUIET_RELEASE_LIMIT_PER_SWEEP = QUIET_CLAIM_LIMIT_PER_SWEEP;
 /** The cadence for what changes in the fleet (joins, leaves, lapses). Shorter buys nothing
  * a lease TTL does not already bound; longer leaves a dead node's seats dark longer. */
 export const SWEEP_INTERVAL_MS = 5_000;
@@ -120,6 +127,9 @@ export interface Holdings {
   undead: readonly string[];
   /** Held but not releasable this pass: establishing, or already on its way out. */
   not_ready: readonly string[];
+  /** Healthy seats known to be idle (no turn in flight, none settled within the last pass);
+   * absent or empty, every seat counts as busy and gives back at the spec's rate. */
+  idle?: readonly string[];
 }
 
 export interface PlanInput {
@@ -229,6 +239,31 @@ export function unmannedRoles(presences: readonly PresenceFact[], self?: SelfFac
   return FLEET_ROLES.filter((role) => !rows.some((p) => !p.draining && p.roles.includes(role)));
 }
 
+/**
+ * One pass's give-backs: idle quiet seats from QUIET_RELEASE_LIMIT_PER_SWEEP, every other
+ * seat from RELEASE_LIMIT_PER_SWEEP; a withdrawn node gives everything back at once. A
+ * seat over its budget is passed over, so an idle one behind it may still go.
+ */
+function releaseBudget(withdrawn: boolean, quietIdle: ReadonlySet<string>): { take(h: string): boolean; spent(): boolean } {
+  let busy = 0;
+  let quiet = 0;
+  const quietLimit = Math.min(QUIET_RELEASE_LIMIT_PER_SWEEP, quietIdle.size);
+  return {
+    take(h) {
+      if (withdrawn) return true;
+      if (quietIdle.has(h)) {
+        if (quiet >= quietLimit) return false;
+        quiet++;
+        return true;
+      }
+      if (busy >= RELEASE_LIMIT_PER_SWEEP) return false;
+      busy++;
+      return true;
+    },
+    spent: () => !withdrawn && busy >= RELEASE_LIMIT_PER_SWEEP && quiet >= quietLimit,
+  };
+}
+
 export function plan(input: PlanInput): Plan {
   const { self } = input;
   const selfPlaces = placesSeats(self);
@@ -299,12 +334,17 @@ export function plan(input: PlanInput): Plan {
   // pinned seat is the last to go. Withdrawn gives everything back at once: its seats'
   // work cannot be served here at all, so the interruption limit buys nothing.
   const releases: { handle: string; reason: ReleaseReason }[] = [];
-  const releaseLimit = self.withdrawn ? Number.POSITIVE_INFINITY : RELEASE_LIMIT_PER_SWEEP;
+  const spawning = new Set(input.seats.filter(spawnsOnAcquire).map((s) => s.handle));
+  const quietIdle = new Set((input.holdings.idle ?? []).filter((h) => !spawning.has(h)));
+  const budget = releaseBudget(self.withdrawn, quietIdle);
   const keepOrder = (a: string, b: string) => {
-    // Give back seats whose stickiness points elsewhere first, then a stable spread.
+    // Give back seats whose stickiness points elsewhere first, then idle quiet ones (they
+    // interrupt nobody), then a stable spread.
     const pa = input.preferred.get(a) === self.node_id ? 1 : 0;
     const pb = input.preferred.get(b) === self.node_id ? 1 : 0;
-    return pa - pb || spread(self.node_id, b) - spread(self.node_id, a);
+    const ia = quietIdle.has(a) ? 0 : 1;
+    const ib = quietIdle.has(b) ? 0 : 1;
+    return pa - pb || ia - ib || spread(self.node_id, b) - spread(self.node_id, a);
   };
   const unrunnable = [...healthy]
     .filter((h) => {
@@ -313,19 +353,20 @@ export function plan(input: PlanInput): Plan {
     })
     .sort(byText);
   for (const h of unrunnable) {
-    if (releases.length >= releaseLimit) break;
+    if (budget.spent()) break;
+    if (!budget.take(h)) continue;
     let reason: ReleaseReason = groupOf.has(h) ? "placement_moved" : "role_gone";
     if (!selfPlaces) reason = self.withdrawn ? "withdrawn" : self.draining ? "draining" : "not_placing";
     releases.push({ handle: h, reason });
   }
   for (const g of [...mine].reverse()) {
-    if (releases.length >= releaseLimit) break;
-    const excess = g.held - g.allowance;
-    if (excess <= 0) continue;
-    const candidates = g.seats.filter((h) => healthy.has(h)).sort(keepOrder);
-    for (const h of candidates.slice(0, excess)) {
-      if (releases.length >= releaseLimit) break;
+    if (budget.spent()) break;
+    let excess = g.held - g.allowance;
+    for (const h of g.seats.filter((h) => healthy.has(h)).sort(keepOrder)) {
+      if (excess <= 0 || budget.spent()) break;
+      if (!budget.take(h)) continue;
       releases.push({ handle: h, reason: "rebalance" });
+      excess--;
     }
   }
 
@@ -346,7 +387,7 @@ export function plan(input: PlanInput): Plan {
     }
     const peers = counts.slice(1);
     g.peer_min = peers.length > 0 ? Math.min(...peers.map((c) => c.held)) : null;
-    if (releases.length >= releaseLimit || releases.some((r) => groupOf.get(r.handle) === g)) continue;
+    if (budget.spent() || releases.some((r) => groupOf.get(r.handle) === g)) continue;
     if (peers.length + 1 < g.matching_nodes) continue; // someone's count is unknown
     const total = counts.reduce((n, c) => n + c.held, 0);
     const max = Math.max(...counts.map((c) => c.held));
@@ -354,7 +395,7 @@ export function plan(input: PlanInput): Plan {
     if (total < g.seats.length || max - min < 2 || g.held !== max) continue;
     const top = counts.filter((c) => c.held === max).map((c) => c.node_id).sort(byText).at(-1);
     if (top !== self.node_id) continue;
-    const candidate = g.seats.filter((h) => healthy.has(h)).sort(keepOrder)[0];
+    const candidate = g.seats.filter((h) => healthy.has(h)).sort(keepOrder).find((h) => budget.take(h));
     if (candidate) releases.push({ handle: candidate, reason: "rebalance" });
   }
 
@@ -411,7 +452,6 @@ export function plan(input: PlanInput): Plan {
     };
     // Two budgets per pass: seats that fork (the spec's rate) and seats that do not. A seat
     // over its budget is passed over, so a quiet seat behind it may still be taken.
-    const spawning = new Set(input.seats.filter(spawnsOnAcquire).map((s) => s.handle));
     let forks = 0;
     let quiet = 0;
     for (const g of mine) {

@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import {
   CLAIM_LIMIT_PER_SWEEP,
   QUIET_CLAIM_LIMIT_PER_SWEEP,
+  QUIET_RELEASE_LIMIT_PER_SWEEP,
   RELEASE_LIMIT_PER_SWEEP,
   heartbeatMs,
   nodeMatches,
@@ -33,6 +34,8 @@ interface Case {
   healthy?: string[];
   undead?: string[];
   not_ready?: string[];
+  /** Healthy seats with no turn in flight and none settled within the last pass. */
+  idle?: string[];
   preferred?: Record<string, string>;
   /** handle → holder node id (live unless `expired`); undefined = leases not read. */
   leases?: Record<string, string | { node: string; expired?: boolean; mine?: boolean; predecessor?: boolean }>;
@@ -65,7 +68,7 @@ function run(c: Case) {
     self,
     seats: c.seats,
     presences: c.peers ?? [],
-    holdings: { healthy: c.healthy ?? [], undead: c.undead ?? [], not_ready: c.not_ready ?? [] },
+    holdings: { healthy: c.healthy ?? [], undead: c.undead ?? [], not_ready: c.not_ready ?? [], ...(c.idle ? { idle: c.idle } : {}) },
     preferred: new Map(Object.entries(c.preferred ?? {})),
     leases,
     protocol_floor: c.floor ?? null,
@@ -322,6 +325,53 @@ describe("giving back", () => {
     const b2 = run({ self: { node_id: "b" }, seats: all, peers: [node("a", { seats_held: 10 })], leases });
     expect(b2.fleetFull).toBe(false);
     expect(b2.claims.sort()).toEqual(held.slice(0, 2));
+  });
+
+  test.each([
+    // [what, seats, held idle (of the held), expected give-backs]
+    ["idle seats that fork nothing: the whole excess in one pass", seats("q", 12, undefined, 0), 12, 6],
+    ["more idle quiet excess than a pass allows: the quiet limit", seats("q", 600, undefined, 0), 600, QUIET_RELEASE_LIMIT_PER_SWEEP],
+    ["quiet seats with a turn running or just settled: the spec's rate", seats("q", 12, undefined, 0), 0, RELEASE_LIMIT_PER_SWEEP],
+    ["idle seats that fork (MCP servers): the spec's rate", seats("m", 12, undefined, 2), 12, RELEASE_LIMIT_PER_SWEEP],
+    ["seats whose forks are unknown count as forking", seats("u", 12), 12, RELEASE_LIMIT_PER_SWEEP],
+  ] as const)("a node that booted alone gives back its excess: %s", (_what, all, idleCount, expected) => {
+    const held = all.map((s) => s.handle);
+    const p = run({ seats: [...all], peers: [node("b", { seats_held: 0 })], healthy: held, idle: held.slice(0, idleCount) });
+    expect(p.releases).toHaveLength(expected);
+    expect(p.releases.every((r) => r.reason === "rebalance")).toBe(true);
+    // Never below its share: what it keeps is at least ceil(seats / nodes).
+    expect(held.length - p.releases.length).toBeGreaterThanOrEqual(p.groups[0]!.share);
+  });
+
+  test("idle quiet seats go first and beside the spec's two: busy and forking seats still go two a pass", () => {
+    const quiet = seats("q", 6, undefined, 0);
+    const mcp = seats("m", 6, undefined, 2);
+    const busy = seats("b", 6, undefined, 0);
+    const all = [...quiet, ...mcp, ...busy];
+    const held = all.map((s) => s.handle);
+    const idle = [...quiet, ...mcp].map((s) => s.handle);
+    // Share 9 of 18: an excess of 9, of which 6 idle quiet seats and 2 more.
+    const p = run({ seats: all, peers: [node("b", { seats_held: 0 })], healthy: held, idle });
+    const given = p.releases.map((r) => r.handle);
+    expect(given).toHaveLength(6 + RELEASE_LIMIT_PER_SWEEP);
+    expect(given.slice(0, 6).sort()).toEqual(quiet.map((s) => s.handle));
+    expect(given.slice(6).every((h) => !h.startsWith("q"))).toBe(true);
+  });
+
+  test("a late peer's share of 2,000 idle quiet seats arrives in a few passes, not hours", () => {
+    const all = seats("q", 2_000, undefined, 0);
+    let held = all.map((s) => s.handle);
+    let passes = 0;
+    // b and c joined: a gives back until it holds its share (667), b and c claim it all.
+    while (passes < 100) {
+      const p = run({ seats: all, peers: [node("b", { seats_held: 0 }), node("c", { seats_held: 0 })], healthy: held, idle: held });
+      if (p.releases.length === 0) break;
+      const gone = new Set(p.releases.map((r) => r.handle));
+      held = held.filter((h) => !gone.has(h));
+      passes++;
+    }
+    expect(held).toHaveLength(667);
+    expect(passes).toBe(Math.ceil((2_000 - 667) / QUIET_RELEASE_LIMIT_PER_SWEEP));
   });
 
   test("giving back keeps the seats whose preferred hint names this node", () => {
