@@ -19,6 +19,7 @@ import { ack, type Delivery } from "../../src/queue/contract.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { mailbox, STREAM_AGENT } from "../../src/queue/topics.ts";
 import { clusterPlans, tempStore } from "./fixtures/plans.ts";
+import { whileForming } from "../support/forming.ts";
 
 /** Generous: real sidecars elect and catch up in seconds; a loaded 2-core box is slower. */
 const WITHIN_MS = 30_000;
@@ -86,7 +87,7 @@ async function nodeOn(b: RunningBroker, name: string): Promise<{ nc: NatsConnect
   await eventually(`JetStream through ${name}`, async () => ((await (await nc.jetstreamManager({ timeout: 2_000 })).getAccountInfo()) ? true : null));
   const queue = new JetStreamQueue({ nc, replicas: 3, clock: systemClock, log: silentLogger });
   queues.push(queue);
-  const coord = await createCoordination({ type: "embedded-kv", nc, replicas: 3, lease_ttl_ms: LEASE_TTL_MS, clock: systemClock, log: silentLogger });
+  const coord = await whileForming(() => createCoordination({ type: "embedded-kv", nc, replicas: 3, lease_ttl_ms: LEASE_TTL_MS, clock: systemClock, log: silentLogger }));
   coords.push(coord);
   return { nc, queue, coord };
 }

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { NatsConnection } from "nats";
 import { systemClock } from "../../src/clock.ts";
 import { createCoordination } from "../../src/coord/index.ts";
-import { isClusterForming } from "../../src/broker/forming.ts";
+import { whileForming } from "../support/forming.ts";
 import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
 import { coordConformance } from "../conformance/coord.ts";
@@ -18,21 +18,6 @@ import { coordConformance } from "../conformance/coord.ts";
 const TTL_MS = { 1: 1_000, 3: 2_000 } as const;
 /** Per call: a stalled call is reported `unknown` after this long. */
 const OP_TIMEOUT_MS = 2_000;
-
-/** Opening the buckets on a cluster that formed a moment ago can time out while its new
- *  meta leader settles (a clean-clone CI run: one stream info unanswered in 2 s). A node
- *  waits that out (Node.whileClusterForms); the suite opens the same way, bounded. */
-const OPEN_ATTEMPTS = 10;
-async function whileForming<T>(fn: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (attempt >= OPEN_ATTEMPTS || !isClusterForming(err)) throw err;
-      await Bun.sleep(500);
-    }
-  }
-}
 
 for (const members of [1, 3] as const) {
   coordConformance(`JetStream KV (${members === 1 ? "single member, R1" : "3-member cluster, R3, leader killed mid-suite"})`, async () => {

@@ -14,6 +14,7 @@ import { afterAll, expect, test } from "bun:test";
 import { connect, type NatsConnection, type Payload, type RequestOptions } from "nats";
 import { systemClock } from "../../src/clock.ts";
 import { createCoordination } from "../../src/coord/index.ts";
+import { whileForming } from "../support/forming.ts";
 import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { CompletionLedger } from "../../src/agent/ledger.ts";
 import { ack, type Delivery, type Outcome } from "../../src/queue/contract.ts";
@@ -135,7 +136,7 @@ test("kill -9 of the inbox consumers' leader with acks in flight: nothing acked 
   const queue = new JetStreamQueue({ nc, replicas: 3, clock: systemClock, log, ackWait_ms: ACK_WAIT_MS });
   const coordNc = await nats.connect({ name: "ledger" });
   conns.push(coordNc);
-  const coord = await createCoordination({ type: "embedded-kv", nc: coordNc, replicas: 3, lease_ttl_ms: 45_000, clock: systemClock, log: silentLogger });
+  const coord = await whileForming(() => createCoordination({ type: "embedded-kv", nc: coordNc, replicas: 3, lease_ttl_ms: 45_000, clock: systemClock, log: silentLogger }));
   const ledger = new CompletionLedger(coord.slot("ledger"), systemClock, log);
 
   /** Every delivery, in order: what came back is judged against the acks confirmed before it. */

@@ -11,6 +11,7 @@ import { createCoordination, type CoordinationHandle } from "../../src/coord/ind
 import { memoryLogger } from "../../src/log.ts";
 import { BudgetCounters, type BudgetAlert } from "../../src/spend/counters.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
+import { whileForming } from "../support/forming.ts";
 
 let nats: TestNats;
 const conns: NatsConnection[] = [];
@@ -22,7 +23,7 @@ beforeAll(async () => {
     const nc = await nats.connect({ servers: m.url });
     conns.push(nc);
     // One after the other: the first creates the R3 buckets, the rest adopt them.
-    coords.push(await createCoordination({ type: "embedded-kv", nc, replicas: 3, clock: systemClock, log }));
+    coords.push(await whileForming(() => createCoordination({ type: "embedded-kv", nc, replicas: 3, clock: systemClock, log })));
   }
 }, 60_000);
 afterAll(async () => {
