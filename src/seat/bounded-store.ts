@@ -5,6 +5,7 @@
 // on the node. The calls in flight at once are bounded too (LEASE_CALLS_IN_FLIGHT); one
 // that waits out its time bound for a turn is answered the same way, and never sent.
 import type { Clock } from "../clock.ts";
+import { InFlightLimit } from "../in-flight.ts";
 import {
   StoreUnavailable,
   type AcquireOptions,
@@ -29,41 +30,6 @@ import {
 export const LEASE_CALLS_IN_FLIGHT = 128;
 
 const TIMED_OUT = Symbol("timed out");
-
-/** At most `max` calls running; the rest wait in order. A waiter that gives up never runs. */
-class InFlightLimit {
-  private running = 0;
-  private readonly waiting: (() => void)[] = [];
-
-  constructor(private readonly max: number) {}
-
-  async run<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T> {
-    if (signal.aborted) throw new Error("gave up waiting for a turn");
-    if (this.running < this.max) this.running++;
-    else {
-      // A finishing call hands its slot straight over (`running` stays counted).
-      await new Promise<void>((resolve, reject) => {
-        const go = () => {
-          signal.removeEventListener("abort", giveUp);
-          resolve();
-        };
-        const giveUp = () => {
-          this.waiting.splice(this.waiting.indexOf(go), 1);
-          reject(new Error("gave up waiting for a turn"));
-        };
-        signal.addEventListener("abort", giveUp, { once: true });
-        this.waiting.push(go);
-      });
-    }
-    try {
-      return await fn();
-    } finally {
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.running--;
-    }
-  }
-}
 
 export class BoundedLeaseStore implements LeaseStore {
   private readonly limit: InFlightLimit;

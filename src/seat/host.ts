@@ -698,8 +698,9 @@ export class SeatHost {
   }
 
   private async renewSeat(s: SeatState): Promise<void> {
-    // Stamped as the call leaves, not when the beat began: a renewal that waited its turn
-    // in the pool bought exclusivity from its own send, the store stamps it later still.
+    // Stamped when this seat's turn in the beat's pool comes, not when the beat began. The
+    // store's in-flight limit may hold the call a moment more, which only makes the stamp
+    // earlier than the send, and the store stamps the write later still: never late.
     const sent = this.clock.now();
     const r = await this.store.renew(s.key, this.owner, s.epoch);
     if (this.seats.get(s.handle) !== s || !s.lease_held) return;
