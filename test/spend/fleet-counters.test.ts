@@ -25,6 +25,11 @@ beforeAll(async () => {
     // One after the other: the first creates the R3 buckets, the rest adopt them.
     coords.push(await whileForming(() => createCoordination({ type: "embedded-kv", nc, replicas: 3, clock: systemClock, log })));
   }
+  // Every member must take writes to the budgets bucket before the race starts: on a
+  // cluster formed a moment ago one member answered 503 to every write for the whole case
+  // (its reads worked), so its charges stayed owed and the others overshot (CI, c70fb64).
+  // A node's counters retry those (CHARGE_RETRY_MS); the bound here is the settled fleet's.
+  for (const c of coords) await whileForming(() => c.slot("budgets").put("probe.writable", new Uint8Array([1])));
 }, 60_000);
 afterAll(async () => {
   for (const c of coords) await c.close();
