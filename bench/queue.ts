@@ -8,7 +8,7 @@ import { memoryLogger, silentLogger } from "../src/log.ts";
 import { ack, defer, type Attachment, type Outcome } from "../src/queue/contract.ts";
 import { JetStreamQueue } from "../src/queue/jetstream.ts";
 import { ensureSeatMailboxes, MAILBOX_CREATE_CONCURRENCY } from "../src/queue/mailboxes.ts";
-import { mailbox, STREAM_AGENT } from "../src/queue/topics.ts";
+import { mailbox, mailboxStream } from "../src/queue/topics.ts";
 import { startNats, type TestNats } from "../test/support/nats.ts";
 
 function arg(name: string, fallback: number): number {
@@ -50,7 +50,7 @@ async function creation(label: string, nc: NatsConnection, queue: JetStreamQueue
     const r = mailbox(`raw${i}`, "inbox");
     const config: ConsumerConfig = queue.consumerConfig(r.subject, r.group);
     let t = performance.now();
-    await jsm.consumers.add(STREAM_AGENT, config);
+    await jsm.consumers.add(mailboxStream(`raw${i}`), config);
     raw.push(performance.now() - t);
     const o = mailbox(`ours${i}`, "inbox");
     t = performance.now();

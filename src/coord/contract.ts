@@ -3,8 +3,14 @@
 // Backends: kv.ts (JetStream KV on the node's one connection) and local.ts (in-process,
 // driven by src/clock.ts). test/conformance/coord.ts holds both to one behaviour.
 
-/** Lease protocol: raised only when holding a lease comes to mean something new. */
-export const LEASE_PROTOCOL = 4;
+/**
+ * Lease protocol: raised only when holding a lease comes to mean something new. 5: a seat's
+ * holder reads its mail from the seat's shard of the agent streams (queue/topics.ts
+ * AGENT_SHARDS), where a holder at 4 reads the one stream before them and never sees what a
+ * newer node's wakes publish. So a node at 5 claims nothing beside a live lease at 4, and the
+ * mail an older node left is forwarded once the last one is gone (queue/legacy-mail.ts).
+ */
+export const LEASE_PROTOCOL = 5;
 /** Shipped lease TTL: three heartbeats, so two missed renewals still leave one to recover. */
 export const DEFAULT_LEASE_TTL_MS = 45_000;
 

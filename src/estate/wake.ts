@@ -20,7 +20,7 @@ import type { Company } from "../config/company.ts";
 import { CasConflict, type KvSlot } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 import { encodeTrigger, type Trigger } from "../org/trigger.ts";
-import { durableName, mailboxSubject, STREAM_AGENT, stateLogStream } from "../queue/topics.ts";
+import { durableName, mailboxStream, mailboxSubject, stateLogStream } from "../queue/topics.ts";
 import type { EstateCopy } from "./copy.ts";
 import { decodeRecord } from "./records.ts";
 import { DOMAINS, type Domain } from "./schema.ts";
@@ -185,7 +185,7 @@ export class WakeFeeds {
     if (await this.o.claims.get(t.event_id)) return;
     await this.o.js.publish(mailboxSubject(t.seat, "inbox"), encodeTrigger(t), {
       msgID: t.event_id,
-      expect: { streamName: STREAM_AGENT },
+      expect: { streamName: mailboxStream(t.seat) },
       timeout: WAKE_ACK_WAIT_MS / 3,
     });
     try {

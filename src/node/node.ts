@@ -36,6 +36,7 @@ import { agentSeats, companySchema, type Company } from "../config/company.ts";
 import { createCoordination, type CoordinationHandle } from "../coord/index.ts";
 import { appliedPositions, openEstate, type Estate } from "../estate/estate.ts";
 import { JetStreamQueue } from "../queue/jetstream.ts";
+import { startLegacyMail } from "../queue/legacy-mail.ts";
 import { ensureRegisteredMailboxes } from "../duty/mailbox-registry.ts";
 import { SeatHost, type SeatGrant, type SeatHooks } from "../seat/host.ts";
 import { Watchdog } from "../seat/watchdog.ts";
@@ -408,6 +409,19 @@ export class CrewletNode {
       log: this.log,
     });
     await this.whileClusterForms("mailboxes", () => integrations.ensureMailbox());
+    // Mail an older build left in the stream before the shards moves to the seats' sharded
+    // mailboxes once no older node is alive (queue/legacy-mail.ts); after the walk, so every
+    // seat's sharded mailbox is there to take it. The members do it; a leaf decides no stream.
+    if (decidesStreams) {
+      const legacy = startLegacyMail({
+        nc,
+        queue,
+        olderNodeAlive: async () => ((await coord.leases.protocolFloor()) ?? LEASE_PROTOCOL) < LEASE_PROTOCOL,
+        clock: this.clock,
+        log: this.log,
+      });
+      this.onStop("legacy_mail", () => legacy.stop());
+    }
 
     const roles = c.node.roles;
     const dataNodes = new DataNodesView(coord.leases, this.clock);

@@ -29,7 +29,7 @@ import { PullInboxes, type PullInbox } from "./pull-inboxes.ts";
 import { AttachmentCore, PULL_EXPIRES_MS, settleDelivery, type CoreOptions, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter, replayDeadLetterVia } from "./deadletter.ts";
 import { apiErrorCode, ensureStreams, WAITING_FOR_MEMBERS } from "./streams.ts";
-import { durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_AGENT, STREAM_DLQ, streamForSubject } from "./topics.ts";
+import { AGENT_STREAMS, durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_DLQ, streamForSubject } from "./topics.ts";
 
 /**
  * A pull the broker has not ended this long after its expiry (PULL_EXPIRES_MS, attachment.ts)
@@ -318,34 +318,43 @@ export class JetStreamQueue implements Queue {
   }
 
   /**
-   * Every mailbox, from the consumer LIST API one page (256) at a time. Strict: a consumer
-   * the cluster could not describe in time (the page's `missing`, e.g. one whose leader is
-   * being elected) fails the call rather than being left out of the answer.
+   * Every mailbox, from each mail shard's consumer LIST one page (256) at a time. Strict: a
+   * consumer the cluster could not describe in time (the page's `missing`, e.g. one whose
+   * leader is being elected) fails the call rather than being left out of the answer.
    */
   async listMailboxes(): Promise<MailboxRef[]> {
     const out: MailboxRef[] = [];
-    let seen = 0;
-    for (let page = 0; page < LIST_PAGES_MAX; page++) {
-      const reply = await this.nc.request(`$JS.API.CONSUMER.LIST.${STREAM_AGENT}`, JSON.stringify({ offset: seen }), { timeout: 10_000 });
-      const body: unknown = JSON.parse(new TextDecoder().decode(reply.data));
-      const apiError = (body as { error?: { code: number; err_code?: number; description: string } }).error;
-      if (apiError) throw new Error(`queue: consumers of ${STREAM_AGENT}: ${apiError.description} (${apiError.err_code ?? apiError.code})`);
-      const parsed = ListPage.safeParse(body);
-      if (!parsed.success) throw new Error(`queue: consumers of ${STREAM_AGENT}: field ${String(parsed.error.issues[0]?.path.join("."))}: ${parsed.error.issues[0]?.message}`);
-      const { consumers, missing, total } = parsed.data;
-      if (missing && missing.length > 0) throw new Error(`queue: consumers of ${STREAM_AGENT}: the cluster did not describe ${missing.length} in time (${missing.slice(0, 5).join(", ")}); ask again`);
-      const got = consumers ?? [];
-      seen += got.length;
-      for (const c of got) {
+    for (const stream of AGENT_STREAMS) {
+      for (const c of await this.listConsumers(stream)) {
         const group = groupOfDurable(c.name);
         if (group === null) continue;
         // The name alone is ambiguous (see parseMailbox), so the filter decides.
-        const ref = parseMailbox(c.config.filter_subject ?? "", group);
+        const ref = parseMailbox(c.filter_subject, group);
         if (ref) out.push(ref);
       }
+    }
+    return out;
+  }
+
+  /** One stream's consumers (durable name and filter), every page; strict as listMailboxes. */
+  async listConsumers(stream: string): Promise<{ name: string; filter_subject: string }[]> {
+    const out: { name: string; filter_subject: string }[] = [];
+    let seen = 0;
+    for (let page = 0; page < LIST_PAGES_MAX; page++) {
+      const reply = await this.nc.request(`$JS.API.CONSUMER.LIST.${stream}`, JSON.stringify({ offset: seen }), { timeout: 10_000 });
+      const body: unknown = JSON.parse(new TextDecoder().decode(reply.data));
+      const apiError = (body as { error?: { code: number; err_code?: number; description: string } }).error;
+      if (apiError) throw new Error(`queue: consumers of ${stream}: ${apiError.description} (${apiError.err_code ?? apiError.code})`);
+      const parsed = ListPage.safeParse(body);
+      if (!parsed.success) throw new Error(`queue: consumers of ${stream}: field ${String(parsed.error.issues[0]?.path.join("."))}: ${parsed.error.issues[0]?.message}`);
+      const { consumers, missing, total } = parsed.data;
+      if (missing && missing.length > 0) throw new Error(`queue: consumers of ${stream}: the cluster did not describe ${missing.length} in time (${missing.slice(0, 5).join(", ")}); ask again`);
+      const got = consumers ?? [];
+      seen += got.length;
+      for (const c of got) out.push({ name: c.name, filter_subject: c.config.filter_subject ?? "" });
       if (got.length === 0 || seen >= total) return out;
     }
-    throw new Error(`queue: consumers of ${STREAM_AGENT}: more than ${LIST_PAGES_MAX} pages`);
+    throw new Error(`queue: consumers of ${stream}: more than ${LIST_PAGES_MAX} pages`);
   }
 
   attach(subject: string, group: string, handler: Handler, opts: AttachOptions = {}): Promise<Attachment> {

@@ -25,7 +25,7 @@ import {
 import { AttachmentCore, PULL_EXPIRES_MS, type CoreOptions, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_EXPECTED_STREAM, H_MSG_ID, parseDeadLetter, replayDeadLetterVia } from "./deadletter.ts";
 import { streamSpecs, type StreamSpec } from "./streams.ts";
-import { durableName, parseMailbox, STREAM_AGENT, STREAM_DLQ, subjectMatches } from "./topics.ts";
+import { AGENT_STREAMS, durableName, parseMailbox, STREAM_DLQ, subjectMatches } from "./topics.ts";
 
 export interface MemoryQueueOptions {
   clock: Clock;
@@ -193,12 +193,12 @@ export class MemoryQueue implements Queue {
   }
 
   async listMailboxes(): Promise<MailboxRef[]> {
-    const stream = this.streams.get(STREAM_AGENT);
-    if (!stream) return [];
     const out: MailboxRef[] = [];
-    for (const c of stream.consumers.values()) {
-      const ref = parseMailbox(c.filter, c.group);
-      if (ref) out.push(ref);
+    for (const name of AGENT_STREAMS) {
+      for (const c of this.streams.get(name)?.consumers.values() ?? []) {
+        const ref = parseMailbox(c.filter, c.group);
+        if (ref) out.push(ref);
+      }
     }
     return out;
   }

@@ -4,12 +4,13 @@ import { DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager, typ
 import type { Logger } from "../log.ts";
 import { ACK_WAIT_MS } from "./contract.ts";
 import {
-  AGENT_SUBJECTS,
+  AGENT_SHARDS,
+  agentStream,
+  agentSubjects,
   AUDIT_SUBJECTS,
   DLQ_SUBJECTS,
   EVENTS_SUBJECTS,
   NOTIFICATIONS_SUBJECT,
-  STREAM_AGENT,
   STREAM_AUDIT,
   STREAM_DLQ,
   STREAM_EVENTS,
@@ -81,8 +82,16 @@ export function streamSpecs(): StreamSpec[] {
   return [
     // Mail is never aged out or capped: discarding a seat's mail is the failure this stream
     // exists to prevent. Its size is bounded by interest (acked mail leaves) and by the
-    // mailbox retirement of removed seats.
-    { name: STREAM_AGENT, subjects: [AGENT_SUBJECTS], retention: "interest", max_age_ms: 0, max_bytes: -1, max_msgs: -1, duplicate_window_ms: MAIL_DUPLICATE_WINDOW_MS },
+    // mailbox retirement of removed seats. One stream a shard (topics.ts AGENT_SHARDS).
+    ...Array.from({ length: AGENT_SHARDS }, (_, shard): StreamSpec => ({
+      name: agentStream(shard),
+      subjects: [agentSubjects(shard)],
+      retention: "interest",
+      max_age_ms: 0,
+      max_bytes: -1,
+      max_msgs: -1,
+      duplicate_window_ms: MAIL_DUPLICATE_WINDOW_MS,
+    })),
     { name: STREAM_NOTIFICATIONS, subjects: [NOTIFICATIONS_SUBJECT], retention: "interest", max_age_ms: 0, max_bytes: -1, max_msgs: -1, duplicate_window_ms: MAIL_DUPLICATE_WINDOW_MS },
     { name: STREAM_EVENTS, subjects: [EVENTS_SUBJECTS], retention: "limits", max_age_ms: EVENTS_MAX_AGE_MS, max_bytes: EVENTS_MAX_BYTES, max_msgs: -1, duplicate_window_ms: EVENTS_DUPLICATE_WINDOW_MS },
     { name: STREAM_DLQ, subjects: [DLQ_SUBJECTS], retention: "limits", max_age_ms: DLQ_MAX_AGE_MS, max_bytes: -1, max_msgs: DLQ_MAX_MSGS, duplicate_window_ms: DLQ_DUPLICATE_WINDOW_MS },

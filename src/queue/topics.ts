@@ -24,13 +24,66 @@ function checkHandle(handle: string): string {
 
 // ---- streams ----------------------------------------------------------------------------
 
-export const STREAM_AGENT = "CREWLET_AGENT";
+/**
+ * Seat mail is spread over AGENT_SHARDS interest-retained streams, a seat's stream chosen by
+ * a hash of its handle. nats-server (2.15.2 included) settles every ack and every publish on
+ * an interest stream by asking each of the stream's consumers whether it still wants the
+ * message (stream.checkForInterestWithSubject, under the stream's lock), so one stream's
+ * mail costs O(its consumers) a message: measured with bench/interest-acks.ts, a round took
+ * 1.05 ms beside 100 consumers and 29.6 ms beside 20,000 (two a seat at 10,000 seats), 34
+ * messages a second for the whole company where its probes alone need 167. Sixteen streams
+ * keep 10,000 seats to ~1,250 consumers a stream (~2.7 ms a round, ~370 a second each, and
+ * the streams' locks are separate, so on three members their leaders spread over the
+ * cores); more would add raft groups on R3 and streams to a one-seat Raspberry Pi for no
+ * company this edition runs. Changing it moves every seat's mail: it is part of the wire.
+ */
+export const AGENT_SHARDS = 16;
+/** The stream one shard's mail lives in: `CREWLET_AGENT_07`. */
+export function agentStream(shard: number): string {
+  return `CREWLET_AGENT_${shardToken(shard)}`;
+}
+export const AGENT_STREAMS: readonly string[] = Array.from({ length: AGENT_SHARDS }, (_, i) => agentStream(i));
+/**
+ * Before the shards, all seat mail was one stream on `crewlet.agent.>`. A node of this build
+ * forwards what such a stream still holds (src/queue/legacy-mail.ts) and never writes to it;
+ * the shards live under `crewlet.mail.` so both can exist while an older node still does.
+ */
+export const LEGACY_AGENT_STREAM = "CREWLET_AGENT";
 export const STREAM_NOTIFICATIONS = "CREWLET_NOTIFICATIONS";
 export const STREAM_EVENTS = "CREWLET_EVENTS";
 export const STREAM_DLQ = "CREWLET_DLQ";
 export const STREAM_AUDIT = "CREWLET_AUDIT";
 
-export const AGENT_SUBJECTS = "crewlet.agent.>";
+/** `crewlet.mail.{shard}.>`: what one shard's stream captures. */
+export function agentSubjects(shard: number): string {
+  return `crewlet.mail.${shardToken(shard)}.>`;
+}
+
+function shardToken(shard: number): string {
+  if (!Number.isInteger(shard) || shard < 0 || shard >= AGENT_SHARDS) throw new Error(`invalid mail shard ${shard}`);
+  return String(shard).padStart(2, "0");
+}
+
+/**
+ * The shard a seat's mail lives in: FNV-1a (32-bit) over the handle's UTF-8 bytes, finished
+ * with murmur3's fmix32, mod AGENT_SHARDS. The finish is not decoration: FNV's low bits depend
+ * only on each byte's low bits (`x` and `x-control` always fell in related shards) and its
+ * high bits barely move with a name's last character (`agent-0` … `agent-1999` spread 63 to
+ * 199 a shard). Every node and every build must compute the same, so it is spelled out here.
+ */
+export function agentShard(handle: string): number {
+  let h = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(handle)) {
+    h ^= byte;
+    h = Math.imul(h, 0x01000193);
+  }
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return (h >>> 0) % AGENT_SHARDS;
+}
 export const NOTIFICATIONS_SUBJECT = "crewlet.notifications.inbound";
 export const NOTIFICATIONS_GROUP = "notify-inbound";
 export const EVENTS_SUBJECTS = "crewlet.events.>";
@@ -70,7 +123,12 @@ function checkToken(token: string): string {
 
 /** The stream that captures `subject`, or null when none of ours does. */
 export function streamForSubject(subject: string): string | null {
-  if (subject.startsWith("crewlet.agent.")) return STREAM_AGENT;
+  const mail = /^crewlet\.mail\.(\d\d)\./.exec(subject);
+  if (mail) {
+    const shard = Number(mail[1]);
+    return shard < AGENT_SHARDS ? agentStream(shard) : null;
+  }
+  if (subject.startsWith("crewlet.agent.")) return LEGACY_AGENT_STREAM;
   if (subject === NOTIFICATIONS_SUBJECT) return STREAM_NOTIFICATIONS;
   if (subject.startsWith("crewlet.events.")) return STREAM_EVENTS;
   if (subject.startsWith("dlq.")) return STREAM_DLQ;
@@ -83,7 +141,19 @@ export function streamForSubject(subject: string): string | null {
 
 // ---- seat mailboxes ---------------------------------------------------------------------
 
+/** `crewlet.mail.{shard}.{handle}.{kind}`: the shard token first, so a stream captures it by prefix. */
 export function mailboxSubject(handle: string, kind: MailboxKind): string {
+  const h = checkHandle(handle);
+  return `crewlet.mail.${shardToken(agentShard(h))}.${h}.${kind}`;
+}
+
+/** The stream a seat's mail lives in. */
+export function mailboxStream(handle: string): string {
+  return agentStream(agentShard(checkHandle(handle)));
+}
+
+/** Where a seat's mailbox was before the shards (LEGACY_AGENT_STREAM). */
+export function legacyMailboxSubject(handle: string, kind: MailboxKind): string {
   return `crewlet.agent.${checkHandle(handle)}.${kind}`;
 }
 
@@ -132,10 +202,20 @@ export function allSeatMailboxes(handle: string): MailboxName[] {
  * other group is somebody else's and is not a mailbox.
  */
 export function parseMailbox(subject: string, group: string): MailboxRef | null {
-  const m = /^crewlet\.agent\.([^.*>\s]+)\.(inbox|control|reflect)$/.exec(subject);
+  const m = /^crewlet\.mail\.(\d\d)\.([^.*>\s]+)\.(inbox|control|reflect)$/.exec(subject);
   if (!m) return null;
-  const handle = m[1]!;
-  const kind = m[2] as MailboxKind;
+  const ref = mailboxRef(m[2]!, m[3] as MailboxKind, group);
+  // A shard token the handle does not hash to is no mailbox this grammar makes.
+  return ref && Number(m[1]) === agentShard(ref.handle) ? ref : null;
+}
+
+/** As parseMailbox, for a subject of the stream before the shards. */
+export function parseLegacyMailbox(subject: string, group: string): MailboxRef | null {
+  const m = /^crewlet\.agent\.([^.*>\s]+)\.(inbox|control|reflect)$/.exec(subject);
+  return m ? mailboxRef(m[1]!, m[2] as MailboxKind, group) : null;
+}
+
+function mailboxRef(handle: string, kind: MailboxKind, group: string): MailboxRef | null {
   if (!HandleSchema.safeParse(handle).success) return null;
   return mailboxGroup(handle, kind) === group ? { handle, kind } : null;
 }

@@ -17,7 +17,7 @@ import { createCoordination, type CoordinationHandle } from "../../src/coord/ind
 import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { ack, type Delivery } from "../../src/queue/contract.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
-import { mailbox, STREAM_AGENT } from "../../src/queue/topics.ts";
+import { mailbox, mailboxStream } from "../../src/queue/topics.ts";
 import { clusterPlans, tempStore } from "./fixtures/plans.ts";
 import { whileForming } from "../support/forming.ts";
 
@@ -124,7 +124,7 @@ test("a member on the previous release joins and serves, then is swapped to the 
   const old = await nodeOn(m3, "node-on-previous");
   await old.queue.ensureStreams();
   const fresh = await nodeOn(m1, "node-on-current");
-  for (const stream of [STREAM_AGENT, "KV_crewlet_leases"]) {
+  for (const stream of [mailboxStream("mixed"), "KV_crewlet_leases"]) {
     await eventually(`${stream}'s replica on the previous-release member is current`, () => replicaCurrentOn(old.nc, stream, p3.nodeId));
   }
 
@@ -161,7 +161,7 @@ test("a member on the previous release joins and serves, then is swapped to the 
   await m3.ready;
   expect((await varz(m3)).version).toBe(currentVersion);
   const back = await nodeOn(m3, "node-on-swapped");
-  for (const stream of [STREAM_AGENT, "KV_crewlet_leases"]) {
+  for (const stream of [mailboxStream("mixed"), "KV_crewlet_leases"]) {
     await eventually(`${stream}'s replica on the swapped member is current`, () => replicaCurrentOn(back.nc, stream, p3.nodeId));
   }
 

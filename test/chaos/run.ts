@@ -9,7 +9,7 @@ import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { connect } from "nats";
 import { decodeTrigger } from "../../src/org/trigger.ts";
-import { durableName, mailbox, STREAM_AGENT } from "../../src/queue/topics.ts";
+import { durableName, mailbox, mailboxStream } from "../../src/queue/topics.ts";
 import { MAILBOX_CHECK_EVERY_MS } from "../../src/seat/mailbox-watch.ts";
 import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
 import { freePort } from "../support/ports.ts";
@@ -544,13 +544,13 @@ async function brokerHeld(from: FleetNode[], unanswered: string[], seats: string
     const jsm = await nc.jetstreamManager({ timeout: 10_000 });
     for (const seat of seats) {
       const box = mailbox(seat, "inbox");
-      const info = await jsm.consumers.info(STREAM_AGENT, durableName(box.group)).catch(() => null);
+      const info = await jsm.consumers.info(mailboxStream(seat), durableName(box.group)).catch(() => null);
       if (!info) continue;
       const floor = info.ack_floor.stream_seq;
       const delivered = info.delivered.stream_seq;
       let seq = floor + 1;
       for (let i = 0; i < 10_000; i++) {
-        const reply = await nc.request(`$JS.API.STREAM.MSG.GET.${STREAM_AGENT}`, JSON.stringify({ seq, next_by_subj: box.subject }), { timeout: 10_000 });
+        const reply = await nc.request(`$JS.API.STREAM.MSG.GET.${mailboxStream(seat)}`, JSON.stringify({ seq, next_by_subj: box.subject }), { timeout: 10_000 });
         const body = JSON.parse(new TextDecoder().decode(reply.data)) as { message?: { seq: number; data?: string } };
         if (!body.message) break;
         const m = { seq: body.message.seq, data: Buffer.from(body.message.data ?? "", "base64") };

@@ -7,7 +7,7 @@ import { memoryLogger } from "../../src/log.ts";
 import { systemClock } from "../../src/clock.ts";
 import { ack, defer, MAX_DELIVERIES, nak, reject, type Attachment, type Delivery, type Outcome, type Queue } from "../../src/queue/contract.ts";
 import { ensureSeatMailboxes } from "../../src/queue/mailboxes.ts";
-import { mailbox, mailboxGroup, mailboxSubject } from "../../src/queue/topics.ts";
+import { agentShard, mailbox, mailboxGroup, mailboxStream, mailboxSubject } from "../../src/queue/topics.ts";
 
 export interface QueueHarness {
   /**
@@ -290,13 +290,14 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
     });
 
     test("mail published expecting its stream (as wakes are) reaches the DLQ after 25 deliveries; it can be listed, replayed and deleted", async () => {
-      const box = mailbox(handle(), "inbox");
+      const seat = handle();
+      const box = mailbox(seat, "inbox");
       let replayed = false;
       const rec = recorder((d) => (text(d) === "expecting" && !replayed ? nak() : ack()));
       const att = track(await h.queue.attach(box.subject, box.group, rec.handler));
-      // The wake feed publishes with Nats-Expected-Stream: CREWLET_AGENT. A copy keeping it
+      // The wake feed publishes with Nats-Expected-Stream: the seat's mail stream. A copy keeping it
       // was refused by the dead-letter stream ("expected stream does not match") and lost.
-      await h.queue.publish(box.subject, enc("expecting"), { msgId: `exp-${box.group}`, headers: { "Nats-Expected-Stream": "CREWLET_AGENT", "X-Trace": "t-2" } });
+      await h.queue.publish(box.subject, enc("expecting"), { msgId: `exp-${box.group}`, headers: { "Nats-Expected-Stream": mailboxStream(seat), "X-Trace": "t-2" } });
       const mine = async () => (await h.queue.deadLetters()).filter((d) => d.originalSubject === box.subject);
       await eventually("dead-lettered", async () => (await mine()).length === 1);
       expect(h.logs.events("queue_settle_failed").filter((l) => String(l.fields.subject) === box.subject)).toEqual([]);
@@ -783,12 +784,33 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       expect(after.map(key).sort()).toEqual([`${a}/control`, `${a}/inbox`]);
     });
 
-    test("a group already used on another subject is refused, not silently shared", async () => {
-      const b = handle();
-      const tricky = `${b}-control`;
+    /** A handle b whose `${b}-control` is (or is not) in b's mail shard. */
+    const collidingPair = (sameShard: boolean): [string, string] => {
+      for (let i = 0; i < 10_000; i++) {
+        const b = handle();
+        if ((agentShard(b) === agentShard(`${b}-control`)) === sameShard) return [b, `${b}-control`];
+      }
+      throw new Error(`no handle pair ${sameShard ? "shares" : "splits"} a shard in 10,000 tries: the shard hash is broken`);
+    };
+
+    test("a group already used on another subject of its stream is refused, not silently shared", async () => {
+      const [b, tricky] = collidingPair(true);
       await h.queue.ensureMailbox(mailboxSubject(tricky, "inbox"), mailboxGroup(tricky, "inbox"));
       // b's control group has the same name as tricky's inbox group: the grammar collides.
       await expect(h.queue.ensureMailbox(mailboxSubject(b, "control"), mailboxGroup(b, "control"))).rejects.toThrow();
+    });
+
+    test("the same group name in two mail shards is two mailboxes, each with only its own mail", async () => {
+      const [b, tricky] = collidingPair(false);
+      const boxes = [mailbox(tricky, "inbox"), mailbox(b, "control")];
+      expect(boxes[0]!.group).toBe(boxes[1]!.group);
+      const recs = boxes.map(() => recorder(() => ack()));
+      for (const [i, box] of boxes.entries()) track(await h.queue.attach(box.subject, box.group, recs[i]!.handler));
+      for (const box of boxes) await h.queue.publish(box.subject, enc(box.subject));
+      for (const [i, box] of boxes.entries()) {
+        await eventually(`${box.subject} delivered`, () => recs[i]!.texts().length === 1);
+        expect(recs[i]!.texts()).toEqual([box.subject]);
+      }
     });
 
     test("deleting a mailbox deletes its mail; a new one starts empty", async () => {

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { JetStreamManager, NatsConnection } from "nats";
 import { systemClock } from "../../src/clock.ts";
 import { createCoordination, type CoordinationHandle } from "../../src/coord/index.ts";
-import { durableName, mailbox, STREAM_AGENT, stateLogStream } from "../../src/queue/topics.ts";
+import { durableName, mailbox, mailboxStream, stateLogStream } from "../../src/queue/topics.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { silentLogger } from "../../src/log.ts";
 import { decodeTrigger, type Trigger } from "../../src/org/trigger.ts";
@@ -26,7 +26,7 @@ let node: TestEstate;
 const dir = tempDir();
 
 async function inbox(handle: string): Promise<Trigger[]> {
-  const info = await jsm.streams.info(STREAM_AGENT, { subjects_filter: mailbox(handle, "inbox").subject });
+  const info = await jsm.streams.info(mailboxStream(handle), { subjects_filter: mailbox(handle, "inbox").subject });
   const count = info.state.subjects?.[mailbox(handle, "inbox").subject] ?? 0;
   const out: Trigger[] = [];
   if (count === 0) return out;
@@ -34,7 +34,7 @@ async function inbox(handle: string): Promise<Trigger[]> {
   let seq = 0;
   for (let i = 0; i < count; i++) {
     // next_by_subj is in the server API (2.9 and later); this client's types predate it.
-    const m = await jsm.streams.getMessage(STREAM_AGENT, { next_by_subj: mailbox(handle, "inbox").subject, seq: seq + 1 } as never);
+    const m = await jsm.streams.getMessage(mailboxStream(handle), { next_by_subj: mailbox(handle, "inbox").subject, seq: seq + 1 } as never);
     seq = m.seq;
     const t = decodeTrigger(m.data);
     if (!t.ok) throw new Error(t.error);
@@ -100,8 +100,8 @@ test("a message mentioning two seats and a person: one trigger per seat, none fo
 test("past the inbox's msg-id window, the claims slot still stops a replayed record waking anyone twice", async () => {
   // Shrink the agent stream's duplicate window so a replay lands outside it, as one after a
   // long outage would.
-  const info = await jsm.streams.info(STREAM_AGENT);
-  await jsm.streams.update(STREAM_AGENT, { ...info.config, duplicate_window: 100 * 1_000_000 });
+  const info = await jsm.streams.info(mailboxStream("bob"));
+  await jsm.streams.update(mailboxStream("bob"), { ...info.config, duplicate_window: 100 * 1_000_000 });
   const out = await node.estate.router.write("chat", {
     op: "chat.post", channel: "general", author: "carol", body: "@bob ping", thread_parent: null, mentions: ["bob"], dm: null,
   });
@@ -115,7 +115,7 @@ test("past the inbox's msg-id window, the claims slot still stops a replayed rec
   await eventually(() => feedDrained("chat"), "the replayed chat feed drained");
   expect((await inbox("bob")).length).toBe(2);
   expect((await inbox("alice")).length).toBe(1);
-  await jsm.streams.update(STREAM_AGENT, info.config);
+  await jsm.streams.update(mailboxStream("bob"), info.config);
 }, TEST_TIMEOUT_MS);
 
 test("work assigned to a seat, a comment on it, and a DM wake the seat; its own acts do not", async () => {

@@ -7,7 +7,7 @@
 // other seat is never reported, and no probe reaches an agent.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { connect } from "nats";
-import { durableName, mailbox, STREAM_AGENT } from "../../src/queue/topics.ts";
+import { durableName, mailbox, mailboxStream } from "../../src/queue/topics.ts";
 import { makeFleet, waitFor as waitUntil, type Fleet, type FleetNode } from "../support/fleet.ts";
 
 /** Generous: a loaded 2-core box boots and answers in well under this. */
@@ -67,8 +67,8 @@ test("a seat whose consumer stands beyond the stream: /ready 503 naming it, GET 
   // Deafen: the consumer's pointer set past the end of the stream.
   const nc = await connect({ servers: `nats://127.0.0.1:${a.clientPort}`, ...a.natsAuth(), reconnect: false, name: "deaf-seat-test" });
   try {
-    const last = (await (await nc.jetstreamManager()).streams.info(STREAM_AGENT)).state.last_seq;
-    const reply = await nc.request(`$JS.API.CONSUMER.RESET.${STREAM_AGENT}.${durableName(mailbox("deafy", "inbox").group)}`, JSON.stringify({ seq: last + 1_000 }));
+    const last = (await (await nc.jetstreamManager()).streams.info(mailboxStream("deafy"))).state.last_seq;
+    const reply = await nc.request(`$JS.API.CONSUMER.RESET.${mailboxStream("deafy")}.${durableName(mailbox("deafy", "inbox").group)}`, JSON.stringify({ seq: last + 1_000 }));
     expect(new TextDecoder().decode(reply.data)).not.toContain('"error"');
   } finally {
     await nc.close();

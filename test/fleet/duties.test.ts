@@ -9,7 +9,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { AckPolicy, connect, DeliverPolicy, type NatsConnection } from "nats";
 import { SCHEDULER_TICK_MS, SCHEDULER_TTL_MS } from "../../src/duty/duties.ts";
 import { decodeTrigger } from "../../src/org/trigger.ts";
-import { mailboxSubject, STREAM_AGENT } from "../../src/queue/topics.ts";
+import { AGENT_STREAMS, mailboxStream, mailboxSubject } from "../../src/queue/topics.ts";
 import { makeFleet, type Fleet, type FleetNode } from "../support/fleet.ts";
 
 const SLACK_MS = 15_000;
@@ -80,7 +80,7 @@ describe("singleton duties on a 3-member R3 fleet", () => {
     const jsm = await setupNc.jetstreamManager();
     // A consumer of the test's own on the seat's inbox: every message the stream stored
     // (after its duplicate window), kept until this consumer acks it (interest retention).
-    await jsm.consumers.add(STREAM_AGENT, {
+    await jsm.consumers.add(mailboxStream("ops"), {
       durable_name: "test-fire-count",
       filter_subject: mailboxSubject("ops", "inbox"),
       ack_policy: AckPolicy.Explicit,
@@ -130,7 +130,7 @@ describe("singleton duties on a 3-member R3 fleet", () => {
 
     // Count what the inbox stream holds.
     const nc = await natsTo(observer2);
-    const consumer = await nc.jetstream().consumers.get(STREAM_AGENT, "test-fire-count");
+    const consumer = await nc.jetstream().consumers.get(mailboxStream("ops"), "test-fire-count");
     // Up to now: the schedule keeps firing while the test reads, so the read ends at the
     // first instant past this cut (or an empty fetch), bounded by a number of fetches.
     const cut = Date.now();
@@ -200,7 +200,7 @@ describe("removed-seat mailbox retirement on a 3-member R3 fleet", () => {
     const jsm = await nc.jetstreamManager();
     const consumers = async () => {
       const names: string[] = [];
-      for await (const c of jsm.consumers.list(STREAM_AGENT)) names.push(c.name);
+      for (const stream of AGENT_STREAMS) for await (const c of jsm.consumers.list(stream)) names.push(c.name);
       return names.filter((n) => n.startsWith("agent-")).sort();
     };
     // Two mailboxes a seat (SEAT_MAILBOX_KINDS: inbox and reflect; no sandbox control).

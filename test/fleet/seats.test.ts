@@ -9,7 +9,7 @@ import { connect, type NatsConnection } from "nats";
 import { SWEEP_INTERVAL_MS } from "../../src/seat/placement.ts";
 import { WATCHDOG_EXIT_CODE } from "../../src/seat/watchdog.ts";
 import { encodeTrigger } from "../../src/org/trigger.ts";
-import { durableName, mailbox, STREAM_AGENT, STREAM_DLQ } from "../../src/queue/topics.ts";
+import { durableName, mailbox, mailboxStream, STREAM_DLQ } from "../../src/queue/topics.ts";
 import { makeFleet, type Fleet, type FleetNode } from "../support/fleet.ts";
 import { describeEvent, seatTracker } from "../../src/api/dashboard/event-sentences.js";
 import { FAILOVER_GRACE_MS, FAILOVER_JUDGE_INTERVAL_MS } from "../../src/node/seat-events.ts";
@@ -312,7 +312,7 @@ describe("three members, R3, TTL 3 s, twelve seats", () => {
     for (const id of notRun) {
       const handle = id.replace(/^drain-/, "").replace(/-[12]$/, "");
       const box = mailbox(handle, "inbox");
-      const info = await jsm.consumers.info(STREAM_AGENT, durableName(box.group));
+      const info = await jsm.consumers.info(mailboxStream(handle), durableName(box.group));
       // Still the broker's: delivered, unacked, coming back after the ack wait.
       expect(info.num_ack_pending + info.num_pending).toBeGreaterThanOrEqual(1);
     }

@@ -14,7 +14,7 @@ import { systemClock } from "../../src/clock.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { Delivery } from "../../src/queue/contract.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
-import { durableName, mailbox, STREAM_AGENT } from "../../src/queue/topics.ts";
+import { durableName, mailbox, streamForSubject } from "../../src/queue/topics.ts";
 import { startNats, type TestMember, type TestNats } from "../support/nats.ts";
 
 /** Mailboxes per test: six consumers over three members leave the leaver leading some. */
@@ -44,7 +44,7 @@ async function scenario(handOff: boolean, nak: "queue" | "bare"): Promise<{ ledB
   for (const b of boxes) await setup.ensureMailbox(b.subject, b.group);
   const jsm = await setupNc.jetstreamManager({ timeout: 10_000 });
   const leaderOf = new Map<string, string>();
-  for (const b of boxes) leaderOf.set(b.group, (await jsm.consumers.info(STREAM_AGENT, durableName(b.group))).cluster?.leader ?? "");
+  for (const b of boxes) leaderOf.set(b.group, (await jsm.consumers.info(streamForSubject(b.subject)!, durableName(b.group))).cluster?.leader ?? "");
   const tally = new Map<string, number>();
   for (const l of leaderOf.values()) tally.set(l, (tally.get(l) ?? 0) + 1);
   const leaverName = [...tally.entries()].sort((x, y) => y[1] - x[1])[0]![0];
@@ -79,7 +79,7 @@ async function scenario(handOff: boolean, nak: "queue" | "bare"): Promise<{ ledB
     for (const b of boxes) await setup.publish(b.subject, new TextEncoder().encode(b.subject));
     const js = leaverNc.jetstream({ timeout: 10_000 });
     for (const b of boxes) {
-      const consumer = await js.consumers.get(STREAM_AGENT, durableName(b.group));
+      const consumer = await js.consumers.get(streamForSubject(b.subject)!, durableName(b.group));
       const m = await nextAnswered(() => consumer.next({ expires: 5_000 }));
       expect(m).not.toBeNull();
       m!.nak();

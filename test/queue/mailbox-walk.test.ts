@@ -11,7 +11,7 @@ import { memoryLogger } from "../../src/log.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { ensureSeatMailboxes } from "../../src/queue/mailboxes.ts";
 import { MemoryQueue } from "../../src/queue/memory.ts";
-import { durableName, seatMailboxes, STREAM_AGENT } from "../../src/queue/topics.ts";
+import { AGENT_STREAMS, durableName, seatMailboxes } from "../../src/queue/topics.ts";
 import { startNats } from "../support/nats.ts";
 
 async function faulty(failuresPerBox: number) {
@@ -99,7 +99,7 @@ async function jetstreamWalk() {
   const creates = watcher.subscribe(`$JS.API.CONSUMER.>`, {
     callback: (_err, m) => {
       const t = m.subject.split(".");
-      if (!t.includes("CREATE") || !t.includes(STREAM_AGENT)) return;
+      if (!t.includes("CREATE") || !t.some((x) => AGENT_STREAMS.includes(x))) return;
       const h = t.map((x) => durables.get(x)).find((x) => x !== undefined);
       if (h) seen.push({ kind: "create", handle: h });
     },

@@ -19,7 +19,7 @@ import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { CompletionLedger } from "../../src/agent/ledger.ts";
 import { ack, type Delivery, type Outcome } from "../../src/queue/contract.ts";
 import { JetStreamQueue, parseAckSubject } from "../../src/queue/jetstream.ts";
-import { durableName, mailbox, STREAM_AGENT } from "../../src/queue/topics.ts";
+import { durableName, mailbox, streamForSubject } from "../../src/queue/topics.ts";
 import { decodeTrigger, encodeTrigger } from "../../src/org/trigger.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
 
@@ -102,7 +102,7 @@ test("kill -9 of the inbox consumers' leader with acks in flight: nothing acked 
   // consumers' leaders over the cluster's routes, as a node's do.
   const jsm = await setupNc.jetstreamManager({ timeout: 10_000 });
   const leaderOf = new Map<string, string>();
-  for (const b of boxes) leaderOf.set(durableName(b.group), (await jsm.consumers.info(STREAM_AGENT, durableName(b.group))).cluster?.leader ?? "");
+  for (const b of boxes) leaderOf.set(durableName(b.group), (await jsm.consumers.info(streamForSubject(b.subject)!, durableName(b.group))).cluster?.leader ?? "");
   const tally = new Map<string, number>();
   for (const l of leaderOf.values()) tally.set(l, (tally.get(l) ?? 0) + 1);
   const victimName = [...tally.entries()].sort((x, y) => y[1] - x[1])[0]![0];

@@ -14,7 +14,12 @@ import {
   mailboxGroup,
   mailboxSubject,
   parseMailbox,
+  agentShard,
+  AGENT_SHARDS,
   allSeatMailboxes,
+  legacyMailboxSubject,
+  mailboxStream,
+  parseLegacyMailbox,
   seatMailboxes,
   stateLogSubject,
   streamForSubject,
@@ -23,14 +28,28 @@ import {
 
 test("a seat is given its inbox and reflection mailboxes, and retires all three the grammar names", () => {
   expect(seatMailboxes("alice")).toEqual([
-    { subject: "crewlet.agent.alice.inbox", group: "agent-alice" },
-    { subject: "crewlet.agent.alice.reflect", group: "agent-alice-reflect" },
+    { subject: "crewlet.mail.14.alice.inbox", group: "agent-alice" },
+    { subject: "crewlet.mail.14.alice.reflect", group: "agent-alice-reflect" },
   ]);
   expect(allSeatMailboxes("alice")).toEqual([
-    { subject: "crewlet.agent.alice.inbox", group: "agent-alice" },
-    { subject: "crewlet.agent.alice.control", group: "agent-alice-control" },
-    { subject: "crewlet.agent.alice.reflect", group: "agent-alice-reflect" },
+    { subject: "crewlet.mail.14.alice.inbox", group: "agent-alice" },
+    { subject: "crewlet.mail.14.alice.control", group: "agent-alice-control" },
+    { subject: "crewlet.mail.14.alice.reflect", group: "agent-alice-reflect" },
   ]);
+  expect(mailboxStream("alice")).toBe("CREWLET_AGENT_14");
+  expect(legacyMailboxSubject("alice", "inbox")).toBe("crewlet.agent.alice.inbox");
+});
+
+// Fixed values, because every build of every node must agree on them.
+test.each([["a", 3], ["alice", 14], ["bob", 6], ["bob-control", 15], ["ceo", 11], ["é", 7]] as const)("the mail shard of %p is %p", (handle, shard) => {
+  expect(agentShard(handle)).toBe(shard);
+});
+
+test("a company's seats spread over every shard", () => {
+  const perShard = new Array<number>(AGENT_SHARDS).fill(0);
+  for (let i = 0; i < 10_000; i++) perShard[agentShard(`agent-${i}`)]! += 1;
+  // 625 a shard if even; sequential names (what bench/scale.ts generates) within a tenth.
+  for (const n of perShard) expect(Math.abs(n - 625)).toBeLessThan(63);
 });
 
 test.each([["a.b"], ["a*"], ["a>"], ["a b"], [""]])("handle %p is refused, naming it", (h) => {
@@ -38,15 +57,25 @@ test.each([["a.b"], ["a*"], ["a>"], ["a b"], [""]])("handle %p is refused, namin
 });
 
 test.each([
-  ["crewlet.agent.bob.control", "agent-bob-control", { handle: "bob", kind: "control" }],
-  ["crewlet.agent.bob-control.inbox", "agent-bob-control", { handle: "bob-control", kind: "inbox" }],
-  ["crewlet.agent.bob.inbox", "agent-bob", { handle: "bob", kind: "inbox" }],
-  ["crewlet.agent.bob.inbox", "audit-bob", null],
-  ["crewlet.agent.bob.inbox", "agent-bob-reflect", null],
-  ["crewlet.agent.bob.other", "agent-bob", null],
+  ["crewlet.mail.06.bob.control", "agent-bob-control", { handle: "bob", kind: "control" }],
+  ["crewlet.mail.15.bob-control.inbox", "agent-bob-control", { handle: "bob-control", kind: "inbox" }],
+  ["crewlet.mail.06.bob.inbox", "agent-bob", { handle: "bob", kind: "inbox" }],
+  ["crewlet.mail.06.bob.inbox", "audit-bob", null],
+  ["crewlet.mail.06.bob.inbox", "agent-bob-reflect", null],
+  ["crewlet.mail.06.bob.other", "agent-bob", null],
+  ["crewlet.mail.05.bob.inbox", "agent-bob", null], // not bob's shard
+  ["crewlet.agent.bob.inbox", "agent-bob", null], // the stream before the shards
   ["crewlet.events.x", "agent-x", null],
 ] as const)("parseMailbox(%p, %p)", (subject, group, want) => {
   expect(parseMailbox(subject, group)).toEqual(want as never);
+});
+
+test.each([
+  ["crewlet.agent.bob.inbox", "agent-bob", { handle: "bob", kind: "inbox" }],
+  ["crewlet.agent.bob.inbox", "audit-bob", null],
+  ["crewlet.mail.06.bob.inbox", "agent-bob", null],
+] as const)("parseLegacyMailbox(%p, %p)", (subject, group, want) => {
+  expect(parseLegacyMailbox(subject, group)).toEqual(want as never);
 });
 
 test("a group name alone is ambiguous; groupCandidates lists every reading", () => {
@@ -70,6 +99,9 @@ test("plain groups pass through; foreign durable names do not parse", () => {
 });
 
 test("subjects map to their streams", () => {
+  expect(streamForSubject(mailboxSubject("a", "inbox"))).toBe("CREWLET_AGENT_03");
+  expect(streamForSubject("crewlet.mail.15.x.inbox")).toBe("CREWLET_AGENT_15");
+  expect(streamForSubject("crewlet.mail.16.x.inbox")).toBeNull();
   expect(streamForSubject("crewlet.agent.a.inbox")).toBe("CREWLET_AGENT");
   expect(streamForSubject("crewlet.notifications.inbound")).toBe("CREWLET_NOTIFICATIONS");
   expect(streamForSubject(eventSubject("seat.claimed"))).toBe("CREWLET_EVENTS");

@@ -19,7 +19,7 @@ import { createCoordination, type CoordinationHandle } from "../../src/coord/ind
 import { memoryLogger, type MemorySink } from "../../src/log.ts";
 import { ack, type Delivery } from "../../src/queue/contract.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
-import { durableName, mailbox, STREAM_AGENT } from "../../src/queue/topics.ts";
+import { durableName, mailbox, mailboxStream } from "../../src/queue/topics.ts";
 import { SeatHost } from "../../src/seat/host.ts";
 import type { MailboxWatch } from "../../src/seat/mailbox-watch.ts";
 import { watchHeldMailboxes } from "../../src/seat/mailbox-wiring.ts";
@@ -165,8 +165,8 @@ for (const members of [1, 3]) {
     await until("the first mail handled", () => (r.got.get("d1") ?? []).includes("before"));
     // The pointer moved past the end of the stream: new mail lands behind it, never delivered.
     const box = mailbox("d1", "inbox");
-    const last = (await (await r.nc.jetstreamManager()).streams.info(STREAM_AGENT)).state.last_seq;
-    const reply = await r.nc.request(`$JS.API.CONSUMER.RESET.${STREAM_AGENT}.${durableName(box.group)}`, JSON.stringify({ seq: last + 1_000 }));
+    const last = (await (await r.nc.jetstreamManager()).streams.info(mailboxStream("d1"))).state.last_seq;
+    const reply = await r.nc.request(`$JS.API.CONSUMER.RESET.${mailboxStream("d1")}.${durableName(box.group)}`, JSON.stringify({ seq: last + 1_000 }));
     expect(dec.decode(reply.data)).not.toContain('"error"');
     await r.send("d1", "while deaf");
     // The counters see nothing wrong: no mail pending or ack-pending, nothing above the floor.
@@ -191,7 +191,7 @@ test("a consumer deleted under its attachment: deaf, handed back, re-claimed wit
   const r = rig;
   const box = mailbox("g1", "inbox");
   const firstEpoch = r.host.seatState("g1")!.epoch;
-  await (await r.nc.jetstreamManager()).consumers.delete(STREAM_AGENT, durableName(box.group));
+  await (await r.nc.jetstreamManager()).consumers.delete(mailboxStream("g1"), durableName(box.group));
   await until("g1 reported deaf", () => deafLines(r.sink, "g1").length > 0);
   expect(deafLines(r.sink, "g1")[0]!.fields.reason).toBe("probe_unheard");
   // The rewind cannot find the consumer; the seat goes back and is claimed again.
@@ -212,7 +212,7 @@ test("mail ack-pending on a pull of a process that lost the seat reaches the new
     // The predecessor's lingering pull: made before the new holder attaches, on its own
     // connection, for one message it will never settle (it is fenced, not dead).
     stale = await nats.connect();
-    const consumer = await stale.jetstream().consumers.get(STREAM_AGENT, durableName(mailbox("p1", "inbox").group));
+    const consumer = await stale.jetstream().consumers.get(mailboxStream("p1"), durableName(mailbox("p1", "inbox").group));
     taken = consumer.next({ expires: WAIT_MS }).then((m) => (m ? dec.decode(m.data) : null));
     await stale.flush();
   });

@@ -1,0 +1,166 @@
+// Mail left in the stream before the shards (LEGACY_AGENT_STREAM, `crewlet.agent.>`): a fleet
+// upgraded from a build that kept every seat's mail in one stream may still hold messages
+// there that no node of this build reads. Each pass moves what a legacy mailbox holds into
+// the seat's sharded mailbox, then deletes the emptied legacy mailboxes and, last, the stream.
+//
+// Only once no older node is alive (no live presence or seat lease below this build's lease
+// protocol, which the shards raised): until then an older node may still hold a seat and
+// read its legacy mailbox, and taking its mail from under it would only delay it; and an
+// older node's wake feed still publishes there, so a legacy mailbox deleted beside it would
+// drop what it publishes next (interest retention). A node of this build claims nothing
+// while an older lease is live (the protocol gate), so no seat is served from both streams.
+import type { Consumer, JsMsg, NatsConnection } from "nats";
+import type { Clock, Timer } from "../clock.ts";
+import type { Logger } from "../log.ts";
+import { eachInFlight } from "../in-flight.ts";
+import type { MailboxRef, Queue } from "./contract.ts";
+import { isPublishControlHeader } from "./deadletter.ts";
+import { apiErrorCode } from "./streams.ts";
+import { groupOfDurable, LEGACY_AGENT_STREAM, mailbox, parseLegacyMailbox } from "./topics.ts";
+
+/**
+ * Between passes. A fleet that has no legacy stream pays one stream info a pass, so a minute
+ * keeps that to one message per twelve sweeps; mail left behind by an upgrade waits at most
+ * this long once the last older node is gone.
+ */
+export const LEGACY_PASS_MS = 60_000;
+/** Legacy mailboxes forwarded at once: a one-off migration, kept well inside the broker's API queue. */
+const LEGACY_MAILBOXES_IN_FLIGHT = 16;
+/** Messages taken per fetch: a batch is forwarded (each publish confirmed) before its acks. */
+const FETCH_BATCH = 64;
+/** A fetch asks only for what the mailbox had pending; one that finds less ends within this. */
+const FETCH_EXPIRES_MS = 2_000;
+/** Bounds one mailbox's forwarding in a pass, so one deep backlog cannot hold a pass forever. */
+const FETCHES_PER_MAILBOX_MAX = 1_000;
+const STREAM_NOT_FOUND = 10059;
+const CONSUMER_NOT_FOUND = 10014;
+
+export interface LegacyMailOptions {
+  nc: NatsConnection;
+  queue: Queue;
+  /** True while a live presence or seat lease is held below this build's protocol. */
+  olderNodeAlive: () => Promise<boolean>;
+  clock: Clock;
+  log: Logger;
+}
+
+export interface LegacyPass {
+  /** The legacy stream was there at the start of the pass. */
+  stream: boolean;
+  /** Nothing was done because an older node is alive. */
+  waited: boolean;
+  forwarded: number;
+  mailboxes_deleted: number;
+  stream_deleted: boolean;
+}
+
+/** One pass. Throws on a broker error; the next pass tries again. */
+export async function forwardLegacyMail(o: LegacyMailOptions): Promise<LegacyPass> {
+  const out: LegacyPass = { stream: false, waited: false, forwarded: 0, mailboxes_deleted: 0, stream_deleted: false };
+  const jsm = await o.nc.jetstreamManager({ checkAPI: false });
+  const info = await jsm.streams.info(LEGACY_AGENT_STREAM).catch((err: unknown) => {
+    if (apiErrorCode(err) === STREAM_NOT_FOUND) return null;
+    throw err;
+  });
+  if (!info) return out;
+  out.stream = true;
+  if (await o.olderNodeAlive()) {
+    out.waited = true;
+    return out;
+  }
+  const js = o.nc.jetstream();
+  const boxes: { name: string; ref: MailboxRef; pending: number }[] = [];
+  for await (const c of jsm.consumers.list(LEGACY_AGENT_STREAM)) {
+    const group = groupOfDurable(c.name);
+    const ref = group === null ? null : parseLegacyMailbox(c.config.filter_subject ?? "", group);
+    // Somebody else's consumer is theirs to delete.
+    if (ref) boxes.push({ name: c.name, ref, pending: c.num_pending });
+  }
+  await eachInFlight(boxes, LEGACY_MAILBOXES_IN_FLIGHT, async (box) => {
+    const target = mailbox(box.ref.handle, box.ref.kind);
+    if (box.pending > 0) {
+      // The sharded mailbox first: forwarded mail to a subject nothing covers would be dropped.
+      await o.queue.ensureMailbox(target.subject, target.group);
+      // Read the sum after the await: `+= await` would add to the value read before it.
+      const n = await drain(await js.consumers.get(LEGACY_AGENT_STREAM, box.name), box.pending, (m) => forwardOne(o.queue, target.subject, m));
+      out.forwarded += n;
+    }
+    // Whatever an older node took and never settled comes back after the ack wait; the
+    // mailbox stays until it has been forwarded too.
+    const now = await jsm.consumers.info(LEGACY_AGENT_STREAM, box.name);
+    if (now.num_pending + now.num_ack_pending > 0) return;
+    await jsm.consumers.delete(LEGACY_AGENT_STREAM, box.name).catch((err: unknown) => {
+      if (apiErrorCode(err) !== CONSUMER_NOT_FOUND) throw err;
+    });
+    out.mailboxes_deleted += 1;
+  });
+  const after = await jsm.streams.info(LEGACY_AGENT_STREAM);
+  if (after.state.consumer_count === 0) {
+    await jsm.streams.delete(LEGACY_AGENT_STREAM);
+    out.stream_deleted = true;
+  }
+  return out;
+}
+
+/** Forwards what the mailbox had pending, a batch at a time; fetches only what it knows is there. */
+async function drain(consumer: Consumer, pending: number, forward: (m: JsMsg) => Promise<void>): Promise<number> {
+  let n = 0;
+  for (let i = 0; i < FETCHES_PER_MAILBOX_MAX && pending > 0; i++) {
+    const batch = await consumer.fetch({ max_messages: Math.min(pending, FETCH_BATCH), expires: FETCH_EXPIRES_MS });
+    let got = 0;
+    for await (const m of batch) {
+      got += 1;
+      await forward(m);
+      // Confirmed, so a pass that ends here has moved the message out before it counts it.
+      await m.ackAck();
+      n += 1;
+      pending = m.info.pending;
+    }
+    if (got === 0) return n;
+  }
+  return n;
+}
+
+/**
+ * The same message into the sharded mailbox, with its id: a copy forwarded twice (a pass
+ * that died between the publish and the ack) is one copy within the duplicate window, and
+ * the completion ledger settles a later one. Headers the broker acts on are not carried.
+ */
+async function forwardOne(queue: Queue, subject: string, m: JsMsg): Promise<void> {
+  const headers: Record<string, string> = {};
+  for (const [k, v] of m.headers ?? []) if (!isPublishControlHeader(k) && v[0] !== undefined) headers[k] = v[0];
+  const msgId = m.headers?.get("Nats-Msg-Id") || `legacy-${m.info.streamSequence}`;
+  await queue.publish(subject, m.data, { msgId, headers });
+}
+
+/** Runs a pass now and every LEGACY_PASS_MS; logs what each pass moved. */
+export function startLegacyMail(o: LegacyMailOptions): { stop(): void } {
+  let running = false;
+  let stopped = false;
+  let waitedBefore = false;
+  const pass = async () => {
+    if (running || stopped) return;
+    running = true;
+    try {
+      const r = await forwardLegacyMail(o);
+      if (r.waited && !waitedBefore) o.log.info("legacy_mail_waiting", { stream: LEGACY_AGENT_STREAM, reason: "an older node is alive" });
+      waitedBefore = r.waited;
+      if (r.forwarded > 0 || r.mailboxes_deleted > 0 || r.stream_deleted) {
+        o.log.info("legacy_mail_forwarded", { stream: LEGACY_AGENT_STREAM, forwarded: r.forwarded, mailboxes_deleted: r.mailboxes_deleted, stream_deleted: r.stream_deleted });
+      }
+    } catch (err) {
+      // A pass cut short by the node's own stop (its connection closing) is not news.
+      if (!stopped) o.log.warn("legacy_mail_failed", { stream: LEGACY_AGENT_STREAM, error: err as Error });
+    } finally {
+      running = false;
+    }
+  };
+  void pass();
+  const timer: Timer = o.clock.setInterval(() => void pass(), LEGACY_PASS_MS);
+  return {
+    stop: () => {
+      stopped = true;
+      timer.cancel();
+    },
+  };
+}

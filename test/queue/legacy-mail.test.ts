@@ -1,0 +1,117 @@
+// Mail an older build left in the one agent stream before the shards: on a real nats-server,
+// a legacy stream and mailboxes made as that build made them, then the forwarder's passes.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { AckPolicy, DeliverPolicy, headers as natsHeaders, type NatsConnection } from "nats";
+import { systemClock } from "../../src/clock.ts";
+import { memoryLogger } from "../../src/log.ts";
+import { JetStreamQueue } from "../../src/queue/jetstream.ts";
+import { forwardLegacyMail } from "../../src/queue/legacy-mail.ts";
+import { streamConfig, streamSpecs } from "../../src/queue/streams.ts";
+import { durableName, legacyMailboxSubject, LEGACY_AGENT_STREAM, mailbox, mailboxGroup, mailboxStream } from "../../src/queue/topics.ts";
+import { startNats, type TestNats } from "../support/nats.ts";
+
+let nats: TestNats;
+let nc: NatsConnection;
+let queue: JetStreamQueue;
+const dec = new TextDecoder();
+
+beforeAll(async () => {
+  nats = await startNats(1);
+  nc = await nats.connect({ name: "legacy-mail-test" });
+  queue = new JetStreamQueue({ nc, replicas: 1, clock: systemClock, log: memoryLogger().log });
+  await queue.ensureStreams();
+});
+afterAll(async () => {
+  await nc?.close();
+  await nats?.stop();
+});
+
+/** The stream and a seat's mailboxes as the build before the shards made them, with mail. */
+async function legacyCompany(seats: Record<string, string[]>, foreign = false): Promise<void> {
+  const jsm = await nc.jetstreamManager();
+  const mail = streamSpecs().find((s) => s.retention === "interest" && s.name.startsWith("CREWLET_AGENT_"))!;
+  await jsm.streams.add(streamConfig({ ...mail, name: LEGACY_AGENT_STREAM, subjects: ["crewlet.agent.>"] }, 1));
+  for (const [handle, bodies] of Object.entries(seats)) {
+    for (const kind of ["inbox", "reflect"] as const) {
+      await jsm.consumers.add(LEGACY_AGENT_STREAM, {
+        durable_name: durableName(mailboxGroup(handle, kind)),
+        filter_subject: legacyMailboxSubject(handle, kind),
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+      });
+    }
+    for (const [i, body] of bodies.entries()) {
+      const h = natsHeaders();
+      h.set("X-Trace", `t-${i}`);
+      await nc.jetstream().publish(legacyMailboxSubject(handle, "inbox"), new TextEncoder().encode(body), { msgID: `${handle}-wake-${i}`, headers: h });
+    }
+  }
+  if (foreign) {
+    await jsm.consumers.add(LEGACY_AGENT_STREAM, { durable_name: "audit-tap", filter_subject: legacyMailboxSubject("zed", "inbox"), ack_policy: AckPolicy.Explicit });
+  }
+}
+
+/** What a seat's sharded inbox holds, read without consuming. */
+async function shardedInbox(handle: string): Promise<{ body: string; id: string | undefined; trace: string | undefined }[]> {
+  const jsm = await nc.jetstreamManager();
+  const box = mailbox(handle, "inbox");
+  const out: { body: string; id: string | undefined; trace: string | undefined }[] = [];
+  let seq = 0;
+  for (;;) {
+    const m = await jsm.streams.getMessage(mailboxStream(handle), { next_by_subj: box.subject, seq: seq + 1 } as never).catch(() => null);
+    if (!m) return out;
+    seq = m.seq;
+    out.push({ body: dec.decode(m.data), id: m.header?.get("Nats-Msg-Id"), trace: m.header?.get("X-Trace") });
+  }
+}
+
+async function legacyStreamThere(): Promise<boolean> {
+  const jsm = await nc.jetstreamManager();
+  return jsm.streams.info(LEGACY_AGENT_STREAM).then(() => true, () => false);
+}
+
+test("with no legacy stream a pass does nothing and says so", async () => {
+  const r = await forwardLegacyMail({ nc, queue, olderNodeAlive: async () => true, clock: systemClock, log: memoryLogger().log });
+  expect(r).toEqual({ stream: false, waited: false, forwarded: 0, mailboxes_deleted: 0, stream_deleted: false });
+});
+
+test("while an older node is alive nothing moves; then every message reaches the seat's sharded inbox once, and the legacy stream goes", async () => {
+  await legacyCompany({ alice: ["one", "two", "three"], bob: ["four"] });
+  let older = true;
+  const o = { nc, queue, olderNodeAlive: async () => older, clock: systemClock, log: memoryLogger().log };
+
+  const waited = await forwardLegacyMail(o);
+  expect(waited).toMatchObject({ stream: true, waited: true, forwarded: 0 });
+  expect(await shardedInbox("alice")).toEqual([]);
+  expect((await (await nc.jetstreamManager()).consumers.info(LEGACY_AGENT_STREAM, "agent-alice")).num_pending).toBe(3);
+
+  older = false;
+  // The seat's sharded mailbox may not exist yet (a seat gone from the company): the pass makes it.
+  await queue.deleteMailbox(mailbox("bob", "inbox").subject, mailbox("bob", "inbox").group);
+  const moved = await forwardLegacyMail(o);
+  expect(moved).toEqual({ stream: true, waited: false, forwarded: 4, mailboxes_deleted: 4, stream_deleted: true });
+  expect(await shardedInbox("alice")).toEqual([
+    { body: "one", id: "alice-wake-0", trace: "t-0" },
+    { body: "two", id: "alice-wake-1", trace: "t-1" },
+    { body: "three", id: "alice-wake-2", trace: "t-2" },
+  ]);
+  expect(await shardedInbox("bob")).toEqual([{ body: "four", id: "bob-wake-0", trace: "t-0" }]);
+  expect(await legacyStreamThere()).toBe(false);
+  expect((await forwardLegacyMail(o)).stream).toBe(false);
+
+  // Forwarded twice (a pass that died between its publish and its ack): one copy.
+  await legacyCompany({ alice: ["one"] });
+  await forwardLegacyMail(o);
+  expect((await shardedInbox("alice")).filter((m) => m.body === "one")).toHaveLength(1);
+  for (const h of ["alice", "bob"]) await queue.deleteMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group);
+});
+
+test("a consumer that is no mailbox is left alone, and so is the stream it reads", async () => {
+  await legacyCompany({ carol: ["hi"] }, true);
+  const r = await forwardLegacyMail({ nc, queue, olderNodeAlive: async () => false, clock: systemClock, log: memoryLogger().log });
+  expect(r).toMatchObject({ forwarded: 1, mailboxes_deleted: 2, stream_deleted: false });
+  expect(await shardedInbox("carol")).toHaveLength(1);
+  const jsm = await nc.jetstreamManager();
+  expect((await jsm.consumers.info(LEGACY_AGENT_STREAM, "audit-tap")).name).toBe("audit-tap");
+  await jsm.streams.delete(LEGACY_AGENT_STREAM);
+});
