@@ -3,7 +3,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { DeadLetter, Delivery, PublishOptions, PublishResult } from "./contract.ts";
-import { dlqSubject } from "./topics.ts";
+import { currentMailboxSubject, dlqSubject } from "./topics.ts";
 
 export const H_MSG_ID = "Nats-Msg-Id";
 export const H_ORIGINAL_MSG_ID = "Crewlet-Original-Msg-Id";
@@ -105,7 +105,7 @@ export function replayOf(dl: DeadLetter): { subject: string; headers: Record<str
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(dl.headers)) if (!isPublishControlHeader(k)) headers[k] = v;
   const digest = createHash("sha256").update(`${dl.subject}:${dl.id}`).digest("hex").slice(0, 24);
-  return { subject: dl.originalSubject, headers, msgId: `dlq-replay-${digest}` };
+  return { subject: currentMailboxSubject(dl.originalSubject), headers, msgId: `dlq-replay-${digest}` };
 }
 
 /**

@@ -209,6 +209,16 @@ export function parseMailbox(subject: string, group: string): MailboxRef | null 
   return ref && Number(m[1]) === agentShard(ref.handle) ? ref : null;
 }
 
+/**
+ * The subject a mailbox subject names now: a seat's subject from before the shards becomes
+ * its sharded one (a dead letter kept from before an upgrade is replayed to where its seat
+ * reads); any other subject is itself.
+ */
+export function currentMailboxSubject(subject: string): string {
+  const m = /^crewlet\.agent\.([^.*>\s]+)\.(inbox|control|reflect)$/.exec(subject);
+  return m && HandleSchema.safeParse(m[1]).success ? mailboxSubject(m[1]!, m[2] as MailboxKind) : subject;
+}
+
 /** As parseMailbox, for a subject of the stream before the shards. */
 export function parseLegacyMailbox(subject: string, group: string): MailboxRef | null {
   const m = /^crewlet\.agent\.([^.*>\s]+)\.(inbox|control|reflect)$/.exec(subject);

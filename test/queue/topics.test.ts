@@ -2,7 +2,7 @@
 import { expect, test } from "bun:test";
 import { MAX_DELIVERIES } from "../../src/queue/contract.ts";
 import { settlementFor } from "../../src/queue/attachment.ts";
-import { deadLetterCopy, parseDeadLetter } from "../../src/queue/deadletter.ts";
+import { deadLetterCopy, parseDeadLetter, replayOf } from "../../src/queue/deadletter.ts";
 import { parseAckSubject } from "../../src/queue/jetstream.ts";
 import {
   auditSubject,
@@ -16,6 +16,7 @@ import {
   parseMailbox,
   agentShard,
   AGENT_SHARDS,
+  currentMailboxSubject,
   allSeatMailboxes,
   legacyMailboxSubject,
   mailboxStream,
@@ -68,6 +69,16 @@ test.each([
   ["crewlet.events.x", "agent-x", null],
 ] as const)("parseMailbox(%p, %p)", (subject, group, want) => {
   expect(parseMailbox(subject, group)).toEqual(want as never);
+});
+
+test.each([
+  ["crewlet.agent.bob.inbox", "crewlet.mail.06.bob.inbox"],
+  ["crewlet.agent.bob.reflect", "crewlet.mail.06.bob.reflect"],
+  ["crewlet.mail.06.bob.inbox", "crewlet.mail.06.bob.inbox"],
+  ["crewlet.agent.bob.other", "crewlet.agent.bob.other"],
+  ["crewlet.events.x", "crewlet.events.x"],
+] as const)("currentMailboxSubject(%p) = %p", (subject, want) => {
+  expect(currentMailboxSubject(subject)).toBe(want);
 });
 
 test.each([
@@ -150,6 +161,8 @@ test("a dead letter carries its original headers and id, and reads back", () => 
   expect(dl.headers).toEqual({ "Nats-Msg-Id": "wake-1", "X-Trace": "t" });
   expect(dl.reason).toBe("nak again");
   expect(dl.deliveryCount).toBe(25);
+  // Kept from before the shards: replayed to where the seat reads now.
+  expect(replayOf(dl).subject).toBe(mailboxSubject("a", "inbox"));
   expect(dl.id).toBe(9);
   expect(() => parseDeadLetter(1, "dlq.x", {}, new Uint8Array())).toThrow(/Crewlet-Dlq-Subject/);
 });

@@ -1,0 +1,87 @@
+// An upgrade from the build that kept all seat mail in one stream, on a real `crewlet run`
+// process: mail an older node left in CREWLET_AGENT (`crewlet.agent.{handle}.inbox`) is
+// answered by this build's seat, and the legacy mailboxes and stream are gone afterwards.
+// While a lease below this build's protocol is live nothing is moved; then it is.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { AckPolicy, connect, DeliverPolicy, type NatsConnection } from "nats";
+import { createCoordination } from "../../src/coord/index.ts";
+import { encodeTrigger } from "../../src/org/trigger.ts";
+import { LEGACY_PASS_MS } from "../../src/queue/legacy-mail.ts";
+import { streamConfig, streamSpecs } from "../../src/queue/streams.ts";
+import { durableName, legacyMailboxSubject, LEGACY_AGENT_STREAM, mailboxGroup } from "../../src/queue/topics.ts";
+import { silentLogger } from "../../src/log.ts";
+import { systemClock } from "../../src/clock.ts";
+import { makeFleet, waitFor as waitUntil, type Fleet, type FleetNode } from "../support/fleet.ts";
+
+/** A pass runs at boot and every LEGACY_PASS_MS; a loaded box answers well inside two more. */
+const WAIT_MS = 2 * LEGACY_PASS_MS + 60_000;
+
+let fleet: Fleet;
+let a: FleetNode;
+let nc: NatsConnection;
+beforeAll(async () => {
+  fleet = await makeFleet({
+    nodes: [{ id: "a", kind: "member" }],
+    leaseTtlSeconds: 3,
+    company: {
+      name: "Upgrade Co",
+      default_llm: "script",
+      providers: { llm: { script: { type: "scripted", rules: [{ reply: "ok {{text}}" }] } } },
+      roles: [{ name: "Old Timer", handle: "oldie" }],
+    },
+  });
+  a = fleet.node("a");
+  await a.start();
+  await a.waitReady(90_000);
+  nc = await connect({ servers: `nats://127.0.0.1:${a.clientPort}`, ...a.natsAuth(), name: "legacy-mail-test" });
+}, 180_000);
+afterAll(async () => {
+  await nc?.close();
+  await fleet?.stop();
+});
+
+async function answered(id: string): Promise<true | null> {
+  const res = await a.get("/chat/channels/general/messages?limit=500");
+  if (!res.ok) return null;
+  const { messages } = (await res.json()) as { messages: { author: string; thread_parent: string | null }[] };
+  return messages.some((m) => m.thread_parent === id && m.author === "oldie") ? true : null;
+}
+
+test("mail in the stream before the shards waits while an older lease is live, then is answered and the stream goes", async () => {
+  // A post that mentions nobody wakes nobody; the older build's wake for it is made by hand.
+  const res = await a.post("/chat/channels/general/messages", { body: "left over from the old build", author: "founder" });
+  expect([200, 202]).toContain(res.status);
+  const id = ((await res.json()) as { message_id: string }).message_id;
+
+  // The older node: a presence lease at the protocol before the shards, and its stream and
+  // mailbox with the mail in it.
+  const coord = await createCoordination({ type: "embedded-kv", nc, replicas: 1, clock: systemClock, log: silentLogger, protocol: 4 });
+  const older = await coord.leases.acquire("node:older", { owner: "older:1", preferred: "older", ttl_ms: 30_000, meta: {}, gate: false });
+  expect(older.ok).toBe(true);
+  const jsm = await nc.jetstreamManager();
+  const mail = streamSpecs().find((s) => s.name.startsWith("CREWLET_AGENT_"))!;
+  await jsm.streams.add(streamConfig({ ...mail, name: LEGACY_AGENT_STREAM, subjects: ["crewlet.agent.>"] }, 1));
+  await jsm.consumers.add(LEGACY_AGENT_STREAM, {
+    durable_name: durableName(mailboxGroup("oldie", "inbox")),
+    filter_subject: legacyMailboxSubject("oldie", "inbox"),
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+  });
+  const trigger = encodeTrigger({
+    type: "chat_mention", event_id: `legacy-${id}`, seat: "oldie", conversation: `chat:general:${id}`, from: "founder",
+    text: "left over from the old build", refs: { channel: "general", message_id: id }, created_at: Date.now(),
+  });
+  await nc.jetstream().publish(legacyMailboxSubject("oldie", "inbox"), trigger, { msgID: `legacy-${id}` });
+
+  // A pass while the older lease is live moves nothing.
+  await waitUntil("a pass that waits for the older node", async () => (a.events("legacy_mail_waiting").length > 0 ? true : null), WAIT_MS);
+  expect((await jsm.consumers.info(LEGACY_AGENT_STREAM, durableName(mailboxGroup("oldie", "inbox")))).num_pending).toBe(1);
+  expect(await answered(id)).toBeNull();
+
+  // The older node is gone: the mail is forwarded, answered, and the old stream deleted.
+  if (older.ok) await coord.leases.release("node:older", "older:1", older.lease.epoch);
+  await coord.close();
+  await waitUntil("the legacy mail answered", () => answered(id), WAIT_MS);
+  await waitUntil("the legacy stream deleted", async () => (await jsm.streams.info(LEGACY_AGENT_STREAM).then(() => null, () => true)), WAIT_MS);
+  expect(a.events("legacy_mail_forwarded").some((l) => l.forwarded === 1 && l.stream_deleted === true)).toBe(true);
+}, 4 * WAIT_MS);
