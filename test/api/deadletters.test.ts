@@ -10,7 +10,7 @@ import { systemClock } from "../../src/clock.ts";
 import { MemoryCoordination } from "../../src/coord/index.ts";
 import { MAX_DELIVERIES, ack, nak } from "../../src/queue/contract.ts";
 import { MemoryQueue } from "../../src/queue/memory.ts";
-import { mailbox } from "../../src/queue/topics.ts";
+import { mailbox, streamForSubject } from "../../src/queue/topics.ts";
 import { silentLogger } from "../../src/log.ts";
 
 const OPS = "ops-token-0123456789abcdefghij";
@@ -34,7 +34,7 @@ const call = (method: string, path: string, token = OPS, key?: string) =>
   app.request(path, { method, headers: { authorization: `Bearer ${token}`, ...(key ? { "idempotency-key": key } : {}) } });
 
 async function poison(text: string, box: { subject: string; group: string }): Promise<number> {
-  await queue.publish(box.subject, new TextEncoder().encode(text), { headers: { "Nats-Expected-Stream": "CREWLET_AGENT" } });
+  await queue.publish(box.subject, new TextEncoder().encode(text), { headers: { "Nats-Expected-Stream": streamForSubject(box.subject)! } });
   for (let i = 0; i < 2_000; i++) {
     const list = (await (await call("GET", "/deadletters")).json()) as { dead_letters: { id: number; data: string }[] };
     const dl = list.dead_letters.find((d) => d.data === text);

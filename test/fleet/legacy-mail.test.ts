@@ -15,6 +15,9 @@ import { makeFleet, waitFor as waitUntil, type Fleet, type FleetNode } from "../
 
 /** A pass runs at boot and every LEGACY_PASS_MS; a loaded box answers well inside two more. */
 const WAIT_MS = 2 * LEGACY_PASS_MS + 60_000;
+const FIRST_WAIT_MS = 75_000;
+/** The older node's presence: the fleet's own lease TTL (leaseTtlSeconds), renewed a third of it. */
+const OLDER_TTL_MS = 3_000;
 
 let fleet: Fleet;
 let a: FleetNode;
@@ -23,6 +26,8 @@ beforeAll(async () => {
   fleet = await makeFleet({
     nodes: [{ id: "a", kind: "member" }],
     leaseTtlSeconds: 3,
+    // An older node is a peer in the lease store: local coordination has no peers.
+    kvCoordination: true,
     company: {
       name: "Upgrade Co",
       default_llm: "script",
@@ -56,8 +61,10 @@ test("mail in the stream before the shards waits while an older lease is live, t
   // The older node: a presence lease at the protocol before the shards, and its stream and
   // mailbox with the mail in it.
   const coord = await createCoordination({ type: "embedded-kv", nc, replicas: 1, clock: systemClock, log: silentLogger, protocol: 4 });
-  const older = await coord.leases.acquire("node:older", { owner: "older:1", preferred: "older", ttl_ms: 30_000, meta: {}, gate: false });
-  expect(older.ok).toBe(true);
+  const older = await coord.leases.acquire("node:older", { owner: "older:1", preferred: "older", ttl_ms: OLDER_TTL_MS, meta: {}, gate: false });
+  if (!older.ok) throw new Error(`the older node's presence was refused: ${older.rule}`);
+  // Renewed as the older node's heartbeat would, until it goes.
+  const beat = setInterval(() => void coord.leases.renew("node:older", "older:1", older.lease.epoch).catch(() => undefined), OLDER_TTL_MS / 3);
   const jsm = await nc.jetstreamManager();
   const mail = streamSpecs().find((s) => s.name.startsWith("CREWLET_AGENT_"))!;
   await jsm.streams.add(streamConfig({ ...mail, name: LEGACY_AGENT_STREAM, subjects: ["crewlet.agent.>"] }, 1));
@@ -74,12 +81,13 @@ test("mail in the stream before the shards waits while an older lease is live, t
   await nc.jetstream().publish(legacyMailboxSubject("oldie", "inbox"), trigger, { msgID: `legacy-${id}` });
 
   // A pass while the older lease is live moves nothing.
-  await waitUntil("a pass that waits for the older node", async () => (a.events("legacy_mail_waiting").length > 0 ? true : null), WAIT_MS);
+  await waitUntil("a pass that waits for the older node", async () => (a.events("legacy_mail_waiting").length > 0 ? true : null), FIRST_WAIT_MS);
   expect((await jsm.consumers.info(LEGACY_AGENT_STREAM, durableName(mailboxGroup("oldie", "inbox")))).num_pending).toBe(1);
   expect(await answered(id)).toBeNull();
 
   // The older node is gone: the mail is forwarded, answered, and the old stream deleted.
-  if (older.ok) await coord.leases.release("node:older", "older:1", older.lease.epoch);
+  clearInterval(beat);
+  await coord.leases.release("node:older", "older:1", older.lease.epoch);
   await coord.close();
   await waitUntil("the legacy mail answered", () => answered(id), WAIT_MS);
   await waitUntil("the legacy stream deleted", async () => (await jsm.streams.info(LEGACY_AGENT_STREAM).then(() => null, () => true)), WAIT_MS);

@@ -5,6 +5,7 @@ import { SWEEP_INTERVAL_MS } from "../../src/seat/placement.ts";
 import { INBOX_DRAIN_MAX } from "../../src/seat/host.ts";
 import { LEASE_CALLS_IN_FLIGHT } from "../../src/seat/bounded-store.ts";
 import { ack, type Delivery } from "../../src/queue/contract.ts";
+import { LEASE_PROTOCOL } from "../../src/coord/contract.ts";
 import { encodeLeaseKey } from "../../src/coord/bucket.ts";
 import { isWrite } from "../../src/coord/faults.ts";
 
@@ -588,7 +589,7 @@ describe("outside view", () => {
     await f.advance(10_000);
     const h = a.host.health();
     expect(h.live_nodes).toBe(2);
-    expect(h.protocol_floor).toBe(4);
+    expect(h.protocol_floor).toBe(LEASE_PROTOCOL);
     expect(h.capacity).toBe(2);
     const view = await a.host.fleet();
     expect(view.nodes.map((n) => n.id).sort()).toEqual(["a", "b"]);

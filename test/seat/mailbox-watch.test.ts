@@ -5,7 +5,7 @@ import { connect, type NatsConnection } from "nats";
 import { FakeClock, systemClock } from "../../src/clock.ts";
 import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
-import { durableName, mailbox } from "../../src/queue/topics.ts";
+import { durableName, mailbox, streamForSubject } from "../../src/queue/topics.ts";
 import { judgeMailbox, judgeProbe, MailboxWatch, MAILBOX_CHECK_EVERY_MS, PROBE_EVERY_MS, PROBE_HEADER, PROBE_HEARD_WITHIN_MS, probeIdOf, probeOffsetMs, type DeafReason, type MailboxSnapshot, type ProbeVerdict } from "../../src/seat/mailbox-watch.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
 
@@ -338,7 +338,7 @@ describe("the broker calls (real nats-server)", () => {
     expect(snap).toMatchObject({ num_pending: 2, first_unacked_seq: first.seq });
     // Take both without acking, then reset: both are pending again.
     const js = nc.jetstream();
-    const consumer = await js.consumers.get("CREWLET_AGENT", durableName(box.group));
+    const consumer = await js.consumers.get(streamForSubject(box.subject)!, durableName(box.group));
     for (let i = 0; i < 2; i++) expect(await consumer.next({ expires: 2_000 })).not.toBeNull();
     expect(await q.inspectMailbox(box.subject, box.group)).toMatchObject({ num_pending: 0, num_ack_pending: 2 });
     expect(await q.resetMailbox(box.subject, box.group)).toBe(true);

@@ -86,6 +86,8 @@ export interface FleetOptions {
   binary?: string;
   /** API tokens beside the test token (e.g. one with fewer grants). */
   tokens?: { id: string; token: string; grants?: string[] }[];
+  /** Leases in JetStream KV even on one node (a fleet of several always has them there). */
+  kvCoordination?: boolean;
 }
 
 export interface Fleet {
@@ -142,7 +144,7 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
       node: { id: spec.id, roles: spec.roles ?? (spec.kind === "leaf" ? ["seats"] : undefined), labels: spec.labels },
       store: { dir: join(dir, "store"), scratch: spec.kind === "leaf" },
       stream,
-      coordination: { type: fleetShape ? "embedded-kv" : "local", lease_ttl_seconds: opts.leaseTtlSeconds ?? 45 },
+      coordination: { type: fleetShape || opts.kvCoordination ? "embedded-kv" : "local", lease_ttl_seconds: opts.leaseTtlSeconds ?? 45 },
       api: { port: p.api, tokens: [{ id: "test", token: TEST_TOKEN }, ...(opts.tokens ?? [])] },
       logging: { level: opts.logLevel ?? "debug", format: "json", stderr: true },
       ...((spec.company ?? opts.company) ? { company: spec.company ?? opts.company } : {}),
