@@ -28,7 +28,7 @@ import {
 import { PullInboxes, type PullInbox } from "./pull-inboxes.ts";
 import { AttachmentCore, PULL_EXPIRES_MS, settleDelivery, type CoreOptions, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter, replayDeadLetterVia } from "./deadletter.ts";
-import { apiErrorCode, ensureStreams, WAITING_FOR_MEMBERS } from "./streams.ts";
+import { apiErrorCode, CONSUMER_NOT_FOUND, ensureStreams, WAITING_FOR_MEMBERS } from "./streams.ts";
 import { AGENT_STREAMS, durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_DLQ, streamForSubject } from "./topics.ts";
 
 /**
@@ -93,7 +93,6 @@ const LIST_PAGES_MAX = 1_000;
 const NS_PER_MS = 1_000_000;
 
 /** JetStream API error codes this module handles. */
-const CONSUMER_NOT_FOUND = 10014;
 const NO_MESSAGE_FOUND = 10037;
 /**
  * The other ways a stream says a message is not there: a deleted sequence inside the

@@ -15,7 +15,7 @@ import type { Logger } from "../log.ts";
 import { eachInFlight } from "../in-flight.ts";
 import type { MailboxRef, Queue } from "./contract.ts";
 import { isPublishControlHeader } from "./deadletter.ts";
-import { apiErrorCode } from "./streams.ts";
+import { apiErrorCode, CONSUMER_NOT_FOUND, STREAM_NOT_FOUND } from "./streams.ts";
 import { groupOfDurable, LEGACY_AGENT_STREAM, mailbox, parseLegacyMailbox } from "./topics.ts";
 
 /**
@@ -32,8 +32,6 @@ const FETCH_BATCH = 64;
 const FETCH_EXPIRES_MS = 2_000;
 /** Bounds one mailbox's forwarding in a pass, so one deep backlog cannot hold a pass forever. */
 const FETCHES_PER_MAILBOX_MAX = 1_000;
-const STREAM_NOT_FOUND = 10059;
-const CONSUMER_NOT_FOUND = 10014;
 
 export interface LegacyMailOptions {
   nc: NatsConnection;

@@ -127,7 +127,9 @@ export function streamConfig(spec: StreamSpec, replicas: number): StreamConfig {
 
 /** JetStream API error: stream name already in use with a different configuration. */
 const STREAM_NAME_IN_USE = 10058;
-const STREAM_NOT_FOUND = 10059;
+export const STREAM_NOT_FOUND = 10059;
+/** JetStream API error: no consumer by that name on the stream. */
+export const CONSUMER_NOT_FOUND = 10014;
 
 /** What a node that does not decide the fleet's streams (a leaf) says while the members
  * have not created one yet; the boot waits it out like a forming cluster. */
