@@ -3,7 +3,7 @@
 // twin on a FakeClock, JetStream KV on one member (R1) and on a 3-member cluster (R3) with
 // a member killed mid-suite. It asserts behaviour, never timing.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { CasConflict, SLOT_NAMES, type AcquireResult, type KvEntry, type Lease, type LeaseStore } from "../../src/coord/contract.ts";
+import { CasConflict, LEASE_PROTOCOL, SLOT_NAMES, type AcquireResult, type KvEntry, type Lease, type LeaseStore } from "../../src/coord/contract.ts";
 import { encodeLeaseKey } from "../../src/coord/bucket.ts";
 import { DUTIES_BUCKET, EPOCHS_BUCKET, LEASES_BUCKET } from "../../src/coord/buckets.ts";
 import { StoreFaults, writeTo, type StoreOp } from "../../src/coord/faults.ts";
@@ -261,7 +261,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
       const lease = okLease(await claim(a, key, oa, { meta: { roles: ["seats"], seats_held: 0 } }));
       expect(lease.acquired_at).toBeGreaterThanOrEqual(before);
       expect(lease.expires_at).toBeGreaterThanOrEqual(lease.acquired_at + ttl);
-      expect(lease.protocol).toBe(4);
+      expect(lease.protocol).toBe(LEASE_PROTOCOL);
       expect(lease.preferred).toBe("node-a");
       let last = lease;
       for (let i = 0; i < 2; i++) {
@@ -615,7 +615,7 @@ export function coordConformance(name: string, make: () => Promise<CoordHarness>
         expect(await lapsing.stop()).toEqual({ lost: false });
         await h.elapse(ttl + 50);
         await eventually("the older presence to lapse", async () => (await claimSettled(a, later, newOwner, { gate: true })).ok);
-        expect(await a.leases.protocolFloor()).toBe(4);
+        expect(await a.leases.protocolFloor()).toBe(LEASE_PROTOCOL);
         expect(duty.ok && (await older.duties.get(duty.lease.key))?.live).toBe(true);
       } finally {
         await Promise.all(beats.map((hb) => hb.stop()));
