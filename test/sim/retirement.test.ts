@@ -22,7 +22,7 @@ import { MemoryCoordination, StoreFaults } from "../../src/coord/index.ts";
 import { LEASE_PROTOCOL } from "../../src/coord/contract.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { MemoryQueue } from "../../src/queue/memory.ts";
-import { allSeatMailboxes, seatMailboxes } from "../../src/queue/topics.ts";
+import { allSeatMailboxes, parseMailbox, seatMailboxes } from "../../src/queue/topics.ts";
 import { seatKey, presenceKey } from "../../src/seat/presence.ts";
 import { decodeMailboxRecord, ensureRegisteredMailboxes, RETIREMENT_TAKEOVER_MS } from "../../src/duty/mailbox-registry.ts";
 import { judgeRecord, MailboxSweep, RETIREMENT_RESUME_AFTER_MS, type Roster } from "../../src/duty/retirement.ts";
@@ -113,7 +113,7 @@ async function runSeed(seed: number): Promise<{ retired: number; events: Record<
           }, 5_000 + rand() * 30_000);
           throw new Error(`${id} died mid-retirement (injected)`);
         }
-        const h = subject.split(".")[2]!;
+        const h = parseMailbox(subject, group)?.handle ?? `(not a mailbox: ${subject})`;
         const now = clock.now();
         const tickStart = tickStarted.get(id) ?? now;
         if (roster.has(h) && (presentSince.get(h) ?? 0) < tickStart) violations.push(`${id} deleted ${group} while @${h} was in the active revision since ${presentSince.get(h)} (tick began ${tickStart})`);
@@ -292,7 +292,7 @@ async function runSeed(seed: number): Promise<{ retired: number; events: Record<
     const e = await registry.get(h);
     if (roster.has(h)) {
       for (const box of seatMailboxes(h)) {
-        const kind = box.subject.split(".")[3];
+        const kind = parseMailbox(box.subject, box.group)!.kind;
         if (!held.has(`${h}.${kind}`)) violations.push(`@${h} is in the revision and its ${kind} mailbox is gone`);
       }
       const rec = e ? decodeMailboxRecord(e) : null;
