@@ -796,12 +796,22 @@ class JetStreamSource implements MailboxSource {
     // leader's memory; the delay-0 one makes the hand-back survive a restart of the broker
     // or a leader change — without it, a drained single box whose sidecar stopped right
     // after left the message ack-pending for the 30-minute ack wait (measured, 2.15.2).
-    // The delayed one is the one confirmed; the bare one follows it unconfirmed.
+    //
+    // Neither NAK names a delivery (2.15.2's processNak checks only that the stream
+    // sequence is still pending), so one landing after the other's redelivery hands back
+    // the NEW delivery while it runs, and the message runs twice (seen in CI: the bare NAK,
+    // sent once the delay-0 one was confirmed, met the redelivery of the server's pending
+    // timer, which fires 10 ms after a delayed NAK). So the bare one is written right behind
+    // the delay-0 one, before its confirmation: the leader takes both from one connection in
+    // order on its ack queue, and the bare NAK's redelivery restamps the delivery before the
+    // timer looks. Only the delay-0 one is confirmed (a retried bare NAK could hand back a
+    // later delivery); a lost bare one costs the order, not the message.
     const delayed = (ms: number) => `-NAK ${JSON.stringify({ delay: Math.round(ms) * NS_PER_MS })}`;
     const nak = async (delay_ms?: number) => {
       if (delay_ms !== undefined && delay_ms > 0) return this.confirmed(reply, delayed(delay_ms));
-      await this.confirmed(reply, delayed(0));
+      const durable = this.confirmed(reply, delayed(0)); // its first request is written now
       this.nc.publish(reply, "-NAK");
+      await durable;
     };
     return { delivery, ack: send("+ACK"), nak, term: send("+TERM") };
   }
