@@ -2,7 +2,11 @@
 // on its own connection to its own member, all walking the same company at once (what a
 // full-fleet start does). Prints each walker's time and creates, then what one listing of
 // the result costs. Never fails on time.
-//   bun bench/walk.ts [--seats 1000] [--members 3]
+//   bun bench/walk.ts [--seats 1000] [--members 3] [--walkers M]
+// --walkers below the member count walks on the first members only (1: no peer creates the
+// same mailboxes, so no create is answered "exists"). The brokers' CPU seconds over the walk
+// say whether the box, not the walk, sets the pace (2 cores: 2 CPU-s per wall second).
+import { readFileSync } from "node:fs";
 import { systemClock } from "../src/clock.ts";
 import { memoryLogger, silentLogger } from "../src/log.ts";
 import { JetStreamQueue } from "../src/queue/jetstream.ts";
@@ -17,11 +21,19 @@ function arg(name: string, fallback: number): number {
 }
 const SEATS = arg("seats", 1000);
 const MEMBERS = arg("members", 3);
+const WALKERS = Math.min(arg("walkers", MEMBERS), MEMBERS);
+
+/** A process's user + system CPU seconds (/proc/PID/stat fields 14 and 15, in clock ticks). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+const brokerCpu = () => nats.members.reduce((sum, m) => sum + cpuSeconds(m.proc.pid), 0);
 
 const nats = await startNats(MEMBERS);
 try {
   const queues = await Promise.all(
-    nats.members.map(async (m, i) => {
+    nats.members.slice(0, WALKERS).map(async (m, i) => {
       const nc = await nats.connect({ name: `walker-${i + 1}`, servers: m.url });
       return new JetStreamQueue({ nc, replicas: MEMBERS, clock: systemClock, log: silentLogger });
     }),
@@ -29,6 +41,7 @@ try {
   await queues[0]!.ensureStreams();
   const handles = Array.from({ length: SEATS }, (_, i) => `seat${i}`);
   const t0 = performance.now();
+  const cpu0 = brokerCpu();
   const walks = await Promise.all(
     queues.map(async (queue, i) => {
       const { log, sink } = memoryLogger("info");
@@ -39,12 +52,13 @@ try {
     }),
   );
   const wall_s = (performance.now() - t0) / 1000;
+  const broker_cpu_s = brokerCpu() - cpu0;
   const listT = performance.now();
   const listed = await queues[0]!.listMailboxes();
   const list_ms = performance.now() - listT;
   const creates = walks.reduce((a, w) => a + w.created, 0);
   console.log(`one listing of ${listed.length} mailboxes: ${list_ms.toFixed(0)} ms`);
-  console.log(`seats=${SEATS} members=${MEMBERS} walk_s=${wall_s.toFixed(1)} creates_sent=${creates} mailboxes=${listed.length} list_ms=${list_ms.toFixed(0)}`);
+  console.log(`seats=${SEATS} members=${MEMBERS} walkers=${WALKERS} walk_s=${wall_s.toFixed(1)} broker_cpu_s=${broker_cpu_s.toFixed(1)} creates_sent=${creates} mailboxes=${listed.length} list_ms=${list_ms.toFixed(0)}`);
   for (const q of queues) await q.close();
 } finally {
   await nats.stop();

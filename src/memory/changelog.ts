@@ -4,7 +4,7 @@
 // so the stream holds the current value of every row rather than a log of every write
 // (spec: Seat Ownership § "A seat's memory follows it"). test/conformance/changelog.ts
 // holds both backends to the same behaviour.
-import { DiscardPolicy, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type NatsConnection, type StreamConfig } from "nats";
+import { AckPolicy, DeliverPolicy, DiscardPolicy, ReplayPolicy, RetentionPolicy, StorageType, type Consumer, type JetStreamClient, type JetStreamManager, type NatsConnection, type StreamConfig } from "nats";
 import { apiErrorCode, WAITING_FOR_MEMBERS } from "../queue/streams.ts";
 import { HandleSchema } from "../queue/topics.ts";
 import { encodeRecord, MEMORY_TABLES, parseRecordBytes, RowIdSchema, type MemoryRecord, type MemoryTable } from "./records.ts";
@@ -56,6 +56,9 @@ const REPLAY_BATCH = 1_000;
 export const REPLAY_STALL_MS = 5_000;
 /** Bounds a replay's walk: rows of one seat. 1,000,000 is far past any cap we keep. */
 const REPLAY_MAX_ROWS = 1_000_000;
+/** The broker drops a replay's consumer this long after its reader went quiet (a node that
+ * died mid-replay); the replay deletes it itself when done. */
+const REPLAY_CONSUMER_INACTIVE_MS = 30_000;
 
 const NS_PER_MS = 1_000_000;
 const STREAM_NAME_IN_USE = 10058;
@@ -144,33 +147,49 @@ export class JetStreamChangelog implements Changelog {
       if (apiErrorCode(err) === NO_MESSAGE_FOUND || /no message found/i.test(String(err))) return { records: [], undecodable: [] };
       throw err;
     }
-    const out: Replay = { records: [], undecodable: [] };
-    const consumer = await this.js.consumers.get(STREAM_MEMORY, { filterSubjects: [filter] });
-    let seen = 0;
+    // A plain ephemeral consumer, not the client's ordered one: an ordered consumer's first
+    // fetch retries its create up to 30 times with 5 s pauses (minutes), where a replay must
+    // fail within seconds so the hydrate's own bounded retries, or a peer, take over.
+    const info = await jsm.consumers.add(STREAM_MEMORY, {
+      ack_policy: AckPolicy.None,
+      deliver_policy: DeliverPolicy.All,
+      replay_policy: ReplayPolicy.Instant,
+      filter_subject: filter,
+      inactive_threshold: REPLAY_CONSUMER_INACTIVE_MS * NS_PER_MS,
+      mem_storage: true,
+      num_replicas: 1,
+    });
     try {
-      for (;;) {
-        const batch = await consumer.fetch({ max_messages: REPLAY_BATCH, expires: REPLAY_STALL_MS });
-        let got = 0;
-        let done = false;
-        for await (const m of batch) {
-          got += 1;
-          seen += 1;
-          const d = parseRecordBytes(m.data);
-          if (d.ok && recordSubject(d.record) === m.subject) out.records.push(d.record);
-          else out.undecodable.push({ subject: m.subject, error: d.ok ? "row does not match its subject" : d.error });
-          if (m.seq >= last) {
-            done = true;
-            break;
-          }
-        }
-        if (done) break;
-        if (got === 0) throw new Error(`memory: replay of ${handle} stalled after ${seen} rows (stream ${STREAM_MEMORY}, last seq ${last})`);
-        if (seen > REPLAY_MAX_ROWS) throw new Error(`memory: replay of ${handle} passed ${REPLAY_MAX_ROWS} rows`);
-      }
+      return await this.readReplay(handle, await this.js.consumers.get(STREAM_MEMORY, info.name), last);
     } finally {
-      await consumer.delete().catch(() => undefined);
+      await jsm.consumers.delete(STREAM_MEMORY, info.name).catch(() => undefined);
     }
-    return out;
+  }
+
+  /** Pulls the seat's rows up to `last`; a pull that brings nothing, or skips one, fails it. */
+  private async readReplay(handle: string, consumer: Consumer, last: number): Promise<Replay> {
+    const out: Replay = { records: [], undecodable: [] };
+    let seen = 0;
+    for (;;) {
+      const batch = await consumer.fetch({ max_messages: REPLAY_BATCH, expires: REPLAY_STALL_MS });
+      let got = 0;
+      for await (const m of batch) {
+        got += 1;
+        seen += 1;
+        // Unacknowledged delivery has no redelivery: a message lost on the way is a gap in
+        // the consumer's sequence, and a replay with a hole would hydrate a seat short.
+        if (m.info.deliverySequence !== seen) throw new Error(`memory: replay of ${handle} skipped a row (delivery ${m.info.deliverySequence}, expected ${seen})`);
+        const d = parseRecordBytes(m.data);
+        if (d.ok && recordSubject(d.record) === m.subject) out.records.push(d.record);
+        else out.undecodable.push({ subject: m.subject, error: d.ok ? "row does not match its subject" : d.error });
+        if (m.seq >= last) {
+          batch.stop();
+          return out;
+        }
+      }
+      if (got === 0) throw new Error(`memory: replay of ${handle} stalled after ${seen} rows (stream ${STREAM_MEMORY}, last seq ${last})`);
+      if (seen > REPLAY_MAX_ROWS) throw new Error(`memory: replay of ${handle} passed ${REPLAY_MAX_ROWS} rows`);
+    }
   }
 }
 

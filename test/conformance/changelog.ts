@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { FakeClock } from "../../src/clock.ts";
+import { FakeClock, systemClock } from "../../src/clock.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { Changelog } from "../../src/memory/changelog.ts";
 import { memorySubject } from "../../src/memory/changelog.ts";
@@ -44,7 +44,9 @@ export function changelogConformance(name: string, make: () => Promise<Changelog
       const db = new Database(join(dir, `node-${n}.db`), { create: true, strict: true });
       db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"); // as the node opens node.db
       const store = new MemoryStore(db, clock);
-      const sync = new MemorySync({ store, changelog: which === "a" ? h.a : h.b, clock, log: silentLogger });
+      // The sync's waits are real (a replay refused during a leader election is retried after
+      // a real pause): on the fake clock a retry would sleep until the test timed out.
+      const sync = new MemorySync({ store, changelog: which === "a" ? h.a : h.b, clock: systemClock, log: silentLogger });
       return { store, sync };
     }
     // Seat handles are unique per test: the changelog is shared across the suite.
