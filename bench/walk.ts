@@ -2,33 +2,62 @@
 // on its own connection to its own member, all walking the same company at once (what a
 // full-fleet start does). Prints each walker's time and creates, then what one listing of
 // the result costs. Never fails on time.
-//   bun bench/walk.ts [--seats 1000] [--members 3] [--walkers M]
+//   bun bench/walk.ts [--seats 1000] [--members 3] [--walkers M] [--idle S]
 // --walkers below the member count walks on the first members only (1: no peer creates the
 // same mailboxes, so no create is answered "exists"). The brokers' CPU seconds over the walk
-// say whether the box, not the walk, sets the pace (2 cores: 2 CPU-s per wall second).
+// say whether the box, not the walk, sets the pace (2 cores: 2 CPU-s per wall second), and
+// how they split: on three boxes each broker has its own cores. --idle S then leaves the
+// mailboxes untouched for S seconds and prints what the brokers spend keeping them (raft
+// heartbeats of every R3 consumer group): the floor under everything else on the box.
 import { readFileSync } from "node:fs";
+import { z } from "zod";
 import { systemClock } from "../src/clock.ts";
 import { memoryLogger, silentLogger } from "../src/log.ts";
 import { JetStreamQueue } from "../src/queue/jetstream.ts";
 import { ensureSeatMailboxes, MAILBOX_CREATE_CONCURRENCY } from "../src/queue/mailboxes.ts";
 import { startNats } from "../test/support/nats.ts";
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  const v = i >= 0 ? Number(process.argv[i + 1]) : fallback;
-  if (!Number.isInteger(v) || v < 1) throw new Error(`--${name} must be a positive integer`);
-  return v;
+const Args = z
+  .object({
+    seats: z.coerce.number().int().min(1).max(20_000).default(1000),
+    members: z.union([z.literal(1), z.literal(3)]).default(3),
+    walkers: z.coerce.number().int().min(1).max(3).optional(),
+    idle: z.coerce.number().int().min(0).max(3_600).default(0),
+  })
+  .strict();
+const parsed = Args.safeParse(flags(process.argv.slice(2)));
+if (!parsed.success) {
+  const issue = parsed.error.issues[0]!;
+  console.error(`bench/walk: --${issue.path.join(".") || "?"}: ${issue.message}`);
+  process.exit(2);
 }
-const SEATS = arg("seats", 1000);
-const MEMBERS = arg("members", 3);
-const WALKERS = Math.min(arg("walkers", MEMBERS), MEMBERS);
+const SEATS = parsed.data.seats;
+const MEMBERS = parsed.data.members;
+const WALKERS = Math.min(parsed.data.walkers ?? MEMBERS, MEMBERS);
+
+/** `--name value` pairs; members is coerced here because a literal union does not coerce. */
+function flags(argv: string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i < argv.length; i += 2) {
+    const name = /^--([a-z]+)$/.exec(argv[i]!)?.[1];
+    if (!name || argv[i + 1] === undefined) {
+      console.error(`bench/walk: unexpected argument ${JSON.stringify(argv[i])} (want --seats N --members 1|3 --walkers K --idle S)`);
+      process.exit(2);
+    }
+    out[name] = name === "members" ? Number(argv[i + 1]) : argv[i + 1];
+  }
+  return out;
+}
 
 /** A process's user + system CPU seconds (/proc/PID/stat fields 14 and 15, in clock ticks). */
 function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ");
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
-const brokerCpu = () => nats.members.reduce((sum, m) => sum + cpuSeconds(m.proc.pid), 0);
+const brokerCpus = () => nats.members.map((m) => cpuSeconds(m.proc.pid));
+const spent = (before: number[]) => brokerCpus().map((c, i) => c - before[i]!);
+const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+const fmt = (xs: number[]) => xs.map((x) => x.toFixed(1)).join("/");
 
 const nats = await startNats(MEMBERS);
 try {
@@ -41,7 +70,7 @@ try {
   await queues[0]!.ensureStreams();
   const handles = Array.from({ length: SEATS }, (_, i) => `seat${i}`);
   const t0 = performance.now();
-  const cpu0 = brokerCpu();
+  const cpu0 = brokerCpus();
   const walks = await Promise.all(
     queues.map(async (queue, i) => {
       const { log, sink } = memoryLogger("info");
@@ -52,13 +81,22 @@ try {
     }),
   );
   const wall_s = (performance.now() - t0) / 1000;
-  const broker_cpu_s = brokerCpu() - cpu0;
+  const walk_cpu = spent(cpu0);
   const listT = performance.now();
   const listed = await queues[0]!.listMailboxes();
   const list_ms = performance.now() - listT;
   const creates = walks.reduce((a, w) => a + w.created, 0);
   console.log(`one listing of ${listed.length} mailboxes: ${list_ms.toFixed(0)} ms`);
-  console.log(`seats=${SEATS} members=${MEMBERS} walkers=${WALKERS} walk_s=${wall_s.toFixed(1)} broker_cpu_s=${broker_cpu_s.toFixed(1)} creates_sent=${creates} mailboxes=${listed.length} list_ms=${list_ms.toFixed(0)}`);
+  console.log(`brokers' CPU over the walk: ${fmt(walk_cpu)} s (member 1/2/3), ${(sum(walk_cpu) / wall_s).toFixed(2)} cores`);
+  let idle = "";
+  if (parsed.data.idle > 0) {
+    const idle0 = brokerCpus();
+    await Bun.sleep(parsed.data.idle * 1000);
+    const idle_cpu = spent(idle0);
+    console.log(`brokers' CPU idle over ${parsed.data.idle} s: ${fmt(idle_cpu)} s, ${(sum(idle_cpu) / parsed.data.idle).toFixed(2)} cores`);
+    idle = ` idle_cores=${(sum(idle_cpu) / parsed.data.idle).toFixed(2)}`;
+  }
+  console.log(`seats=${SEATS} members=${MEMBERS} walkers=${WALKERS} walk_s=${wall_s.toFixed(1)} broker_cpu_s=${sum(walk_cpu).toFixed(1)} creates_sent=${creates} mailboxes=${listed.length} list_ms=${list_ms.toFixed(0)}${idle}`);
   for (const q of queues) await q.close();
 } finally {
   await nats.stop();
