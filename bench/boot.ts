@@ -1,4 +1,4 @@
-// bun bench/boot.ts [--runs N]
+// bun bench/boot.ts [--runs 5]
 //
 // Prints, for the compiled binaries in dist/ (build them first: bun run build.ts):
 //   - size per arch, and the overhead over Bun's own runtime binary of the same version
@@ -12,12 +12,15 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { parse, stringify } from "yaml";
+import { z } from "zod";
+import { benchArgs, countFlag } from "./args.ts";
 import { systemClock } from "../src/clock.ts";
 import { brokerPaths } from "../src/broker/plan.ts";
 import { readPidFile } from "../src/broker/process.ts";
 import { freePort } from "../test/support/ports.ts";
+
+const args = benchArgs("boot", "[--runs 5]", z.object({ runs: countFlag(5, 50) }));
 
 const ROOT = join(import.meta.dir, "..");
 const ARCHES = ["x64", "arm64"] as const;
@@ -153,7 +156,5 @@ async function boots(runs: number): Promise<void> {
   }
 }
 
-const { values } = parseArgs({ args: Bun.argv.slice(2), options: { runs: { type: "string", default: "5" } }, strict: true });
-const runs = Math.max(1, Math.min(50, Number(values.runs)));
 sizes();
-await boots(runs);
+await boots(args.runs);

@@ -12,6 +12,8 @@
 import { Database } from "bun:sqlite";
 import { headers as natsHeaders, type NatsConnection } from "nats";
 import { join } from "node:path";
+import { z } from "zod";
+import { benchArgs, countFlag } from "./args.ts";
 import { systemClock } from "../src/clock.ts";
 import { budgetsSchema } from "../src/config/budgets.ts";
 import { createCoordination } from "../src/coord/index.ts";
@@ -20,9 +22,12 @@ import { CasConflict, type KvSlot } from "../src/coord/contract.ts";
 import { BudgetCounters } from "../src/spend/counters.ts";
 import { startNats } from "../test/support/nats.ts";
 
-const roundsArg = process.argv.indexOf("--rounds");
-const ROUNDS = roundsArg > 0 ? Number(process.argv[roundsArg + 1]) : 300;
-const ONLY_CHOICE = process.argv.includes("--only-choice");
+const { rounds: ROUNDS, "only-choice": ONLY_CHOICE } = benchArgs(
+  "budgets",
+  "[--rounds 300] [--only-choice]",
+  z.object({ rounds: countFlag(300, 100_000), "only-choice": z.boolean().default(false) }),
+  ["only-choice"],
+);
 /** Chargers at once on one record in the side-by-side: two turns on each of three nodes. */
 const CHARGERS = 6;
 

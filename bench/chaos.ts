@@ -19,37 +19,23 @@ import { z } from "zod";
 import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { benchArgs, countFlag, wholeFlag } from "./args.ts";
 import { check } from "../test/chaos/checker.ts";
 import { factsFromJson, report, runChaos } from "../test/chaos/run.ts";
 
-const args = z
-  .object({
+const args = benchArgs(
+  "chaos",
+  "[--minutes 30] [--seed N (default: from the clock)] [--seats 16] [--ttl 6] [--facts FILE] [--recheck FILE]",
+  z.object({
     minutes: z.coerce.number().positive().max(24 * 60).default(30),
     seed: z.coerce.number().int().nonnegative().default(() => Date.now() % 1_000_000),
-    seats: z.coerce.number().int().min(1).max(10_000).default(16),
-    ttl: z.coerce.number().int().min(3).max(120).default(6),
+    seats: countFlag(16, 10_000),
+    ttl: wholeFlag(3, 120).default(6),
     facts: z.string().min(1).optional(),
     recheck: z.string().min(1).optional(),
-  })
-  .strict();
-
-function parseArgs(argv: string[]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (let i = 0; i < argv.length; i++) {
-    const m = /^--([a-z]+)(?:=(.*))?$/.exec(argv[i]!);
-    if (!m) throw new Error(`bench/chaos: unexpected argument ${JSON.stringify(argv[i])} (want --minutes N --seed S [--seats N] [--ttl S])`);
-    out[m[1]!] = m[2] ?? argv[++i] ?? "";
-  }
-  return out;
-}
-
-const parsed = args.safeParse(parseArgs(process.argv.slice(2)));
-if (!parsed.success) {
-  const issue = parsed.error.issues[0]!;
-  console.error(`bench/chaos: --${issue.path.join(".") || "?"}: ${issue.message}`);
-  process.exit(2);
-}
-const { minutes, seed, seats, ttl, recheck } = parsed.data;
+  }),
+);
+const { minutes, seed, seats, ttl, recheck } = args;
 if (recheck) {
   const verdict = check(factsFromJson(readFileSync(recheck, "utf8")));
   console.log(JSON.stringify(verdict.figures, null, 2));
@@ -57,7 +43,7 @@ if (recheck) {
   console.log(`violations: ${verdict.violations.length}`);
   process.exit(verdict.violations.length === 0 ? 0 : 1);
 }
-const factsFile = parsed.data.facts ?? join(tmpdir(), `chaos-${seed}.facts.json`);
+const factsFile = args.facts ?? join(tmpdir(), `chaos-${seed}.facts.json`);
 const stamp = () => new Date().toISOString().slice(11, 19);
 console.log(`${stamp()} chaos: ${minutes} min of faults, seed ${seed}, ${seats} seats, lease TTL ${ttl} s`);
 console.log(`${stamp()} facts go to ${factsFile}`);

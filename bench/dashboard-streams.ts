@@ -1,4 +1,4 @@
-// bun bench/dashboard-streams.ts [--posts N] [--events N]
+// bun bench/dashboard-streams.ts [--posts 200] [--events 20000]
 //
 // Prints, on a real nats-server and a real estate copy (one box, loopback):
 //   - live chat: a POST to a channel → its `messages` frame on GET /chat/channels/{id}/stream
@@ -7,7 +7,8 @@
 //     filtered by kind, and a page filtered by a seat that has one event in every 500 (the
 //     sparse case that walks back over many windows; bounded by BACKLOG_SCAN_MAX).
 // Figures only: nothing here passes or fails on time.
-import { parseArgs } from "node:util";
+import { z } from "zod";
+import { benchArgs, countFlag } from "./args.ts";
 import { createApp } from "../src/api/app.ts";
 import { TokenAuth } from "../src/api/auth.ts";
 import { chatStreamGroup } from "../src/api/routes/chat-stream.ts";
@@ -19,9 +20,11 @@ import { JetStreamQueue } from "../src/queue/jetstream.ts";
 import { removeTempDirs, startTestEstate } from "../test/estate/support.ts";
 import { startNats } from "../test/support/nats.ts";
 
-const { values } = parseArgs({ options: { posts: { type: "string", default: "200" }, events: { type: "string", default: "20000" } } });
-const POSTS = Number(values.posts);
-const EVENTS = Number(values.events);
+const { posts: POSTS, events: EVENTS } = benchArgs(
+  "dashboard-streams",
+  "[--posts 200] [--events 20000]",
+  z.object({ posts: countFlag(200, 100_000), events: countFlag(20_000, 1_000_000) }),
+);
 /** One seat's events are this sparse in the backlog's sparse case. */
 const SPARSE_EVERY = 500;
 const TOKEN = "bench-dashboard-token-0123456789";

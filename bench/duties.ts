@@ -5,7 +5,10 @@
 // each tick and each fire re-read the fleet's activation pointer, cursors in their own
 // bucket, every call bounded), and retirement time per removed seat (the seat's lease
 // claimed, mark, three deletes, record delete, release).
-// Prints numbers; never fails on time.  Run: bun bench/duties.ts [--members=1|3]
+// Prints numbers; never fails on time.  Run: bun bench/duties.ts [--members 1|3]
+// (both, R1 then R3, unless --members names one).
+import { z } from "zod";
+import { benchArgs, membersFlag } from "./args.ts";
 import { systemClock } from "../src/clock.ts";
 import { companySchema } from "../src/config/company.ts";
 import { createCoordination } from "../src/coord/index.ts";
@@ -20,6 +23,8 @@ import { JetStreamQueue } from "../src/queue/jetstream.ts";
 import { mailbox } from "../src/queue/topics.ts";
 import { CompanyRevisions, currentRevisionReader } from "../src/node/company-revisions.ts";
 import { startNats } from "../test/support/nats.ts";
+
+const args = benchArgs("duties", "[--members 1|3 (default: both)]", z.object({ members: membersFlag.optional() }));
 
 const RUNNER_SECONDS = 5;
 const FIRES = 15;
@@ -119,6 +124,5 @@ async function bench(members: 1 | 3): Promise<void> {
   }
 }
 
-const arg = process.argv.find((a) => a.startsWith("--members="));
-const members = arg ? [Number(arg.split("=")[1]) as 1 | 3] : ([1, 3] as const);
+const members = args.members ? [args.members as 1 | 3] : ([1, 3] as const);
 for (const m of members) await bench(m);

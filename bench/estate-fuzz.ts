@@ -3,8 +3,11 @@
 // turn to each node's API; then every domain in service on every node, the copies alike,
 // every 2xx write readable on every node. Prints figures and any failure; exits 1 on a
 // failure (an integrity fact, not a timing one).
-//   bun bench/estate-fuzz.ts [count=1200] [seed=12012]
+//   bun bench/estate-fuzz.ts [--count 1200] [--seed 12012]
+// --count: generated write bodies; --seed: the generator's seed (the same seed, the same bodies).
 import type { NatsConnection } from "nats";
+import { z } from "zod";
+import { benchArgs, countFlag } from "./args.ts";
 import { systemClock } from "../src/clock.ts";
 import { DOMAINS } from "../src/estate/schema.ts";
 import { StateLog } from "../src/estate/statelog.ts";
@@ -16,8 +19,11 @@ import { startFuzzNode, type FuzzNode } from "../test/estate/fuzz-node.ts";
 import { coverage, fuzzWrites } from "../test/estate/fuzz.ts";
 import { removeTempDirs } from "../test/estate/support.ts";
 
-const COUNT = Number(process.argv[2] ?? 1_200);
-const SEED = Number(process.argv[3] ?? 12_012);
+const { count: COUNT, seed: SEED } = benchArgs(
+  "estate-fuzz",
+  "[--count 1200] [--seed 12012]",
+  z.object({ count: countFlag(1_200, 100_000), seed: z.coerce.number().int().nonnegative().default(12_012) }),
+);
 const DATA = ["a", "b", "c"];
 
 const nats = await startNats(3);

@@ -1,13 +1,16 @@
 // Estate figures (printed, never pass/fail): write → applied on the writing node and on all
 // three data nodes of a 3-member R3 cluster; read latency from a data node's own copy vs
 // routed from a node holding no data; FTS search over 10,000 pages.
-//   bun bench/estate.ts [writes=300] [reads=500]
+//   bun bench/estate.ts [--writes 300] [--reads 500]
+// --writes: chat writes timed (the routed ones: the first 200 of them); --reads: local and routed reads timed.
 import { Database } from "bun:sqlite";
 import { drizzle } from "drizzle-orm/bun-sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NatsConnection } from "nats";
+import { z } from "zod";
+import { benchArgs, countFlag } from "./args.ts";
 import { systemClock } from "../src/clock.ts";
 import { applyRecord } from "../src/estate/apply.ts";
 import { openEstate, type Estate } from "../src/estate/estate.ts";
@@ -18,8 +21,11 @@ import { silentLogger } from "../src/log.ts";
 import { startNats } from "../test/support/nats.ts";
 import { testCompany } from "../test/estate/support.ts";
 
-const WRITES = Number(process.argv[2] ?? 300);
-const READS = Number(process.argv[3] ?? 500);
+const { writes: WRITES, reads: READS } = benchArgs(
+  "estate",
+  "[--writes 300] [--reads 500]",
+  z.object({ writes: countFlag(300, 100_000), reads: countFlag(500, 100_000) }),
+);
 const PAGES = 10_000;
 const SEARCHES = 200;
 

@@ -16,9 +16,12 @@
 //
 // Run: bun bench/failover.ts            (all; about four minutes)
 //      bun bench/failover.ts --quick    (skips the TTL 45 s fleet)
-//      bun bench/failover.ts --only=idle | --only=processes
-//      bun bench/failover.ts --only=idle --holders=1   (the Go edition's two-node shape)
+//      bun bench/failover.ts --only idle | --only processes
+//      bun bench/failover.ts --only idle --holders 1   (the Go edition's two-node shape)
+//      (--holders: 50 by default, a divisor of the 2,000 seats)
 import type { NatsConnection } from "nats";
+import { z } from "zod";
+import { benchArgs, wholeFlag } from "./args.ts";
 import { systemClock } from "../src/clock.ts";
 import { createCoordination } from "../src/coord/index.ts";
 import { silentLogger } from "../src/log.ts";
@@ -28,6 +31,22 @@ import { SeatHost } from "../src/seat/host.ts";
 import { heartbeatMs, SWEEP_INTERVAL_MS, type SeatSpec } from "../src/seat/placement.ts";
 import { makeFleet, type Fleet, type FleetNode } from "../test/support/fleet.ts";
 import { startNats } from "../test/support/nats.ts";
+
+/** The idle-node figure's fleet (4): seats shared out among the --holders. */
+const FLEET_SEATS = 2_000;
+
+const args = benchArgs(
+  "failover",
+  "[--quick] [--only idle|processes (default: both)] [--holders 50]",
+  z.object({
+    quick: z.boolean().default(false),
+    only: z.enum(["idle", "processes"]).optional(),
+    holders: wholeFlag(1, FLEET_SEATS)
+      .refine((h) => FLEET_SEATS % h === 0, `a divisor of ${FLEET_SEATS} (each holder the same share)`)
+      .default(50),
+  }),
+  ["quick"],
+);
 
 const POLL_MS = 100;
 const SEATS = 12;
@@ -176,10 +195,9 @@ async function processFigures(quick: boolean): Promise<void> {
 
 // ---- 2,000 seats: what an idle node draws per sweep ----------------------------------------
 
-const FLEET_SEATS = 2_000;
 /** Holders sharing the 2,000 seats: 40 each by default, so the fleet fills in a few claim
- * rounds; --holders=1 is the Go edition's shape (one peer holding the seats, one idle node). */
-const HOLDERS = Number(process.argv.find((x) => x.startsWith("--holders="))?.slice("--holders=".length) ?? 50);
+ * rounds; --holders 1 is the Go edition's shape (one peer holding the seats, one idle node). */
+const HOLDERS = args.holders;
 /** Sweeps averaged over once the fleet is full and quiet. */
 const MEASURED_SWEEPS = 12;
 const SHIPPED_TTL_MS = 45_000;
@@ -266,7 +284,5 @@ async function idleNodeFigure(): Promise<void> {
   }
 }
 
-const quick = process.argv.includes("--quick");
-const only = process.argv.find((x) => x.startsWith("--only="))?.slice("--only=".length);
-if (only !== "processes") await idleNodeFigure();
-if (only !== "idle") await processFigures(quick);
+if (args.only !== "processes") await idleNodeFigure();
+if (args.only !== "idle") await processFigures(args.quick);

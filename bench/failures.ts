@@ -2,17 +2,20 @@
 // provider calls it made and the time from the person's post to the notice in their thread,
 // per failure kind and wire, on real parts (nats-server queue, estate.db, an HTTP endpoint;
 // test/agent/failure-rig.ts). Prints figures; never fails on time.
-//   bun bench/failures.ts [repeats=3]
+//   bun bench/failures.ts [--repeats 3]
+// --repeats: runs per failure kind and wire (each figure is their median).
 // Permanent kinds run with the production numbers. Transient kinds run with the rig's
 // scaled-down redelivery (TEST_REDELIVERY) and retry budget, so the bench takes seconds;
 // the production figure for them is printed beside as a computation from the constants.
+import { z } from "zod";
+import { benchArgs, countFlag } from "./args.ts";
 import { FAILED_DELIVERIES_MAX, REDELIVERY_BASE_MS, REDELIVERY_MAX_MS } from "../src/agent/classify.ts";
 import { MAX_ATTEMPTS, RETRY_BUDGET_MS } from "../src/agent/providers/http.ts";
 import { startNats } from "../test/support/nats.ts";
 import { FailureRig, TEST_REDELIVERY, type Wire } from "../test/agent/failure-rig.ts";
 import { anthropicTextReply, startModelServer, type Reply } from "../test/agent/model-server.ts";
 
-const REPEATS = Number(process.argv[2] ?? 3);
+const { repeats: REPEATS } = benchArgs("failures", "[--repeats 3]", z.object({ repeats: countFlag(3, 100) }));
 const server = startModelServer();
 const nats = await startNats(1);
 

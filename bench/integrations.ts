@@ -3,7 +3,11 @@
 // (HTTP over loopback, signature checked, claimed in crewlet_claims, published to
 // CREWLET_NOTIFICATIONS) while its handler turns them into wakes. Real nats-server (R1),
 // real KV slots, the scripted provider. Prints figures; never fails on time.
-//   bun bench/integrations.ts [latency_samples=200] [throughput_deliveries=2000] [concurrency=16]
+//   bun bench/integrations.ts [--samples 200] [--deliveries 2000] [--concurrency 16]
+// --samples: idle deliveries timed one at a time; --deliveries: the throughput burst;
+// --concurrency: senders at once in the burst.
+import { z } from "zod";
+import { benchArgs, countFlag } from "./args.ts";
 import { systemClock } from "../src/clock.ts";
 import { companySchema } from "../src/config/company.ts";
 import { createApp } from "../src/api/app.ts";
@@ -24,9 +28,15 @@ import { LocalEstate } from "../test/agent/support.ts";
 import { fixture, GH_SECRET, githubRequest, integrationsCompany } from "../test/integrations/support.ts";
 import { startNats } from "../test/support/nats.ts";
 
-const LATENCY_SAMPLES = Number(process.argv[2] ?? 200);
-const THROUGHPUT = Number(process.argv[3] ?? 2000);
-const CONCURRENCY = Number(process.argv[4] ?? 16);
+const { samples: LATENCY_SAMPLES, deliveries: THROUGHPUT, concurrency: CONCURRENCY } = benchArgs(
+  "integrations",
+  "[--samples 200] [--deliveries 2000] [--concurrency 16]",
+  z.object({
+    samples: countFlag(200, 100_000),
+    deliveries: countFlag(2_000, 1_000_000),
+    concurrency: countFlag(16, 1_024),
+  }),
+);
 
 // The test company, inbound only (no tokens: no answer back leaves the bench), at the
 // highest valve rate so the latency samples are not held.

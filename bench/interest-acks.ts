@@ -11,33 +11,18 @@
 // Wall times use Date.now(): this measures the server, not product scheduling.
 import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType, type NatsConnection } from "nats";
 import { z } from "zod";
+import { benchArgs, numberListFlag, wholeFlag } from "./args.ts";
 import { eachInFlight } from "../src/in-flight.ts";
 import { startNats } from "../test/support/nats.ts";
 
-const argsSchema = z.object({
-  consumers: z
-    .string()
-    .default("100,2000,10000,20000")
-    .transform((s) => s.split(",").map(Number))
-    .pipe(z.array(z.number().int().min(64).max(40_000)).min(1)),
-  messages: z.coerce.number().int().min(100).max(100_000).default(2_000),
-});
-
-function parseArgs(argv: string[]) {
-  const raw: Record<string, string> = {};
-  for (let i = 0; i < argv.length; i += 2) {
-    const flag = argv[i]!;
-    if (!flag.startsWith("--") || argv[i + 1] === undefined) throw new Error(`${flag}: want --consumers N,N… or --messages N`);
-    raw[flag.slice(2)] = argv[i + 1]!;
-  }
-  const parsed = argsSchema.strict().safeParse(raw);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    if (issue.code === "unrecognized_keys") throw new Error(`--${issue.keys[0]}: unknown flag (want --consumers N,N… or --messages N)`);
-    throw new Error(`--${String(issue.path[0])}: ${issue.message}`);
-  }
-  return parsed.data;
-}
+const args = benchArgs(
+  "interest-acks",
+  "[--consumers 100,2000,10000,20000] [--messages 2000]",
+  z.object({
+    consumers: numberListFlag("100,2000,10000,20000", z.number().int().min(64).max(40_000)),
+    messages: wholeFlag(100, 100_000).default(2_000),
+  }),
+);
 
 /** Consumer creates kept in flight: the product's boot walk runs 32–64. */
 const CREATE_IN_FLIGHT = 64;
@@ -85,13 +70,6 @@ async function row(consumers: number, messages: number, retention: RetentionPoli
   }
 }
 
-let args: ReturnType<typeof parseArgs>;
-try {
-  args = parseArgs(process.argv.slice(2));
-} catch (err) {
-  console.error(`bench/interest-acks: ${(err as Error).message}`);
-  process.exit(2);
-}
 console.log(`interest-acks: ${args.messages} rounds a row, ${ACTIVE} mailboxes active, one member`);
 for (const n of args.consumers) {
   for (const r of [RetentionPolicy.Interest, RetentionPolicy.Limits]) console.log(await row(n, args.messages, r));

@@ -12,6 +12,8 @@ import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { z } from "zod";
+import { benchArgs, countFlag } from "./args.ts";
 import { systemClock } from "../src/clock.ts";
 import { silentLogger } from "../src/log.ts";
 import { JetStreamChangelog } from "../src/memory/changelog.ts";
@@ -21,13 +23,11 @@ import { MemorySync } from "../src/memory/sync.ts";
 import { JetStreamQueue } from "../src/queue/jetstream.ts";
 import { startNats } from "../test/support/nats.ts";
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-}
-const TURNS = arg("turns", 200);
-const SEATS = arg("seats", 50);
-const ROUNDS = arg("rounds", 20);
+const { turns: TURNS, seats: SEATS, rounds: ROUNDS } = benchArgs(
+  "memory",
+  "[--turns 200] [--seats 50] [--rounds 20]",
+  z.object({ turns: countFlag(200, 100_000), seats: countFlag(50, 10_000), rounds: countFlag(20, 100_000) }),
+);
 
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);

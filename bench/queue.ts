@@ -3,6 +3,8 @@
 // Latencies use performance.now(): a measurement needs sub-millisecond resolution, which
 // the product clock (src/clock.ts, Date.now) does not promise; nothing here schedules work.
 import type { ConsumerConfig, NatsConnection } from "nats";
+import { z } from "zod";
+import { benchArgs, countFlag } from "./args.ts";
 import { systemClock } from "../src/clock.ts";
 import { memoryLogger, silentLogger } from "../src/log.ts";
 import { ack, defer, type Attachment, type Outcome } from "../src/queue/contract.ts";
@@ -11,13 +13,11 @@ import { ensureSeatMailboxes, MAILBOX_CREATE_CONCURRENCY } from "../src/queue/ma
 import { mailbox, mailboxStream } from "../src/queue/topics.ts";
 import { startNats, type TestNats } from "../test/support/nats.ts";
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-}
-const CREATES = arg("creates", 500);
-const SEATS = arg("seats", 100);
-const ROUNDS = arg("rounds", 300);
+const { creates: CREATES, seats: SEATS, rounds: ROUNDS } = benchArgs(
+  "queue",
+  "[--creates 500] [--seats 100] [--rounds 300]",
+  z.object({ creates: countFlag(500, 100_000), seats: countFlag(100, 10_000), rounds: countFlag(300, 100_000) }),
+);
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);

@@ -10,7 +10,8 @@
 // --join: each node's join time in seconds; --spawning: seats whose acquire forks (the
 // spec's 4 a pass); --busy: every seat always has a turn running (never idle), the worst
 // case for give-backs; --every: seconds between progress lines; --max-hours: when to give up.
-import { parseArgs } from "node:util";
+import { z } from "zod";
+import { benchArgs, countFlag, numberListFlag } from "./args.ts";
 import {
   CLAIM_LIMIT_PER_SWEEP,
   plan,
@@ -24,23 +25,23 @@ import {
   type SeatSpec,
 } from "../src/seat/placement.ts";
 
-const { values: args } = parseArgs({
-  options: {
-    seats: { type: "string", default: "10000" },
-    join: { type: "string", default: "0,0,0" },
-    spawning: { type: "boolean", default: false },
-    busy: { type: "boolean", default: false },
-    every: { type: "string", default: "60" },
-    "max-hours": { type: "string", default: "12" },
-  },
-});
-const SEATS = Number(args.seats);
-const JOIN_S = args.join.split(",").map(Number);
-const EVERY_S = Number(args.every);
-const MAX_S = Number(args["max-hours"]) * 3600;
-if (!Number.isInteger(SEATS) || SEATS < 1) throw new Error("--seats: a positive integer");
-if (JOIN_S.some((s) => !Number.isFinite(s) || s < 0)) throw new Error("--join: seconds, comma-separated, each ≥ 0");
-if (!Number.isFinite(EVERY_S) || EVERY_S <= 0) throw new Error("--every: seconds > 0");
+const args = benchArgs(
+  "ramp",
+  "[--seats 10000] [--join 0,0,0] [--spawning] [--busy] [--every 60] [--max-hours 12]",
+  z.object({
+    seats: countFlag(10_000, 1_000_000),
+    join: numberListFlag("0,0,0", z.number().nonnegative("seconds, comma-separated, each ≥ 0")),
+    spawning: z.boolean().default(false),
+    busy: z.boolean().default(false),
+    every: z.coerce.number().positive().default(60),
+    "max-hours": z.coerce.number().positive().default(12),
+  }),
+  ["spawning", "busy"],
+);
+const SEATS = args.seats;
+const JOIN_S = args.join;
+const EVERY_S = args.every;
+const MAX_S = args["max-hours"] * 3600;
 
 const seats: SeatSpec[] = Array.from({ length: SEATS }, (_, i) => ({ handle: `a${i}`, spawns: args.spawning ? 1 : 0 }));
 const GROUP = placementKey(undefined);

@@ -1,4 +1,4 @@
-// bun bench/scale.ts --seats N [--members 1|3] [--leaves K] [--load-seconds S]
+// bun bench/scale.ts [--seats 2000] [--members 1|3] [--leaves 0] [--load-seconds 60]
 //
 // A generated company of N agent seats on the scripted provider, run by real `crewlet run`
 // processes (test/support/fleet.ts) on their own nats-server sidecars, on this box. The
@@ -23,46 +23,26 @@
 // Figures only, nothing passes or fails here; on a shared box they are upper bounds.
 import { readFileSync, readdirSync } from "node:fs";
 import { loadavg } from "node:os";
-import { parseArgs } from "node:util";
 import { z } from "zod";
+import { benchArgs, countFlag, wholeFlag, membersFlag } from "./args.ts";
 import { SEAT_MAILBOX_KINDS, subjectMatches } from "../src/queue/topics.ts";
 import { SWEEP_INTERVAL_MS } from "../src/seat/placement.ts";
 import { makeFleet, TEST_TOKEN, type FleetNode, type NodeSpec } from "../test/support/fleet.ts";
 
-function readArgs(): Record<string, string | undefined> {
-  try {
-    return parseArgs({
-      options: {
-        seats: { type: "string", default: "2000" },
-        members: { type: "string", default: "1" },
-        leaves: { type: "string", default: "0" },
-        "load-seconds": { type: "string", default: "60" },
-      },
-    }).values;
-  } catch (err) {
-    console.error(`bench/scale: ${(err as Error).message} (want --seats N [--members 1|3] [--leaves K] [--load-seconds S])`);
-    process.exit(2);
-  }
-}
-const raw = readArgs();
-const Args = z
-  .object({
-    seats: z.coerce.number().int().min(1).max(20_000),
-    members: z.coerce.number().refine((m) => m === 1 || m === 3, "1 or 3 members"),
-    leaves: z.coerce.number().int().min(0).max(16),
-    "load-seconds": z.coerce.number().min(0).max(3_600),
-  })
-  .strict();
-const parsed = Args.safeParse(raw);
-if (!parsed.success) {
-  const issue = parsed.error.issues[0]!;
-  console.error(`bench/scale: --${issue.path.join(".") || "?"}: ${issue.message}`);
-  process.exit(2);
-}
-const SEATS = parsed.data.seats;
-const MEMBERS = parsed.data.members;
-const LEAVES = parsed.data.leaves;
-const LOAD_MS = parsed.data["load-seconds"] * 1000;
+const args = benchArgs(
+  "scale",
+  "[--seats 2000] [--members 1|3] [--leaves 0] [--load-seconds 60]",
+  z.object({
+    seats: countFlag(2_000, 20_000),
+    members: membersFlag.default(1),
+    leaves: wholeFlag(0, 16).default(0),
+    "load-seconds": z.coerce.number().min(0).max(3_600).default(60),
+  }),
+);
+const SEATS = args.seats;
+const MEMBERS = args.members;
+const LEAVES = args.leaves;
+const LOAD_MS = args["load-seconds"] * 1000;
 
 /** A node's boot on a loaded 2-core box with thousands of mailboxes: generous, so a slow
  * walk is reported rather than cut off. */

@@ -1,18 +1,35 @@
 // Re-measures, per nats-server release, each server behaviour the code once worked around
 // (see the table in issue 10's closing note). Prints what each server did; never fails.
-//   bun bench/server-quirks.ts [--only=WORD] [path-to-nats-server ...]
-// With no paths: the pinned release and the pinned `previous` one from appliance/cache
-// (scripts/setup.sh and `appliance/fetch-sidecar.sh --previous x64` build them). To set
-// 2.9.10 beside them, build it the same way and pass its path, e.g.
+//   bun bench/server-quirks.ts [--only WORD] [--servers PATH,PATH…]
+// --only: just the probes whose name has WORD (e.g. --only markers). --servers: the
+// nats-server binaries to measure, comma-separated; without it, the pinned release and the
+// pinned `previous` one from appliance/cache (scripts/setup.sh and `appliance/fetch-sidecar.sh
+// --previous x64` build them). To set 2.9.10 beside them, build it the same way and name all
+// three in --servers, e.g.
 //   GOBIN=/tmp/old CGO_ENABLED=0 go install -trimpath github.com/nats-io/nats-server/v2@v2.9.10
 // Wall times use Date.now(): these are seconds-scale gaps on loopback, and nothing here
 // schedules product work (the product clock is src/clock.ts).
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createInbox, headers as natsHeaders, type NatsConnection } from "nats";
+import { z } from "zod";
+import { benchArgs } from "./args.ts";
 import { hostArch } from "../src/broker/elf.ts";
 import { cachedSidecarPath, sidecarManifest } from "../src/broker/manifest.ts";
 import { startNats } from "../test/support/nats.ts";
+
+const args = benchArgs(
+  "server-quirks",
+  "[--only WORD (default: all probes)] [--servers PATH,PATH… (default: the pinned and previous releases)]",
+  z.object({
+    only: z.string().min(1).optional(),
+    servers: z
+      .string()
+      .transform((s) => s.split(","))
+      .pipe(z.array(z.string().min(1, "a path, comma-separated").refine(existsSync, "no such file")))
+      .optional(),
+  }),
+);
 
 /** Generous bound on one consumer start; a healthy one answers in single-digit ms. */
 const START_WITHIN_MS = 3_000;
@@ -28,12 +45,11 @@ const HEALTHZ_WITHIN_MS = 30_000;
 const CAS_RACERS = 6;
 const CAS_KEYS = 20;
 
-/** `--only=WORD`: run the probes whose name has WORD (e.g. --only=markers). */
-const only = process.argv.find((a) => a.startsWith("--only="))?.slice("--only=".length) ?? null;
+/** `--only WORD`: run the probes whose name has WORD (e.g. --only markers). */
+const only = args.only ?? null;
 
 function servers(): string[] {
-  const given = process.argv.slice(2).filter((a) => !a.startsWith("--"));
-  if (given.length > 0) return given;
+  if (args.servers) return args.servers;
   const m = sidecarManifest();
   return [cachedSidecarPath(m.previous.version, hostArch()), cachedSidecarPath(m.version, hostArch())].filter((p) => existsSync(p));
 }
@@ -312,7 +328,7 @@ async function expiryMarkers(members: number): Promise<string> {
 }
 
 const bins = servers();
-if (bins.length === 0) throw new Error("no nats-server to measure: run scripts/setup.sh, or pass paths");
+if (bins.length === 0) throw new Error("no nats-server to measure: run scripts/setup.sh, or pass --servers");
 const versions = bins.map(versionOf);
 const probes: [string, () => Promise<string>][] = [
   [`KV watch starts, 1 of 3 members SIGKILLed, ${HEDGE_PROBE_MS / 1000} s`, consumerStarts],

@@ -6,14 +6,17 @@
 // Prints figures; passes or fails on nothing.
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import type { NatsConnection } from "nats";
+import { z } from "zod";
+import { benchArgs, countFlag, membersFlag } from "./args.ts";
 import { startNats } from "../test/support/nats.ts";
 import { removeTempDirs, startTestEstate } from "../test/estate/support.ts";
 
-const { values } = parseArgs({ options: { records: { type: "string", default: "3000" }, members: { type: "string", default: "1" } } });
-const N = Number(values.records);
-const MEMBERS = Number(values.members);
+const { records: N, members: MEMBERS } = benchArgs(
+  "trim",
+  "[--records 3000] [--members 1|3]",
+  z.object({ records: countFlag(3_000, 1_000_000), members: membersFlag.default(1) }),
+);
 const IN_FLIGHT = 32;
 
 const nats = await startNats(MEMBERS);

@@ -1,9 +1,12 @@
 // bench/turns.ts — inbox publish → turn start latency (median, p99) and turns per second
 // on one node with the scripted provider, over a real nats-server (JetStream queue backend)
 // and a real estate.db. Prints figures; never fails on time.
-//   bun bench/turns.ts [latency_samples=200] [throughput_turns=400] [drain|each]
-// `drain` (the default) attaches each inbox as the node does: drains of INBOX_DRAIN_MAX
+//   bun bench/turns.ts [--samples 200] [--turns 400] [--mode drain|each]
+// --samples: idle turns timed one at a time; --turns: the throughput burst.
+// --mode drain (the default) attaches each inbox as the node does: drains of INBOX_DRAIN_MAX
 // through SeatInbox.batchHandler; `each` runs one delivery at a time, for comparison.
+import { z } from "zod";
+import { benchArgs, countFlag } from "./args.ts";
 import { systemClock } from "../src/clock.ts";
 import { memoryLogger } from "../src/log.ts";
 import type { EventSink } from "../src/agent/events.ts";
@@ -18,10 +21,15 @@ import { INBOX_DRAIN_MAX } from "../src/seat/host.ts";
 import { startNats } from "../test/support/nats.ts";
 import { LocalEstate, rootCompany } from "../test/agent/support.ts";
 
-const LATENCY_SAMPLES = Number(process.argv[2] ?? 200);
-const THROUGHPUT_TURNS = Number(process.argv[3] ?? 400);
-const MODE = process.argv[4] ?? "drain";
-if (MODE !== "drain" && MODE !== "each") throw new Error(`mode must be drain or each, got ${MODE}`);
+const { samples: LATENCY_SAMPLES, turns: THROUGHPUT_TURNS, mode: MODE } = benchArgs(
+  "turns",
+  "[--samples 200] [--turns 400] [--mode drain|each]",
+  z.object({
+    samples: countFlag(200, 100_000),
+    turns: countFlag(400, 100_000),
+    mode: z.enum(["drain", "each"]).default("drain"),
+  }),
+);
 
 const company = rootCompany();
 const org = buildOrg(company);

@@ -11,43 +11,26 @@
 // heartbeats of every R3 consumer group): the floor under everything else on the box.
 import { readFileSync } from "node:fs";
 import { z } from "zod";
+import { benchArgs, countFlag, wholeFlag, membersFlag } from "./args.ts";
 import { systemClock } from "../src/clock.ts";
 import { memoryLogger, silentLogger } from "../src/log.ts";
 import { JetStreamQueue } from "../src/queue/jetstream.ts";
 import { ensureSeatMailboxes, MAILBOX_CREATE_CONCURRENCY } from "../src/queue/mailboxes.ts";
 import { startNats } from "../test/support/nats.ts";
 
-const Args = z
-  .object({
-    seats: z.coerce.number().int().min(1).max(20_000).default(1000),
-    members: z.union([z.literal(1), z.literal(3)]).default(3),
-    walkers: z.coerce.number().int().min(1).max(3).optional(),
-    idle: z.coerce.number().int().min(0).max(3_600).default(0),
-  })
-  .strict();
-const parsed = Args.safeParse(flags(process.argv.slice(2)));
-if (!parsed.success) {
-  const issue = parsed.error.issues[0]!;
-  console.error(`bench/walk: --${issue.path.join(".") || "?"}: ${issue.message}`);
-  process.exit(2);
-}
-const SEATS = parsed.data.seats;
-const MEMBERS = parsed.data.members;
-const WALKERS = Math.min(parsed.data.walkers ?? MEMBERS, MEMBERS);
-
-/** `--name value` pairs; members is coerced here because a literal union does not coerce. */
-function flags(argv: string[]): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (let i = 0; i < argv.length; i += 2) {
-    const name = /^--([a-z]+)$/.exec(argv[i]!)?.[1];
-    if (!name || argv[i + 1] === undefined) {
-      console.error(`bench/walk: unexpected argument ${JSON.stringify(argv[i])} (want --seats N --members 1|3 --walkers K --idle S)`);
-      process.exit(2);
-    }
-    out[name] = name === "members" ? Number(argv[i + 1]) : argv[i + 1];
-  }
-  return out;
-}
+const args = benchArgs(
+  "walk",
+  "[--seats 1000] [--members 1|3] [--walkers K] [--idle S]",
+  z.object({
+    seats: countFlag(1000, 20_000),
+    members: membersFlag.default(3),
+    walkers: wholeFlag(1, 3).optional(),
+    idle: wholeFlag(0, 3_600).default(0),
+  }),
+);
+const SEATS = args.seats;
+const MEMBERS = args.members;
+const WALKERS = Math.min(args.walkers ?? MEMBERS, MEMBERS);
 
 /** A process's user + system CPU seconds (/proc/PID/stat fields 14 and 15, in clock ticks). */
 function cpuSeconds(pid: number): number {
@@ -89,12 +72,12 @@ try {
   console.log(`one listing of ${listed.length} mailboxes: ${list_ms.toFixed(0)} ms`);
   console.log(`brokers' CPU over the walk: ${fmt(walk_cpu)} s (member 1/2/3), ${(sum(walk_cpu) / wall_s).toFixed(2)} cores`);
   let idle = "";
-  if (parsed.data.idle > 0) {
+  if (args.idle > 0) {
     const idle0 = brokerCpus();
-    await Bun.sleep(parsed.data.idle * 1000);
+    await Bun.sleep(args.idle * 1000);
     const idle_cpu = spent(idle0);
-    console.log(`brokers' CPU idle over ${parsed.data.idle} s: ${fmt(idle_cpu)} s, ${(sum(idle_cpu) / parsed.data.idle).toFixed(2)} cores`);
-    idle = ` idle_cores=${(sum(idle_cpu) / parsed.data.idle).toFixed(2)}`;
+    console.log(`brokers' CPU idle over ${args.idle} s: ${fmt(idle_cpu)} s, ${(sum(idle_cpu) / args.idle).toFixed(2)} cores`);
+    idle = ` idle_cores=${(sum(idle_cpu) / args.idle).toFixed(2)}`;
   }
   console.log(`seats=${SEATS} members=${MEMBERS} walkers=${WALKERS} walk_s=${wall_s.toFixed(1)} broker_cpu_s=${sum(walk_cpu).toFixed(1)} creates_sent=${creates} mailboxes=${listed.length} list_ms=${list_ms.toFixed(0)}${idle}`);
   for (const q of queues) await q.close();
