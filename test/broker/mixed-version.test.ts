@@ -122,7 +122,7 @@ test("a member on the previous release joins and serves, then is swapped to the 
   // A node on the old member sets up the queue's streams and the lease buckets, R3 across
   // all three; a node on a new member works the same stores.
   const old = await nodeOn(m3, "node-on-previous");
-  await old.queue.ensureStreams();
+  await whileForming(() => old.queue.ensureStreams());
   const fresh = await nodeOn(m1, "node-on-current");
   for (const stream of [mailboxStream("mixed"), "KV_crewlet_leases"]) {
     await eventually(`${stream}'s replica on the previous-release member is current`, () => replicaCurrentOn(old.nc, stream, p3.nodeId));

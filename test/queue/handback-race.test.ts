@@ -14,6 +14,7 @@ import { silentLogger } from "../../src/log.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { durableName, mailbox, streamForSubject } from "../../src/queue/topics.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
+import { whileForming } from "../support/forming.ts";
 
 /** Far longer than the server's 10 ms pending timer after a delayed NAK, on a loaded box. */
 const TIMER_FIRES_WITHIN_MS = 300;
@@ -43,7 +44,7 @@ async function firstDelivery(size: number, name: string) {
   const nc = await nats.connect({ name });
   conns.push(nc);
   const q = new JetStreamQueue({ nc, replicas: size, clock: systemClock, log: silentLogger });
-  await q.ensureStreams();
+  await whileForming(() => q.ensureStreams());
   const box = mailbox(`handback-${name}`, "inbox");
   await q.ensureMailbox(box.subject, box.group);
   const p = puller(nc, streamForSubject(box.subject)!, durableName(box.group));

@@ -8,6 +8,7 @@ import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { mailbox } from "../../src/queue/topics.ts";
 import { startNats } from "../support/nats.ts";
 import { queueConformance } from "../conformance/queue.ts";
+import { whileForming } from "../support/forming.ts";
 
 /**
  * The ack wait is a consumer setting on the broker, and one test proves the redelivery that
@@ -28,8 +29,8 @@ for (const members of [1, 3]) {
     const queue = new JetStreamQueue({ nc, replicas, clock: systemClock, log });
     const peer = new JetStreamQueue({ nc: peerNc, replicas, clock: systemClock, log: silentLogger });
     const lapsing = new JetStreamQueue({ nc, replicas, clock: systemClock, log: silentLogger, ackWait_ms: TEST_ACK_WAIT_MS });
-    await queue.ensureStreams();
-    await peer.ensureStreams(); // a second node's boot: idempotent
+    await whileForming(() => queue.ensureStreams());
+    await whileForming(() => peer.ensureStreams()); // a second node's boot: idempotent
     return {
       queue,
       peer,
@@ -57,7 +58,7 @@ describe("listMailboxes on a cluster", () => {
     const nc = await nats.connect({ name: "list" });
     try {
       const queue = new JetStreamQueue({ nc, replicas: 3, clock: systemClock, log: silentLogger });
-      await queue.ensureStreams();
+      await whileForming(() => queue.ensureStreams());
       const boxes = Array.from({ length: MAILBOXES }, (_, i) => mailbox(`list-${i}`, i % 3 === 0 ? "inbox" : i % 3 === 1 ? "control" : "reflect"));
       for (let i = 0; i < boxes.length; i += 25) await Promise.all(boxes.slice(i, i + 25).map((b) => queue.ensureMailbox(b.subject, b.group)));
       const listed = await queue.listMailboxes();

@@ -16,6 +16,7 @@ import type { Delivery } from "../../src/queue/contract.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { durableName, mailbox, streamForSubject } from "../../src/queue/topics.ts";
 import { startNats, type TestMember, type TestNats } from "../support/nats.ts";
+import { whileForming } from "../support/forming.ts";
 
 /** Mailboxes per test: six consumers over three members leave the leaver leading some. */
 const MAILBOXES = 6;
@@ -39,7 +40,7 @@ async function scenario(handOff: boolean, nak: "queue" | "bare"): Promise<{ ledB
   const setupNc = await nats.connect({ name: "setup" });
   conns.push(setupNc);
   const setup = new JetStreamQueue({ nc: setupNc, replicas: 3, clock: systemClock, log: silentLogger });
-  await setup.ensureStreams();
+  await whileForming(() => setup.ensureStreams());
   const boxes = Array.from({ length: MAILBOXES }, (_, i) => mailbox(`handoff-${i}`, "inbox"));
   for (const b of boxes) await setup.ensureMailbox(b.subject, b.group);
   const jsm = await setupNc.jetstreamManager({ timeout: 10_000 });

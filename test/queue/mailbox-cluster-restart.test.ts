@@ -13,6 +13,7 @@ import { ack, type Delivery, type Outcome } from "../../src/queue/contract.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { mailbox } from "../../src/queue/topics.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
+import { whileForming } from "../support/forming.ts";
 
 /** Generous: three members electing every group again on a loaded 2-core box. */
 const WITHIN_MS = 90_000;
@@ -46,7 +47,7 @@ test.each([1, 3])("%d member(s): every member killed -9 and restarted: acked mai
   const nc1 = await nats.connect({ name: "before" });
   conns.push(nc1);
   const q1 = new JetStreamQueue({ nc: nc1, replicas: size, clock: systemClock, log: silentLogger });
-  await q1.ensureStreams();
+  await whileForming(() => q1.ensureStreams());
   await q1.ensureMailbox(box.subject, box.group);
   for (let i = 0; i < 10; i++) await q1.publish(box.subject, new TextEncoder().encode(`m${i}`), { msgId: `restart-${i}` });
   // The first four acked (each ack confirmed by the consumer's leader before the next).

@@ -13,11 +13,12 @@ import { ensureSeatMailboxes } from "../../src/queue/mailboxes.ts";
 import { MemoryQueue } from "../../src/queue/memory.ts";
 import { AGENT_STREAMS, durableName, seatMailboxes } from "../../src/queue/topics.ts";
 import { startNats } from "../support/nats.ts";
+import { whileForming } from "../support/forming.ts";
 
 async function faulty(failuresPerBox: number) {
   const { log, sink } = memoryLogger();
   const queue = new MemoryQueue({ clock: new FakeClock(), log });
-  await queue.ensureStreams();
+  await whileForming(() => queue.ensureStreams());
   const tries = new Map<string, number>();
   const real = queue.ensureMailbox.bind(queue);
   queue.ensureMailbox = async (subject: string, group: string) => {
@@ -46,7 +47,7 @@ test("a long walk says how far it is every 10 s, and leaves no timer behind", as
   const { log, sink } = memoryLogger();
   const clock = new FakeClock();
   const queue = new MemoryQueue({ clock, log });
-  await queue.ensureStreams();
+  await whileForming(() => queue.ensureStreams());
   const real = queue.ensureMailbox.bind(queue);
   // Every create takes 1 s of the walk's clock; two at a time, 8 mailboxes take 4 s.
   queue.ensureMailbox = async (subject: string, group: string) => {
@@ -88,7 +89,7 @@ async function jetstreamWalk() {
   const { log, sink } = memoryLogger();
   const faults = new StoreFaults(systemClock);
   const queue = new JetStreamQueue({ nc, replicas: 1, clock: systemClock, log });
-  await queue.ensureStreams();
+  await whileForming(() => queue.ensureStreams());
   const coord = await createCoordination({ type: "embedded-kv", nc, replicas: 1, clock: systemClock, log, faults });
   const registry = coord.slot("mailboxes");
   const seen: Seen[] = [];

@@ -92,7 +92,7 @@ test("kill -9 of the inbox consumers' leader with acks in flight: nothing acked 
   const setupNc = await nats.connect({ name: "setup" });
   conns.push(setupNc);
   const setup = new JetStreamQueue({ nc: setupNc, replicas: 3, clock: systemClock, log: silentLogger, ackWait_ms: ACK_WAIT_MS });
-  await setup.ensureStreams();
+  await whileForming(() => setup.ensureStreams());
   const seats = Array.from({ length: MAILBOXES }, (_, i) => `settle-${i}`);
   const boxes = seats.map((s) => mailbox(s, "inbox"));
   for (const b of boxes) await setup.ensureMailbox(b.subject, b.group);
