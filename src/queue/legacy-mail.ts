@@ -32,6 +32,13 @@ const FETCH_BATCH = 64;
 const FETCH_EXPIRES_MS = 2_000;
 /** Bounds one mailbox's forwarding in a pass, so one deep backlog cannot hold a pass forever. */
 const FETCHES_PER_MAILBOX_MAX = 1_000;
+/**
+ * A failing mailbox is one mailbox: it is reported and the pass goes on to the others, so one
+ * bad mailbox never keeps every other seat's mail where no node reads it. This many failures
+ * in one pass is the broker, not the mailboxes (a round of every mailbox in flight failing):
+ * the pass ends there rather than walking thousands of mailboxes into the same timeout.
+ */
+export const LEGACY_FAILURES_PER_PASS_MAX = LEGACY_MAILBOXES_IN_FLIGHT;
 
 export interface LegacyMailOptions {
   nc: NatsConnection;
@@ -50,11 +57,23 @@ export interface LegacyPass {
   forwarded: number;
   mailboxes_deleted: number;
   stream_deleted: boolean;
+  /** Mailboxes this pass could not finish, and why; the next pass tries them again. */
+  failed: { mailbox: string; error: Error }[];
 }
 
-/** One pass. Throws on a broker error; the next pass tries again. */
+interface LegacyBox {
+  name: string;
+  ref: MailboxRef;
+  pending: number;
+}
+
+/**
+ * One pass. A mailbox that fails is in `failed` and the others go on; the pass throws on a
+ * broker error (the stream itself, or LEGACY_FAILURES_PER_PASS_MAX mailboxes). The next pass
+ * tries again.
+ */
 export async function forwardLegacyMail(o: LegacyMailOptions): Promise<LegacyPass> {
-  const out: LegacyPass = { stream: false, waited: false, forwarded: 0, mailboxes_deleted: 0, stream_deleted: false };
+  const out: LegacyPass = { stream: false, waited: false, forwarded: 0, mailboxes_deleted: 0, stream_deleted: false, failed: [] };
   const jsm = await o.nc.jetstreamManager({ checkAPI: false });
   const info = await jsm.streams.info(LEGACY_AGENT_STREAM).catch((err: unknown) => {
     if (apiErrorCode(err) === STREAM_NOT_FOUND) return null;
@@ -66,8 +85,7 @@ export async function forwardLegacyMail(o: LegacyMailOptions): Promise<LegacyPas
     out.waited = true;
     return out;
   }
-  const js = o.nc.jetstream();
-  const boxes: { name: string; ref: MailboxRef; pending: number }[] = [];
+  const boxes: LegacyBox[] = [];
   for await (const c of jsm.consumers.list(LEGACY_AGENT_STREAM)) {
     const group = groupOfDurable(c.name);
     const ref = group === null ? null : parseLegacyMailbox(c.config.filter_subject ?? "", group);
@@ -75,23 +93,19 @@ export async function forwardLegacyMail(o: LegacyMailOptions): Promise<LegacyPas
     if (ref) boxes.push({ name: c.name, ref, pending: c.num_pending });
   }
   await eachInFlight(boxes, LEGACY_MAILBOXES_IN_FLIGHT, async (box) => {
-    const target = mailbox(box.ref.handle, box.ref.kind);
-    if (box.pending > 0) {
-      // The sharded mailbox first: forwarded mail to a subject nothing covers would be dropped.
-      await o.queue.ensureMailbox(target.subject, target.group);
-      // Read the sum after the await: `+= await` would add to the value read before it.
-      const n = await drain(await js.consumers.get(LEGACY_AGENT_STREAM, box.name), box.pending, (m) => forwardOne(o.queue, target.subject, m));
-      out.forwarded += n;
+    if (out.failed.length >= LEGACY_FAILURES_PER_PASS_MAX) return;
+    try {
+      // Counted as each message is moved, so a mailbox that fails halfway still counts what it moved.
+      if (await forwardMailbox(o, box, () => (out.forwarded += 1))) out.mailboxes_deleted += 1;
+    } catch (err) {
+      // Another member's pass emptied and deleted it first: done, not failed.
+      if (apiErrorCode(err) === CONSUMER_NOT_FOUND) return;
+      out.failed.push({ mailbox: box.name, error: err as Error });
     }
-    // Whatever an older node took and never settled comes back after the ack wait; the
-    // mailbox stays until it has been forwarded too.
-    const now = await jsm.consumers.info(LEGACY_AGENT_STREAM, box.name);
-    if (now.num_pending + now.num_ack_pending > 0) return;
-    await jsm.consumers.delete(LEGACY_AGENT_STREAM, box.name).catch((err: unknown) => {
-      if (apiErrorCode(err) !== CONSUMER_NOT_FOUND) throw err;
-    });
-    out.mailboxes_deleted += 1;
   });
+  if (out.failed.length >= LEGACY_FAILURES_PER_PASS_MAX) {
+    throw new Error(`${out.failed.length} legacy mailboxes failed in one pass, first ${out.failed[0]!.mailbox}: ${out.failed[0]!.error.message}`);
+  }
   const after = await jsm.streams.info(LEGACY_AGENT_STREAM);
   if (after.state.consumer_count === 0) {
     await jsm.streams.delete(LEGACY_AGENT_STREAM);
@@ -100,9 +114,31 @@ export async function forwardLegacyMail(o: LegacyMailOptions): Promise<LegacyPas
   return out;
 }
 
+/**
+ * One legacy mailbox: its mail into the seat's sharded mailbox, then the mailbox itself once
+ * empty. True when the mailbox was deleted.
+ */
+async function forwardMailbox(o: LegacyMailOptions, box: LegacyBox, moved: () => void): Promise<boolean> {
+  const jsm = await o.nc.jetstreamManager({ checkAPI: false });
+  const target = mailbox(box.ref.handle, box.ref.kind);
+  if (box.pending > 0) {
+    // The sharded mailbox first: forwarded mail to a subject nothing covers would be dropped.
+    await o.queue.ensureMailbox(target.subject, target.group);
+    const consumer = await o.nc.jetstream().consumers.get(LEGACY_AGENT_STREAM, box.name);
+    await drain(consumer, box.pending, (m) => forwardOne(o.queue, target.subject, m), moved);
+  }
+  // Whatever an older node took and never settled comes back after the ack wait; the
+  // mailbox stays until it has been forwarded too.
+  const now = await jsm.consumers.info(LEGACY_AGENT_STREAM, box.name);
+  if (now.num_pending + now.num_ack_pending > 0) return false;
+  await jsm.consumers.delete(LEGACY_AGENT_STREAM, box.name).catch((err: unknown) => {
+    if (apiErrorCode(err) !== CONSUMER_NOT_FOUND) throw err;
+  });
+  return true;
+}
+
 /** Forwards what the mailbox had pending, a batch at a time; fetches only what it knows is there. */
-async function drain(consumer: Consumer, pending: number, forward: (m: JsMsg) => Promise<void>): Promise<number> {
-  let n = 0;
+async function drain(consumer: Consumer, pending: number, forward: (m: JsMsg) => Promise<void>, moved: () => void): Promise<void> {
   for (let i = 0; i < FETCHES_PER_MAILBOX_MAX && pending > 0; i++) {
     const batch = await consumer.fetch({ max_messages: Math.min(pending, FETCH_BATCH), expires: FETCH_EXPIRES_MS });
     let got = 0;
@@ -111,12 +147,11 @@ async function drain(consumer: Consumer, pending: number, forward: (m: JsMsg) =>
       await forward(m);
       // Confirmed, so a pass that ends here has moved the message out before it counts it.
       await m.ackAck();
-      n += 1;
+      moved();
       pending = m.info.pending;
     }
-    if (got === 0) return n;
+    if (got === 0) return;
   }
-  return n;
 }
 
 /**
@@ -146,6 +181,7 @@ export function startLegacyMail(o: LegacyMailOptions): { stop(): void } {
       if (r.forwarded > 0 || r.mailboxes_deleted > 0 || r.stream_deleted) {
         o.log.info("legacy_mail_forwarded", { stream: LEGACY_AGENT_STREAM, forwarded: r.forwarded, mailboxes_deleted: r.mailboxes_deleted, stream_deleted: r.stream_deleted });
       }
+      if (!stopped) for (const f of r.failed) o.log.warn("legacy_mailbox_failed", { stream: LEGACY_AGENT_STREAM, mailbox: f.mailbox, error: f.error });
     } catch (err) {
       // A pass cut short by the node's own stop (its connection closing) is not news.
       if (!stopped) o.log.warn("legacy_mail_failed", { stream: LEGACY_AGENT_STREAM, error: err as Error });

@@ -2,12 +2,13 @@
 // a legacy stream and mailboxes made as that build made them, then the forwarder's passes.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { AckPolicy, DeliverPolicy, headers as natsHeaders, type NatsConnection } from "nats";
-import { systemClock } from "../../src/clock.ts";
+import { FakeClock, systemClock } from "../../src/clock.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
-import { forwardLegacyMail } from "../../src/queue/legacy-mail.ts";
+import { forwardLegacyMail, startLegacyMail } from "../../src/queue/legacy-mail.ts";
 import { streamConfig, streamSpecs } from "../../src/queue/streams.ts";
 import { durableName, legacyMailboxSubject, LEGACY_AGENT_STREAM, mailbox, mailboxGroup, mailboxStream } from "../../src/queue/topics.ts";
+import { waitFor } from "../support/fleet.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
 
 let nats: TestNats;
@@ -72,7 +73,7 @@ async function legacyStreamThere(): Promise<boolean> {
 
 test("with no legacy stream a pass does nothing and says so", async () => {
   const r = await forwardLegacyMail({ nc, queue, olderNodeAlive: async () => true, clock: systemClock, log: memoryLogger().log });
-  expect(r).toEqual({ stream: false, waited: false, forwarded: 0, mailboxes_deleted: 0, stream_deleted: false });
+  expect(r).toEqual({ stream: false, waited: false, forwarded: 0, mailboxes_deleted: 0, stream_deleted: false, failed: [] });
 });
 
 test("while an older node is alive nothing moves; then every message reaches the seat's sharded inbox once, and the legacy stream goes", async () => {
@@ -89,7 +90,7 @@ test("while an older node is alive nothing moves; then every message reaches the
   // The seat's sharded mailbox may not exist yet (a seat gone from the company): the pass makes it.
   await queue.deleteMailbox(mailbox("bob", "inbox").subject, mailbox("bob", "inbox").group);
   const moved = await forwardLegacyMail(o);
-  expect(moved).toEqual({ stream: true, waited: false, forwarded: 4, mailboxes_deleted: 4, stream_deleted: true });
+  expect(moved).toEqual({ stream: true, waited: false, forwarded: 4, mailboxes_deleted: 4, stream_deleted: true, failed: [] });
   expect(await shardedInbox("alice")).toEqual([
     { body: "one", id: "alice-wake-0", trace: "t-0" },
     { body: "two", id: "alice-wake-1", trace: "t-1" },
@@ -114,4 +115,44 @@ test("a consumer that is no mailbox is left alone, and so is the stream it reads
   const jsm = await nc.jetstreamManager();
   expect((await jsm.consumers.info(LEGACY_AGENT_STREAM, "audit-tap")).name).toBe("audit-tap");
   await jsm.streams.delete(LEGACY_AGENT_STREAM);
+});
+
+test("one mailbox that cannot be forwarded is reported; every other seat's mail still moves, and the stream stays for the next pass", async () => {
+  await legacyCompany({ dave: ["d1", "d2"], erin: ["e1"] });
+  const jsm = await nc.jetstreamManager();
+  const frank = durableName(mailboxGroup("frank", "inbox"));
+  // A mailbox by name whose forwarding fails: a push consumer (an operator's tap, or a build's
+  // mistake) cannot be fetched from. It holds mail, so the pass tries it.
+  await jsm.consumers.add(LEGACY_AGENT_STREAM, {
+    durable_name: frank,
+    filter_subject: legacyMailboxSubject("frank", "inbox"),
+    deliver_subject: "legacy-test.push.frank",
+    ack_policy: AckPolicy.Explicit,
+  });
+  await nc.jetstream().publish(legacyMailboxSubject("frank", "inbox"), new TextEncoder().encode("f1"), { msgID: "frank-wake-0" });
+  const o = { nc, queue, olderNodeAlive: async () => false, clock: systemClock, log: memoryLogger().log };
+
+  // The node's loop says which mailbox failed, and its first pass still moved the rest.
+  const { log, sink } = memoryLogger();
+  const loop = startLegacyMail({ ...o, clock: new FakeClock(), log });
+  const failed = await waitFor("the first pass", async () => (sink.events("legacy_mail_forwarded").length ? sink.events("legacy_mailbox_failed") : null), 30_000);
+  loop.stop();
+  expect(failed.map((l) => l.fields.mailbox)).toEqual([frank]);
+  expect(sink.events("legacy_mail_forwarded")[0]!.fields).toMatchObject({ forwarded: 3, mailboxes_deleted: 4, stream_deleted: false });
+
+  const r = await forwardLegacyMail(o);
+  expect(r).toMatchObject({ forwarded: 0, mailboxes_deleted: 0, stream_deleted: false });
+  expect(r.failed.map((f) => f.mailbox)).toEqual([frank]);
+  expect((await shardedInbox("dave")).map((m) => m.body)).toEqual(["d1", "d2"]);
+  expect((await shardedInbox("erin")).map((m) => m.body)).toEqual(["e1"]);
+  expect(await legacyStreamThere()).toBe(true);
+
+  // Its mail is where it was, for the next pass.
+  expect((await jsm.consumers.info(LEGACY_AGENT_STREAM, frank)).num_pending).toBe(1);
+
+  // Once it is gone (an operator's call), the next pass finishes the job.
+  await jsm.consumers.delete(LEGACY_AGENT_STREAM, frank);
+  expect(await forwardLegacyMail(o)).toMatchObject({ forwarded: 0, mailboxes_deleted: 0, stream_deleted: true, failed: [] });
+  expect(await legacyStreamThere()).toBe(false);
+  for (const h of ["dave", "erin", "frank"]) await queue.deleteMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group);
 });
