@@ -28,7 +28,7 @@ export const LEGACY_PASS_MS = 60_000;
 const LEGACY_MAILBOXES_IN_FLIGHT = 16;
 /** Messages taken per fetch: a batch is forwarded (each publish confirmed) before its acks. */
 const FETCH_BATCH = 64;
-/** A fetch asks only for what the mailbox had pending; one that finds less ends within this. */
+/** A fetch asks only for what the mailbox holds; one that finds less ends within this. */
 const FETCH_EXPIRES_MS = 2_000;
 /** Bounds one mailbox's forwarding in a pass, so one deep backlog cannot hold a pass forever. */
 const FETCHES_PER_MAILBOX_MAX = 1_000;
@@ -64,7 +64,13 @@ export interface LegacyPass {
 interface LegacyBox {
   name: string;
   ref: MailboxRef;
-  pending: number;
+  /**
+   * Messages not yet delivered plus those delivered and never settled. The latter (an older
+   * node or a pass that died holding them) come back after their ack wait, but only to a
+   * fetch: counting them makes the pass fetch while any is out, or they would stay in a
+   * mailbox nobody reads, and the mailbox and stream with them, for good.
+   */
+  unsettled: number;
 }
 
 /**
@@ -90,7 +96,7 @@ export async function forwardLegacyMail(o: LegacyMailOptions): Promise<LegacyPas
     const group = groupOfDurable(c.name);
     const ref = group === null ? null : parseLegacyMailbox(c.config.filter_subject ?? "", group);
     // Somebody else's consumer is theirs to delete.
-    if (ref) boxes.push({ name: c.name, ref, pending: c.num_pending });
+    if (ref) boxes.push({ name: c.name, ref, unsettled: c.num_pending + c.num_ack_pending });
   }
   await eachInFlight(boxes, LEGACY_MAILBOXES_IN_FLIGHT, async (box) => {
     if (out.failed.length >= LEGACY_FAILURES_PER_PASS_MAX) return;
@@ -121,14 +127,14 @@ export async function forwardLegacyMail(o: LegacyMailOptions): Promise<LegacyPas
 async function forwardMailbox(o: LegacyMailOptions, box: LegacyBox, moved: () => void): Promise<boolean> {
   const jsm = await o.nc.jetstreamManager({ checkAPI: false });
   const target = mailbox(box.ref.handle, box.ref.kind);
-  if (box.pending > 0) {
+  if (box.unsettled > 0) {
     // The sharded mailbox first: forwarded mail to a subject nothing covers would be dropped.
     await o.queue.ensureMailbox(target.subject, target.group);
     const consumer = await o.nc.jetstream().consumers.get(LEGACY_AGENT_STREAM, box.name);
-    await drain(consumer, box.pending, (m) => forwardOne(o.queue, target.subject, m), moved);
+    await drain(consumer, box.unsettled, (m) => forwardOne(o.queue, target.subject, m), moved);
   }
-  // Whatever an older node took and never settled comes back after the ack wait; the
-  // mailbox stays until it has been forwarded too.
+  // What is still out within its ack wait comes back to a later pass; until it is forwarded
+  // too, the mailbox stays.
   const now = await jsm.consumers.info(LEGACY_AGENT_STREAM, box.name);
   if (now.num_pending + now.num_ack_pending > 0) return false;
   await jsm.consumers.delete(LEGACY_AGENT_STREAM, box.name).catch((err: unknown) => {
@@ -137,10 +143,14 @@ async function forwardMailbox(o: LegacyMailOptions, box: LegacyBox, moved: () =>
   return true;
 }
 
-/** Forwards what the mailbox had pending, a batch at a time; fetches only what it knows is there. */
-async function drain(consumer: Consumer, pending: number, forward: (m: JsMsg) => Promise<void>, moved: () => void): Promise<void> {
-  for (let i = 0; i < FETCHES_PER_MAILBOX_MAX && pending > 0; i++) {
-    const batch = await consumer.fetch({ max_messages: Math.min(pending, FETCH_BATCH), expires: FETCH_EXPIRES_MS });
+/**
+ * Forwards what the mailbox holds, a batch at a time, asking only for what it knows is there;
+ * an unsettled message still within its ack wait is not delivered, and the fetch waiting for
+ * it ends within FETCH_EXPIRES_MS.
+ */
+async function drain(consumer: Consumer, unsettled: number, forward: (m: JsMsg) => Promise<void>, moved: () => void): Promise<void> {
+  for (let i = 0; i < FETCHES_PER_MAILBOX_MAX && unsettled > 0; i++) {
+    const batch = await consumer.fetch({ max_messages: Math.min(unsettled, FETCH_BATCH), expires: FETCH_EXPIRES_MS });
     let got = 0;
     for await (const m of batch) {
       got += 1;
@@ -148,7 +158,8 @@ async function drain(consumer: Consumer, pending: number, forward: (m: JsMsg) =>
       // Confirmed, so a pass that ends here has moved the message out before it counts it.
       await m.ackAck();
       moved();
-      pending = m.info.pending;
+      // Redeliveries come first, so once none is left undelivered the due ones are taken.
+      unsettled = m.info.pending;
     }
     if (got === 0) return;
   }

@@ -1,6 +1,9 @@
 // Mail an older build left in the one agent stream before the shards: on a real nats-server,
 // a legacy stream and mailboxes made as that build made them, then the forwarder's passes.
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { AckPolicy, DeliverPolicy, headers as natsHeaders, type NatsConnection } from "nats";
 import { FakeClock, systemClock } from "../../src/clock.ts";
 import { memoryLogger } from "../../src/log.ts";
@@ -155,4 +158,63 @@ test("one mailbox that cannot be forwarded is reported; every other seat's mail 
   expect(await forwardLegacyMail(o)).toMatchObject({ forwarded: 0, mailboxes_deleted: 0, stream_deleted: true, failed: [] });
   expect(await legacyStreamThere()).toBe(false);
   for (const h of ["dave", "erin", "frank"]) await queue.deleteMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group);
+});
+
+/** A pass in its own process, so the test can kill it with -9 halfway. */
+const passScript = `
+import { connect } from "nats";
+import { systemClock } from ${JSON.stringify(join(import.meta.dir, "../../src/clock.ts"))};
+import { silentLogger } from ${JSON.stringify(join(import.meta.dir, "../../src/log.ts"))};
+import { JetStreamQueue } from ${JSON.stringify(join(import.meta.dir, "../../src/queue/jetstream.ts"))};
+import { forwardLegacyMail } from ${JSON.stringify(join(import.meta.dir, "../../src/queue/legacy-mail.ts"))};
+const nc = await connect({ servers: process.argv[2] });
+const queue = new JetStreamQueue({ nc, replicas: 1, clock: systemClock, log: silentLogger });
+console.log(JSON.stringify(await forwardLegacyMail({ nc, queue, olderNodeAlive: async () => false, clock: systemClock, log: silentLogger })));
+await nc.close();
+`;
+
+test("a pass killed with -9 halfway loses nothing and forwards nothing twice: the next pass finishes, each message once", async () => {
+  const N = 1_000;
+  const jsm = await nc.jetstreamManager();
+  const mail = streamSpecs().find((s) => s.retention === "interest" && s.name.startsWith("CREWLET_AGENT_"))!;
+  await jsm.streams.add(streamConfig({ ...mail, name: LEGACY_AGENT_STREAM, subjects: ["crewlet.agent.>"] }, 1));
+  // What the killed pass had fetched and not settled comes back after the ack wait: long
+  // enough that the next pass's drain of the rest ends first, short for a test.
+  await jsm.consumers.add(LEGACY_AGENT_STREAM, {
+    durable_name: durableName(mailboxGroup("gina", "inbox")),
+    filter_subject: legacyMailboxSubject("gina", "inbox"),
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: 10_000_000_000,
+  });
+  const js = nc.jetstream();
+  await Promise.all(Array.from({ length: N }, (_, i) => js.publish(legacyMailboxSubject("gina", "inbox"), new TextEncoder().encode(`g${i}`), { msgID: `gina-wake-${i}` })));
+  const box = mailbox("gina", "inbox");
+  const inSharded = async () => (await jsm.streams.info(mailboxStream("gina"), { subjects_filter: box.subject })).state.subjects?.[box.subject] ?? 0;
+
+  const dir = mkdtempSync(join(tmpdir(), "crewlet-legacy-"));
+  try {
+    await Bun.write(join(dir, "pass.ts"), passScript);
+    const child = Bun.spawn([process.execPath, join(dir, "pass.ts"), nats.url], { stdout: "pipe", stderr: "inherit" });
+    const atKill = await waitFor("the child's pass to be under way", async () => ((await inSharded()) >= N / 10 ? inSharded() : null), 30_000);
+    child.kill("SIGKILL");
+    await child.exited;
+    expect(child.signalCode).toBe("SIGKILL");
+    expect(atKill).toBeLessThan(N);
+
+    // The node's next pass moves the rest, but while the killed pass's fetched messages wait
+    // out their ack wait (nearly always some: it died inside a batch) neither the mailbox nor
+    // the stream may go, or those messages go with them.
+    const o = { nc, queue, olderNodeAlive: async () => false, clock: systemClock, log: memoryLogger().log };
+    const unsettled = (await jsm.consumers.info(LEGACY_AGENT_STREAM, durableName(mailboxGroup("gina", "inbox")))).num_ack_pending;
+    const next = await forwardLegacyMail(o);
+    if (unsettled > 0) expect(next).toMatchObject({ mailboxes_deleted: 0, stream_deleted: false });
+    await waitFor("a pass that deletes the legacy stream", async () => ((await forwardLegacyMail(o)).stream_deleted ? true : (await Bun.sleep(1_000), null)), 60_000);
+    const bodies = (await shardedInbox("gina")).map((m) => m.body);
+    expect(bodies).toHaveLength(N);
+    expect(new Set(bodies).size).toBe(N);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    await queue.deleteMailbox(box.subject, box.group);
+  }
 });
