@@ -290,6 +290,16 @@ export class JetStreamQueue implements Queue {
       if (found.config.filter_subject !== subject) throw new Error(`queue: mailbox ${group} already exists on ${found.config.filter_subject}, not ${subject}`);
       return;
     }
+    if (this.replicas > 1) {
+      // On a cluster a create is a proposal to the meta group that every member applies, even
+      // for a mailbox a peer already made with these settings (nats-server 2.15 proposes it as
+      // an update: jsClusteredConsumerRequest). A read is not: the mailbox's leader answers it,
+      // or the meta leader says "not found". Members booting together walk the same list, so
+      // much of each walk finds a peer's mailbox; reading first keeps their walks from
+      // proposing every mailbox three times. A read that fails says nothing: create.
+      const found = await jsm.consumers.info(stream, durable).catch(() => null);
+      if (found?.config.filter_subject === subject) return;
+    }
     try {
       await jsm.consumers.add(stream, config);
     } catch (err) {

@@ -50,10 +50,10 @@ export async function ensureSeatMailboxes(
 ): Promise<MailboxWalkResult> {
   const started_ms = clock.now();
   // Members booting together walk the same list: each starting at its own random point
-  // means they mostly propose different consumers (and registry records), and a create that
-  // finds a peer's mailbox with the same settings is answered without a raft write (servers
-  // 2.10+), where three walks in one order proposed every consumer three times at once
-  // (seen: timeouts on R3).
+  // means they mostly make different consumers (and registry records), and where one walk
+  // reaches a peer's, a read finds it rather than a create proposing it again (on a cluster
+  // even an identical create is a meta proposal: JetStreamQueue.ensureMailbox), where three
+  // walks in one order proposed every consumer three times at once (seen: timeouts on R3).
   const seats = randomRotation([...new Set(handles)]);
   const all: MailboxName[] = seats.flatMap(seatMailboxes);
   let beforeFields: Record<string, number | boolean> = {};
