@@ -41,8 +41,8 @@ export const countFlag = (fallback: number, max: number) => wholeFlag(1, max).de
 export const numberListFlag = (fallback: string, item: z.ZodNumber) =>
   z.string().default(fallback).transform((s) => s.split(",").map(Number)).pipe(z.array(item).min(1));
 
-/** --members: one nats-server or a three-member cluster (a literal union does not coerce). */
-export const membersFlag = z.coerce.number().refine((m) => m === 1 || m === 3, "1 or 3 members");
+/** --members: one nats-server or a three-member cluster (coerced first: a literal union does not coerce). */
+export const membersFlag = z.coerce.number().pipe(z.union([z.literal(1), z.literal(3)], { error: "1 or 3 members" }));
 
 function refuse(name: string, usage: string, why: string): never {
   console.error(`bench/${name}: ${why}\nusage: bun bench/${name}.ts ${usage}`);
