@@ -71,3 +71,43 @@ describe("listMailboxes on a cluster", () => {
     }
   }, 120_000);
 });
+
+describe("ensureMailbox on a cluster", () => {
+  /** Ensures of one mailbox that already exists: what members walking together send. */
+  const ENSURES = 10;
+  test("a mailbox a peer already made is read, not proposed to the meta group again", async () => {
+    const nats = await startNats(3);
+    const nc = await nats.connect({ name: "maker" });
+    const peerNc = await nats.connect({ name: "peer", servers: nats.members[1]!.url });
+    try {
+      const queue = new JetStreamQueue({ nc, replicas: 3, clock: systemClock, log: silentLogger });
+      const peer = new JetStreamQueue({ nc: peerNc, replicas: 3, clock: systemClock, log: silentLogger });
+      await whileForming(() => queue.ensureStreams());
+      const box = mailbox("walked-twice", "inbox");
+      await whileForming(() => queue.ensureMailbox(box.subject, box.group));
+      /** The meta group's committed index, the highest any member reports: one per proposal. */
+      const metaCommitted = async () => {
+        const seen = await Promise.all(
+          nats.members.map(async (m) => {
+            const z = (await (await fetch(`http://127.0.0.1:${m.monitor}/raftz`)).json()) as { $SYS?: { _meta_?: { committed?: number } } };
+            return z.$SYS?._meta_?.committed ?? 0;
+          }),
+        );
+        return Math.max(...seen);
+      };
+      await Bun.sleep(500);
+      const before = await metaCommitted();
+      for (let i = 0; i < ENSURES; i++) await peer.ensureMailbox(box.subject, box.group);
+      await Bun.sleep(500);
+      // Other meta traffic (a group's leader report) may land in the window; a proposal per
+      // ensure would be ENSURES.
+      expect((await metaCommitted()) - before).toBeLessThan(ENSURES / 2);
+      await queue.close();
+      await peer.close();
+    } finally {
+      await nc.close();
+      await peerNc.close();
+      await nats.stop();
+    }
+  }, 120_000);
+});
