@@ -45,11 +45,15 @@ afterAll(async () => {
   await fleet?.stop();
 });
 
-async function answered(id: string): Promise<true | null> {
+/** The seat's replies in the message's thread. */
+async function repliesTo(id: string): Promise<number> {
   const res = await a.get("/chat/channels/general/messages?limit=500");
-  if (!res.ok) return null;
+  if (!res.ok) throw new Error(`GET messages: ${res.status}`);
   const { messages } = (await res.json()) as { messages: { author: string; thread_parent: string | null }[] };
-  return messages.some((m) => m.thread_parent === id && m.author === "oldie") ? true : null;
+  return messages.filter((m) => m.thread_parent === id && m.author === "oldie").length;
+}
+async function answered(id: string): Promise<true | null> {
+  return (await repliesTo(id)) > 0 ? true : null;
 }
 
 test("mail in the stream before the shards waits while an older lease is live, then is answered and the stream goes", async () => {
@@ -91,5 +95,12 @@ test("mail in the stream before the shards waits while an older lease is live, t
   await coord.close();
   await waitUntil("the legacy mail answered", () => answered(id), WAIT_MS);
   await waitUntil("the legacy stream deleted", async () => (await jsm.streams.info(LEGACY_AGENT_STREAM).then(() => null, () => true)), WAIT_MS);
-  expect(a.events("legacy_mail_forwarded").some((l) => l.forwarded === 1 && l.stream_deleted === true)).toBe(true);
+  // The pass logs once it has deleted the stream, so its line can land a moment after. The
+  // move and the delete may be two passes (one cut short between them on a loaded box, by a
+  // broker call that timed out; a clean-clone CI run saw no single line with both, and its
+  // count cannot tell a move whose ack answer was lost): what is promised is the mail moved
+  // and answered once, and a pass that deleted the stream and said so.
+  const lines = () => JSON.stringify([...a.events("legacy_mail_forwarded"), ...a.events("legacy_mailbox_failed"), ...a.events("legacy_mail_failed")]);
+  await waitUntil("the pass's line for the delete", async () => a.events("legacy_mail_forwarded").find((l) => l.stream_deleted === true), 30_000, lines);
+  expect(await repliesTo(id)).toBe(1);
 }, 4 * WAIT_MS);
