@@ -191,9 +191,14 @@ test("the last member alone, with no quorum left: it exits 0 within the bound an
   expect(alone!.code).toBe(0);
   expect(alone!.exit_ms).toBeLessThan(EXIT_WITHIN_MS);
   expectLeftoversNamed(last, alone!);
-  // No lease store to answer: not one seat could be given back, and each is named.
+  // No lease store to answer: not one seat could be given back, and each is named. It may
+  // also name a seat the first two gave back whose claim it had written before their brokers
+  // went and attached after lastHeld was read (a clean-clone CI run: lastHeld [agent-2,
+  // agent-3, agent-5], abandoned all six); it names nothing else.
   expect(alone!.released).toEqual([]);
-  expect([...alone!.abandoned].sort()).toEqual([...lastHeld].sort());
+  expect(lastHeld.filter((s) => !alone!.abandoned.includes(s))).toEqual([]);
+  const givenBack = first.flatMap((f) => f.released);
+  expect(alone!.abandoned.filter((s) => !lastHeld.includes(s) && !givenBack.includes(s))).toEqual([]);
 
   await Promise.all(members.map((n) => n.start()));
   await Promise.all(members.map((n) => n.waitReady(READY_WITHIN_MS)));
