@@ -30,8 +30,15 @@ afterAll(async () => {
   await nats?.stop();
 });
 
+interface LegacyOptions {
+  /** A consumer on the stream that is no seat's mailbox. */
+  foreign?: boolean;
+  /** The mailboxes' ack wait, where the server default (30 s) is too long for a test. */
+  ackWaitMs?: number;
+}
+
 /** The stream and a seat's mailboxes as the build before the shards made them, with mail. */
-async function legacyCompany(seats: Record<string, string[]>, foreign = false): Promise<void> {
+async function legacyCompany(seats: Record<string, string[]>, { foreign = false, ackWaitMs }: LegacyOptions = {}): Promise<void> {
   const jsm = await nc.jetstreamManager();
   const mail = streamSpecs().find((s) => s.retention === "interest" && s.name.startsWith("CREWLET_AGENT_"))!;
   await jsm.streams.add(streamConfig({ ...mail, name: LEGACY_AGENT_STREAM, subjects: ["crewlet.agent.>"] }, 1));
@@ -42,6 +49,7 @@ async function legacyCompany(seats: Record<string, string[]>, foreign = false): 
         filter_subject: legacyMailboxSubject(handle, kind),
         ack_policy: AckPolicy.Explicit,
         deliver_policy: DeliverPolicy.All,
+        ...(ackWaitMs === undefined ? {} : { ack_wait: ackWaitMs * 1_000_000 }),
       });
     }
     for (const [i, body] of bodies.entries()) {
@@ -111,7 +119,7 @@ test("while an older node is alive nothing moves; then every message reaches the
 });
 
 test("a consumer that is no mailbox is left alone, and so is the stream it reads", async () => {
-  await legacyCompany({ carol: ["hi"] }, true);
+  await legacyCompany({ carol: ["hi"] }, { foreign: true });
   const r = await forwardLegacyMail({ nc, queue, olderNodeAlive: async () => false, clock: systemClock, log: memoryLogger().log });
   expect(r).toMatchObject({ forwarded: 1, mailboxes_deleted: 2, stream_deleted: false });
   expect(await shardedInbox("carol")).toHaveLength(1);
@@ -176,19 +184,9 @@ await nc.close();
 test("a pass killed with -9 halfway loses nothing and forwards nothing twice: the next pass finishes, each message once", async () => {
   const N = 1_000;
   const jsm = await nc.jetstreamManager();
-  const mail = streamSpecs().find((s) => s.retention === "interest" && s.name.startsWith("CREWLET_AGENT_"))!;
-  await jsm.streams.add(streamConfig({ ...mail, name: LEGACY_AGENT_STREAM, subjects: ["crewlet.agent.>"] }, 1));
   // What the killed pass had fetched and not settled comes back after the ack wait: long
   // enough that the next pass's drain of the rest ends first, short for a test.
-  await jsm.consumers.add(LEGACY_AGENT_STREAM, {
-    durable_name: durableName(mailboxGroup("gina", "inbox")),
-    filter_subject: legacyMailboxSubject("gina", "inbox"),
-    ack_policy: AckPolicy.Explicit,
-    deliver_policy: DeliverPolicy.All,
-    ack_wait: 10_000_000_000,
-  });
-  const js = nc.jetstream();
-  await Promise.all(Array.from({ length: N }, (_, i) => js.publish(legacyMailboxSubject("gina", "inbox"), new TextEncoder().encode(`g${i}`), { msgID: `gina-wake-${i}` })));
+  await legacyCompany({ gina: Array.from({ length: N }, (_, i) => `g${i}`) }, { ackWaitMs: 10_000 });
   const box = mailbox("gina", "inbox");
   const inSharded = async () => (await jsm.streams.info(mailboxStream("gina"), { subjects_filter: box.subject })).state.subjects?.[box.subject] ?? 0;
 
