@@ -267,8 +267,8 @@ export class JetStreamQueue implements Queue {
   /**
    * Creates with the API's `create` action (nats.js sends it; servers 2.10+ honour it): a
    * mailbox a peer made first with the same settings is answered from the existing
-   * consumer without a raft write, and a durable of the same name on another subject is
-   * refused. nats-server 2.9 ignored the action and treated such a create as an update, so
+   * consumer (on a cluster still a meta proposal, so a cluster reads first: below), and a
+   * durable of the same name on another subject is refused. nats-server 2.9 ignored the action and treated such a create as an update, so
    * `bob`'s control group (which shares its name with `bob-control`'s inbox group) could
    * re-point the other's mailbox; this looked before creating those, and no longer needs
    * to (re-measured on 2.15.2 by the conformance case "a group already used on another
@@ -298,7 +298,12 @@ export class JetStreamQueue implements Queue {
       // much of each walk finds a peer's mailbox; reading first keeps their walks from
       // proposing every mailbox three times. A read that fails says nothing: create.
       const found = await jsm.consumers.info(stream, durable).catch(() => null);
-      if (found?.config.filter_subject === subject) return;
+      if (found?.config.filter_subject === subject) {
+        // What the create path hears from the server as "settings differ", said here too.
+        const differ = mailboxSettingsDiffer(config, found.config);
+        if (differ.length > 0) this.log.warn("queue_mailbox_settings_differ", { subject, group, settings: differ });
+        return;
+      }
     }
     try {
       await jsm.consumers.add(stream, config);
@@ -847,4 +852,17 @@ class JetStreamSource implements MailboxSource {
     const copy = deadLetterCopy(this.stream, m.delivery, this.group, reason);
     await this.js.publish(copy.subject, m.delivery.data, { msgID: copy.msgId, headers: toNatsHeaders(copy.headers), timeout: 10_000 });
   }
+}
+
+/** The settings this build gives a mailbox, where an older build may have given others. */
+const MAILBOX_SETTINGS = ["ack_policy", "deliver_policy", "ack_wait", "max_deliver", "max_ack_pending", "max_waiting", "max_batch", "num_replicas", "mem_storage"] as const;
+
+/**
+ * The names of the settings a found mailbox does not share with the one this build would
+ * make. The server leaves out of its answer a boolean that is false and a number it was
+ * never given, so both sides are read that way.
+ */
+export function mailboxSettingsDiffer(want: Partial<ConsumerConfig>, found: Partial<ConsumerConfig>): string[] {
+  const norm = (v: unknown) => (v === false || v === 0 ? undefined : v);
+  return MAILBOX_SETTINGS.filter((k) => norm(want[k]) !== norm(found[k]));
 }

@@ -4,8 +4,8 @@
 import { describe, expect, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { memoryLogger, silentLogger } from "../../src/log.ts";
-import { JetStreamQueue } from "../../src/queue/jetstream.ts";
-import { mailbox } from "../../src/queue/topics.ts";
+import { JetStreamQueue, mailboxSettingsDiffer } from "../../src/queue/jetstream.ts";
+import { mailbox, mailboxStream } from "../../src/queue/topics.ts";
 import { startNats } from "../support/nats.ts";
 import { queueConformance } from "../conformance/queue.ts";
 import { whileForming } from "../support/forming.ts";
@@ -110,4 +110,44 @@ describe("ensureMailbox on a cluster", () => {
       await nats.stop();
     }
   }, 120_000);
+});
+
+describe("mailbox settings a cluster finds", () => {
+  test("a mailbox this build made differs in nothing; one an older build made with its own ack wait and file state is named, not remade", async () => {
+    const nats = await startNats(3);
+    const nc = await nats.connect({ name: "maker" });
+    try {
+      const { log, sink } = memoryLogger();
+      const queue = new JetStreamQueue({ nc, replicas: 3, clock: systemClock, log });
+      await whileForming(() => queue.ensureStreams());
+      const ours = mailbox("made-here", "inbox");
+      await whileForming(() => queue.ensureMailbox(ours.subject, ours.group));
+      await queue.ensureMailbox(ours.subject, ours.group); // read, found, compared
+      expect(sink.events("queue_mailbox_settings_differ")).toEqual([]);
+
+      const older = mailbox("made-before", "inbox");
+      const { mem_storage: _, ...olderConfig } = queue.consumerConfig(older.subject, older.group);
+      const jsm = await nc.jetstreamManager();
+      await whileForming(() => jsm.consumers.add(mailboxStream("made-before"), { ...olderConfig, ack_wait: 30_000_000_000 }));
+      await queue.ensureMailbox(older.subject, older.group);
+      const [warned] = sink.events("queue_mailbox_settings_differ");
+      expect(warned?.fields).toMatchObject({ group: older.group, settings: ["ack_wait", "mem_storage"] });
+      const kept = await jsm.consumers.info(mailboxStream("made-before"), olderConfig.durable_name!);
+      expect(kept.config.ack_wait).toBe(30_000_000_000);
+      await queue.close();
+    } finally {
+      await nc.close();
+      await nats.stop();
+    }
+  }, 120_000);
+
+  test.each([
+    [{ ack_wait: 1, mem_storage: true }, { ack_wait: 1, mem_storage: true }, []],
+    [{ ack_wait: 1, mem_storage: false }, { ack_wait: 1 }, []],
+    [{ max_batch: 0 }, {}, []],
+    [{ ack_wait: 1, max_deliver: 5 }, { ack_wait: 2, max_deliver: 5 }, ["ack_wait"]],
+    [{ mem_storage: true, num_replicas: 3 }, { num_replicas: 1 }, ["num_replicas", "mem_storage"]],
+  ] as const)("mailboxSettingsDiffer(%o, %o) = %o", (want, found, differ) => {
+    expect(mailboxSettingsDiffer(want as never, found as never)).toEqual([...differ]);
+  });
 });
