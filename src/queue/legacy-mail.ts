@@ -59,6 +59,8 @@ export interface LegacyPass {
   stream_deleted: boolean;
   /** Mailboxes this pass could not finish, and why; the next pass tries them again. */
   failed: { mailbox: string; error: Error }[];
+  /** The pass ended at LEGACY_FAILURES_PER_PASS_MAX failures: the broker is failing. */
+  gave_up: boolean;
 }
 
 interface LegacyBox {
@@ -74,12 +76,12 @@ interface LegacyBox {
 }
 
 /**
- * One pass. A mailbox that fails is in `failed` and the others go on; the pass throws on a
- * broker error (the stream itself, or LEGACY_FAILURES_PER_PASS_MAX mailboxes). The next pass
- * tries again.
+ * One pass. A mailbox that fails is in `failed` and the others go on; at
+ * LEGACY_FAILURES_PER_PASS_MAX failures the pass gives up, and says what it had moved. It
+ * throws when the stream itself cannot be read or deleted. The next pass tries again.
  */
 export async function forwardLegacyMail(o: LegacyMailOptions): Promise<LegacyPass> {
-  const out: LegacyPass = { stream: false, waited: false, forwarded: 0, mailboxes_deleted: 0, stream_deleted: false, failed: [] };
+  const out: LegacyPass = { stream: false, waited: false, forwarded: 0, mailboxes_deleted: 0, stream_deleted: false, failed: [], gave_up: false };
   const jsm = await o.nc.jetstreamManager({ checkAPI: false });
   const info = await jsm.streams.info(LEGACY_AGENT_STREAM).catch((err: unknown) => {
     if (apiErrorCode(err) === STREAM_NOT_FOUND) return null;
@@ -110,7 +112,8 @@ export async function forwardLegacyMail(o: LegacyMailOptions): Promise<LegacyPas
     }
   });
   if (out.failed.length >= LEGACY_FAILURES_PER_PASS_MAX) {
-    throw new Error(`${out.failed.length} legacy mailboxes failed in one pass, first ${out.failed[0]!.mailbox}: ${out.failed[0]!.error.message}`);
+    out.gave_up = true;
+    return out;
   }
   const after = await jsm.streams.info(LEGACY_AGENT_STREAM);
   if (after.state.consumer_count === 0) {
@@ -192,7 +195,13 @@ export function startLegacyMail(o: LegacyMailOptions): { stop(): void } {
       if (r.forwarded > 0 || r.mailboxes_deleted > 0 || r.stream_deleted) {
         o.log.info("legacy_mail_forwarded", { stream: LEGACY_AGENT_STREAM, forwarded: r.forwarded, mailboxes_deleted: r.mailboxes_deleted, stream_deleted: r.stream_deleted });
       }
-      if (!stopped) for (const f of r.failed) o.log.warn("legacy_mailbox_failed", { stream: LEGACY_AGENT_STREAM, mailbox: f.mailbox, error: f.error });
+      if (stopped) return;
+      if (r.gave_up) {
+        const first = r.failed[0]!;
+        o.log.warn("legacy_mail_failed", { stream: LEGACY_AGENT_STREAM, reason: `${r.failed.length} mailboxes failed in one pass`, mailbox: first.mailbox, error: first.error });
+      } else {
+        for (const f of r.failed) o.log.warn("legacy_mailbox_failed", { stream: LEGACY_AGENT_STREAM, mailbox: f.mailbox, error: f.error });
+      }
     } catch (err) {
       // A pass cut short by the node's own stop (its connection closing) is not news.
       if (!stopped) o.log.warn("legacy_mail_failed", { stream: LEGACY_AGENT_STREAM, error: err as Error });

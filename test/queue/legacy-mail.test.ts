@@ -8,7 +8,7 @@ import { AckPolicy, DeliverPolicy, headers as natsHeaders, type NatsConnection }
 import { FakeClock, systemClock } from "../../src/clock.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
-import { forwardLegacyMail, startLegacyMail } from "../../src/queue/legacy-mail.ts";
+import { forwardLegacyMail, LEGACY_FAILURES_PER_PASS_MAX, startLegacyMail } from "../../src/queue/legacy-mail.ts";
 import { streamConfig, streamSpecs } from "../../src/queue/streams.ts";
 import { durableName, legacyMailboxSubject, LEGACY_AGENT_STREAM, mailbox, mailboxGroup, mailboxStream } from "../../src/queue/topics.ts";
 import { waitFor } from "../support/fleet.ts";
@@ -84,7 +84,7 @@ async function legacyStreamThere(): Promise<boolean> {
 
 test("with no legacy stream a pass does nothing and says so", async () => {
   const r = await forwardLegacyMail({ nc, queue, olderNodeAlive: async () => true, clock: systemClock, log: memoryLogger().log });
-  expect(r).toEqual({ stream: false, waited: false, forwarded: 0, mailboxes_deleted: 0, stream_deleted: false, failed: [] });
+  expect(r).toEqual({ stream: false, waited: false, forwarded: 0, mailboxes_deleted: 0, stream_deleted: false, failed: [], gave_up: false });
 });
 
 test("while an older node is alive nothing moves; then every message reaches the seat's sharded inbox once, and the legacy stream goes", async () => {
@@ -101,7 +101,7 @@ test("while an older node is alive nothing moves; then every message reaches the
   // The seat's sharded mailbox may not exist yet (a seat gone from the company): the pass makes it.
   await queue.deleteMailbox(mailbox("bob", "inbox").subject, mailbox("bob", "inbox").group);
   const moved = await forwardLegacyMail(o);
-  expect(moved).toEqual({ stream: true, waited: false, forwarded: 4, mailboxes_deleted: 4, stream_deleted: true, failed: [] });
+  expect(moved).toEqual({ stream: true, waited: false, forwarded: 4, mailboxes_deleted: 4, stream_deleted: true, failed: [], gave_up: false });
   expect(await shardedInbox("alice")).toEqual([
     { body: "one", id: "alice-wake-0", trace: "t-0" },
     { body: "two", id: "alice-wake-1", trace: "t-1" },
@@ -166,6 +166,39 @@ test("one mailbox that cannot be forwarded is reported; every other seat's mail 
   expect(await forwardLegacyMail(o)).toMatchObject({ forwarded: 0, mailboxes_deleted: 0, stream_deleted: true, failed: [] });
   expect(await legacyStreamThere()).toBe(false);
   for (const h of ["dave", "erin", "frank"]) await queue.deleteMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group);
+});
+
+test(`${LEGACY_FAILURES_PER_PASS_MAX} failing mailboxes in one pass is the broker: the pass gives up, says so once with what it had moved, and the stream stays`, async () => {
+  await legacyCompany({ hana: ["h1"] });
+  const jsm = await nc.jetstreamManager();
+  // Push consumers named like mailboxes, each holding mail: none can be fetched from.
+  const taps = Array.from({ length: LEGACY_FAILURES_PER_PASS_MAX }, (_, i) => `tap-${i}`);
+  for (const h of taps) {
+    await jsm.consumers.add(LEGACY_AGENT_STREAM, {
+      durable_name: durableName(mailboxGroup(h, "inbox")),
+      filter_subject: legacyMailboxSubject(h, "inbox"),
+      deliver_subject: `legacy-test.push.${h}`,
+      ack_policy: AckPolicy.Explicit,
+    });
+    await nc.jetstream().publish(legacyMailboxSubject(h, "inbox"), new TextEncoder().encode(h), { msgID: `${h}-wake-0` });
+  }
+  const { log, sink } = memoryLogger();
+  const loop = startLegacyMail({ nc, queue, olderNodeAlive: async () => false, clock: new FakeClock(), log });
+  const [failed] = await waitFor("the pass to give up", async () => (sink.events("legacy_mail_failed").length ? sink.events("legacy_mail_failed") : null), 30_000);
+  loop.stop();
+  expect(failed!.fields).toMatchObject({ reason: `${LEGACY_FAILURES_PER_PASS_MAX} mailboxes failed in one pass` });
+  expect(taps.map((h) => durableName(mailboxGroup(h, "inbox")))).toContain(failed!.fields.mailbox as string);
+  // One line for the pass, not one per mailbox: at this count the cause is one.
+  expect(sink.events("legacy_mailbox_failed")).toEqual([]);
+  // hana's mailbox is listed first (the server lists by name) and went in the same round,
+  // so the pass moved its mail before giving up, and its line says so.
+  const moved = sink.events("legacy_mail_forwarded").reduce((n, l) => n + (l.fields.forwarded as number), 0);
+  expect(moved).toBe(1);
+  expect((await shardedInbox("hana")).map((m) => m.body)).toEqual(["h1"]);
+  expect(await legacyStreamThere()).toBe(true);
+
+  await jsm.streams.delete(LEGACY_AGENT_STREAM);
+  await queue.deleteMailbox(mailbox("hana", "inbox").subject, mailbox("hana", "inbox").group);
 });
 
 /** A pass in its own process, so the test can kill it with -9 halfway. */
