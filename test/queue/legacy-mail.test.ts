@@ -1,8 +1,6 @@
 // Mail an older build left in the one agent stream before the shards: on a real nats-server,
 // a legacy stream and mailboxes made as that build made them, then the forwarder's passes.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AckPolicy, DeliverPolicy, headers as natsHeaders, type NatsConnection } from "nats";
 import { FakeClock, systemClock } from "../../src/clock.ts";
@@ -201,18 +199,8 @@ test(`${LEGACY_FAILURES_PER_PASS_MAX} failing mailboxes in one pass is the broke
   await queue.deleteMailbox(mailbox("hana", "inbox").subject, mailbox("hana", "inbox").group);
 });
 
-/** A pass in its own process, so the test can kill it with -9 halfway. */
-const passScript = `
-import { connect } from "nats";
-import { systemClock } from ${JSON.stringify(join(import.meta.dir, "../../src/clock.ts"))};
-import { silentLogger } from ${JSON.stringify(join(import.meta.dir, "../../src/log.ts"))};
-import { JetStreamQueue } from ${JSON.stringify(join(import.meta.dir, "../../src/queue/jetstream.ts"))};
-import { forwardLegacyMail } from ${JSON.stringify(join(import.meta.dir, "../../src/queue/legacy-mail.ts"))};
-const nc = await connect({ servers: process.argv[2] });
-const queue = new JetStreamQueue({ nc, replicas: 1, clock: systemClock, log: silentLogger });
-console.log(JSON.stringify(await forwardLegacyMail({ nc, queue, olderNodeAlive: async () => false, clock: systemClock, log: silentLogger })));
-await nc.close();
-`;
+/** The waits inside (the child under way, 30 s; the stream deleted, 60 s) and room to spare. */
+const KILLED_PASS_TEST_MS = 120_000;
 
 test("a pass killed with -9 halfway loses nothing and forwards nothing twice: the next pass finishes, each message once", async () => {
   const N = 1_000;
@@ -223,10 +211,8 @@ test("a pass killed with -9 halfway loses nothing and forwards nothing twice: th
   const box = mailbox("gina", "inbox");
   const inSharded = async () => (await jsm.streams.info(mailboxStream("gina"), { subjects_filter: box.subject })).state.subjects?.[box.subject] ?? 0;
 
-  const dir = mkdtempSync(join(tmpdir(), "crewlet-legacy-"));
+  const child = Bun.spawn([process.execPath, join(import.meta.dir, "fixtures", "legacy-pass.ts"), nats.url], { stdout: "pipe", stderr: "inherit" });
   try {
-    await Bun.write(join(dir, "pass.ts"), passScript);
-    const child = Bun.spawn([process.execPath, join(dir, "pass.ts"), nats.url], { stdout: "pipe", stderr: "inherit" });
     const atKill = await waitFor("the child's pass to be under way", async () => ((await inSharded()) >= N / 10 ? inSharded() : null), 30_000);
     child.kill("SIGKILL");
     await child.exited;
@@ -245,7 +231,7 @@ test("a pass killed with -9 halfway loses nothing and forwards nothing twice: th
     expect(bodies).toHaveLength(N);
     expect(new Set(bodies).size).toBe(N);
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    child.kill("SIGKILL");
     await queue.deleteMailbox(box.subject, box.group);
   }
-});
+}, KILLED_PASS_TEST_MS);
