@@ -213,7 +213,7 @@ test("a pass killed with -9 halfway loses nothing and forwards nothing twice: th
 
   const child = Bun.spawn([process.execPath, join(import.meta.dir, "fixtures", "legacy-pass.ts"), nats.url], { stdout: "pipe", stderr: "inherit" });
   try {
-    const atKill = await waitFor("the child's pass to be under way", async () => ((await inSharded()) >= N / 10 ? inSharded() : null), 30_000);
+    const atKill = await waitFor("the child's pass to be under way", async () => ((await inSharded()) >= N / 10 ? inSharded() : null), 30_000, () => `child exit ${child.exitCode}`);
     child.kill("SIGKILL");
     await child.exited;
     expect(child.signalCode).toBe("SIGKILL");
@@ -226,7 +226,13 @@ test("a pass killed with -9 halfway loses nothing and forwards nothing twice: th
     const unsettled = (await jsm.consumers.info(LEGACY_AGENT_STREAM, durableName(mailboxGroup("gina", "inbox")))).num_ack_pending;
     const next = await forwardLegacyMail(o);
     if (unsettled > 0) expect(next).toMatchObject({ mailboxes_deleted: 0, stream_deleted: false });
-    await waitFor("a pass that deletes the legacy stream", async () => ((await forwardLegacyMail(o)).stream_deleted ? true : (await Bun.sleep(1_000), null)), 60_000);
+    const passes: string[] = [];
+    const pass = async () => {
+      const r = await forwardLegacyMail(o).catch((err: Error) => ({ error: err.message, stream_deleted: false }));
+      passes.push(JSON.stringify(r));
+      return r.stream_deleted ? true : (await Bun.sleep(1_000), null);
+    };
+    await waitFor("a pass that deletes the legacy stream", pass, 60_000, () => passes.slice(-5).join("\n"));
     const bodies = (await shardedInbox("gina")).map((m) => m.body);
     expect(bodies).toHaveLength(N);
     expect(new Set(bodies).size).toBe(N);
