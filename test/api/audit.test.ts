@@ -2,9 +2,6 @@
 // a real SQLite file — appended through the app's middleware with the token's id, paged
 // newest first, trimmed past its horizon.
 import { Database } from "bun:sqlite";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { expect, test } from "bun:test";
 import { Hono } from "hono";
 import { actionOf, AUDIT_RETENTION_MS, AuditLog } from "../../src/api/audit.ts";
@@ -29,7 +26,7 @@ test.each([
 ])("%s %s → %s", (m, p, want) => expect(actionOf(m, p)).toBe(want));
 
 test("every write is appended with its token id and status; GET /audit pages newest first; trim keeps the horizon", async () => {
-  const db = new Database(join(mkdtempSync(join(tmpdir(), "crewlet-audit-")), "node.db"), { create: true, strict: true });
+  const db = new Database(":memory:", { strict: true });
   const audit = new AuditLog(db);
   let now = 1_000_000_000_000;
   const { log } = memoryLogger("warn");

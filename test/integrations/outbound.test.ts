@@ -71,7 +71,12 @@ let fake: ReturnType<typeof fakeProviders>;
 beforeAll(() => {
   fake = fakeProviders();
 });
-afterAll(() => fake.stop());
+/** Every engine's estate (a SQLite file in a temp dir), closed and removed at the end. */
+const estates: LocalEstate[] = [];
+afterAll(() => {
+  fake.stop();
+  for (const e of estates.splice(0)) e.close();
+});
 
 function company(rules: unknown[]): Company {
   const base = integrationsCompany({ githubBase: `${fake.url}/gh`, slackBase: `${fake.url}/slack` }) as any;
@@ -84,6 +89,7 @@ function engine(c: Company) {
   const outbound = new Outbound({ integrations: () => c.integrations, org: () => org });
   const providers = buildProviders(c.providers.llm, systemClock);
   const estate = new LocalEstate(c);
+  estates.push(estate);
   const events = new MemoryEventSink();
   const turns = new TurnEngine({
     org: () => org,
