@@ -35,6 +35,16 @@ export interface HeldMailboxWatchOptions {
 
 export function watchHeldMailboxes(o: HeldMailboxWatchOptions): MailboxWatch {
   const inbox = (h: string) => mailbox(h, "inbox");
+  /**
+   * Established and taking mail now: attached, not held or quiesced, no turn running. Not
+   * merely attached: a paused seat's inbox is held, so its mail waits by design, and judging
+   * it idle made every pause with mail waiting a deaf seat (/ready 503, a reset, the seat
+   * handed back, again each minute) — found by pausing @ceo across a binary swap.
+   */
+  const takingMail = (h: string) => {
+    const s = o.seats.seatState(h);
+    return s !== null && s.phase === "established" && s.taking_mail && !(o.busy?.(h) ?? false);
+  };
   return new MailboxWatch({
     port: {
       inspect: (h) => o.queue.inspectMailbox(inbox(h).subject, inbox(h).group),
@@ -43,13 +53,10 @@ export function watchHeldMailboxes(o: HeldMailboxWatchOptions): MailboxWatch {
       probe: async (h, id) => void (await o.queue.publish(inbox(h).subject, PROBE_BODY, { headers: { [PROBE_HEADER]: id } })),
     },
     held: () => o.seats.health().held,
-    idle: (h) => {
-      const s = o.seats.seatState(h);
-      return s?.phase === "established" && s.attached && !(o.busy?.(h) ?? false);
-    },
+    idle: takingMail,
     readiness: (h) => {
       const s = o.seats.seatState(h);
-      return s ? { ready: s.phase === "established" && s.taking_mail && !(o.busy?.(h) ?? false), settled_at_ms: s.settled_at_ms } : null;
+      return s ? { ready: takingMail(h), settled_at_ms: s.settled_at_ms } : null;
     },
     handBack: (h) => o.seats.release(h, "mailbox_deaf"),
     clock: o.clock,

@@ -30,6 +30,8 @@ const TTL_MS = 3_000;
 /** Test cadences: checks every 0.5 s, a probe per seat per second, deaf after 4 s ready
  * and unheard (generous for a loaded box; the shipped figures are 15 s, 60 s and 20 s). */
 const CADENCE = { every_ms: 500, probe_every_ms: 1_000, probe_heard_within_ms: 4_000 };
+/** How long a paused seat is watched: a dozen checks, past the probe's bound twice. */
+const PAUSED_WATCHED_MS = 3 * CADENCE.probe_heard_within_ms;
 /** Bounds the waits: far above what any step takes, far below the 30-minute ack wait. */
 const WAIT_MS = 60_000;
 
@@ -230,4 +232,24 @@ test("mail ack-pending on a pull of a process that lost the seat reaches the new
   } finally {
     await (stale as NatsConnection | null)?.close();
   }
+}, 120_000);
+
+test("a paused seat's waiting mail is no deafness: no alarm, no reset, no hand-back; resumed, it runs the mail", async () => {
+  rig = await makeRig(["z1"]);
+  const r = rig;
+  const epoch = r.host.seatState("z1")!.epoch;
+  r.host.setHold("z1", "pause", true);
+  for (const body of ["w1", "w2", "w3"]) await r.send("z1", body);
+  // Past every rule's two checks and the probe's bound, several times over. A build that
+  // judged an attached-but-held inbox idle alarmed here (pending_not_delivered, or
+  // ack_pending_elsewhere for the one its own pull had parked) and handed the seat back.
+  await Bun.sleep(PAUSED_WATCHED_MS);
+  expect(deafLines(r.sink, "z1")).toEqual([]);
+  expect(r.watch.deaf()).toEqual([]);
+  expect(r.host.seatState("z1")!.epoch).toBe(epoch);
+  expect(r.got.get("z1") ?? []).toEqual([]);
+  r.host.setHold("z1", "pause", false);
+  await until("the waiting mail handled", () => (r.got.get("z1") ?? []).length === 3);
+  expect(r.got.get("z1")).toEqual(["w1", "w2", "w3"]);
+  expect(deafLines(r.sink, "z1")).toEqual([]);
 }, 120_000);
