@@ -101,6 +101,8 @@ const NO_MESSAGE_FOUND = 10037;
 const SEQUENCE_NOT_FOUND = 10043;
 const DELETE_NO_MESSAGE = 10057;
 /** nats.js's codes for a request nobody subscribes to (a 503 status) and one nobody answered. */
+/** A reset is one consumer-leader call; on a box at load 30 an answer has come within this. */
+const CONSUMER_RESET_TIMEOUT_MS = 10_000;
 const NO_RESPONDERS = "503";
 const REQUEST_TIMEOUT = "TIMEOUT";
 const isMissingMessage = (err: unknown) => {
@@ -531,7 +533,7 @@ export class JetStreamQueue implements Queue {
    * resetMailbox). False when this broker does not know the call.
    */
   resetMailbox(subject: string, group: string): Promise<boolean> {
-    return this.consumerReset(subject, group, {}, "resetting");
+    return resetConsumer(this.nc, mustStream(subject), durableName(group), {}, `resetting mailbox ${group} on ${subject}`);
   }
 
   /**
@@ -555,40 +557,7 @@ export class JetStreamQueue implements Queue {
     const body = MsgGetReply.parse(JSON.parse(new TextDecoder().decode(reply.data)));
     if (body.error && body.error.err_code !== NO_MESSAGE_FOUND) throw new Error(`queue: reading ${subject} from its start: ${body.error.description}`);
     const seq = body.message?.seq ?? last + 1;
-    return this.consumerReset(subject, group, { seq }, `rewinding to ${seq}`);
-  }
-
-  /**
-   * One consumer reset. The call is answered by the consumer's leader on its own
-   * subscription; the JetStream API's catch-all subscription also hears it and stays
-   * silent, so a consumer that is not there shows as a request that times out (measured
-   * on 2.15.2, R1 and R3, by the conformance case "reset and rewind of a mailbox that does
-   * not exist are errors"), not as "no responders". A broker older than 2.14 should look
-   * the same (not measured: none is shipped or kept). The consumer INFO then tells which:
-   * missing → throws "no such mailbox", as the contract says; present → the timeout is
-   * thrown (a leader that did not answer, or an old broker), or false after "no
-   * responders" (nothing serves the call).
-   */
-  private async consumerReset(subject: string, group: string, request: { seq?: number }, doing: string): Promise<boolean> {
-    const stream = mustStream(subject);
-    const durable = durableName(group);
-    let reply: Msg;
-    try {
-      reply = await this.nc.request(`$JS.API.CONSUMER.RESET.${stream}.${durable}`, JSON.stringify(request), { timeout: 10_000 });
-    } catch (err) {
-      const code = (err as { code?: string }).code;
-      if (code !== NO_RESPONDERS && code !== REQUEST_TIMEOUT) throw err;
-      const jsm = await this.jsm();
-      await jsm.consumers.info(stream, durable).catch((infoErr) => {
-        if (apiErrorCode(infoErr) === CONSUMER_NOT_FOUND) throw new Error(`queue: ${doing} mailbox ${group} on ${subject}: no such mailbox`);
-        throw infoErr;
-      });
-      if (code === REQUEST_TIMEOUT) throw new Error(`queue: ${doing} mailbox ${group} on ${subject}: not answered within 10 s`);
-      return false;
-    }
-    const answer = z.object({ error: z.object({ code: z.number(), description: z.string() }).optional() }).parse(JSON.parse(new TextDecoder().decode(reply.data)));
-    if (answer.error) throw new Error(`queue: ${doing} mailbox ${group}: ${answer.error.description} (${answer.error.code})`);
-    return true;
+    return resetConsumer(this.nc, stream, durableName(group), { seq }, `rewinding mailbox ${group} on ${subject} to ${seq}`);
   }
 
   /**
@@ -683,6 +652,38 @@ class PullTracker {
   idle(): Promise<void> {
     return this.count === 0 ? Promise.resolve() : new Promise((r) => this.waiters.push(r));
   }
+}
+
+/**
+ * One consumer reset ($JS.API.CONSUMER.RESET, nats-server ≥ 2.14): to its ack floor with an
+ * empty request, or to `seq`. The call is answered by the consumer's leader on its own
+ * subscription; the JetStream API's catch-all subscription also hears it and stays silent,
+ * so a consumer that is not there shows as a request that times out (measured on 2.15.2,
+ * R1 and R3, by the conformance case "reset and rewind of a mailbox that does not exist are
+ * errors"), not as "no responders". A broker older than 2.14 should look the same (not
+ * measured: none is shipped or kept). The consumer INFO then tells which: missing → throws
+ * "no such mailbox", as the contract says; present → the timeout is thrown (a leader that
+ * did not answer, or an old broker), or false after "no responders" (nothing serves the
+ * call). `doing` names the call in its errors.
+ */
+export async function resetConsumer(nc: NatsConnection, stream: string, durable: string, request: { seq?: number }, doing: string): Promise<boolean> {
+  let reply: Msg;
+  try {
+    reply = await nc.request(`$JS.API.CONSUMER.RESET.${stream}.${durable}`, JSON.stringify(request), { timeout: CONSUMER_RESET_TIMEOUT_MS });
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code !== NO_RESPONDERS && code !== REQUEST_TIMEOUT) throw err;
+    const jsm = await nc.jetstreamManager({ checkAPI: false });
+    await jsm.consumers.info(stream, durable).catch((infoErr) => {
+      if (apiErrorCode(infoErr) === CONSUMER_NOT_FOUND) throw new Error(`queue: ${doing}: no such mailbox`);
+      throw infoErr;
+    });
+    if (code === REQUEST_TIMEOUT) throw new Error(`queue: ${doing}: not answered within ${CONSUMER_RESET_TIMEOUT_MS / 1000} s`);
+    return false;
+  }
+  const answer = z.object({ error: z.object({ code: z.number(), description: z.string() }).optional() }).parse(JSON.parse(new TextDecoder().decode(reply.data)));
+  if (answer.error) throw new Error(`queue: ${doing}: ${answer.error.description} (${answer.error.code})`);
+  return true;
 }
 
 function mustStream(subject: string): string {

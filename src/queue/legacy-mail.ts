@@ -15,6 +15,7 @@ import type { Logger } from "../log.ts";
 import { eachInFlight } from "../in-flight.ts";
 import type { MailboxRef, Queue } from "./contract.ts";
 import { isPublishControlHeader } from "./deadletter.ts";
+import { resetConsumer } from "./jetstream.ts";
 import { apiErrorCode, CONSUMER_NOT_FOUND, STREAM_NOT_FOUND } from "./streams.ts";
 import { groupOfDurable, LEGACY_AGENT_STREAM, mailbox, parseLegacyMailbox } from "./topics.ts";
 
@@ -68,11 +69,13 @@ interface LegacyBox {
   ref: MailboxRef;
   /**
    * Messages not yet delivered plus those delivered and never settled. The latter (an older
-   * node or a pass that died holding them) come back after their ack wait, but only to a
-   * fetch: counting them makes the pass fetch while any is out, or they would stay in a
-   * mailbox nobody reads, and the mailbox and stream with them, for good.
+   * node or a pass that died holding them) come back at the pass's reset (or after their
+   * ack wait), but only to a fetch: counting them makes the pass fetch while any is out, or
+   * they would stay in a mailbox nobody reads, and the mailbox and stream with them, for good.
    */
   unsettled: number;
+  /** Of those, delivered and never settled. */
+  ackPending: number;
 }
 
 /**
@@ -98,7 +101,7 @@ export async function forwardLegacyMail(o: LegacyMailOptions): Promise<LegacyPas
     const group = groupOfDurable(c.name);
     const ref = group === null ? null : parseLegacyMailbox(c.config.filter_subject ?? "", group);
     // Somebody else's consumer is theirs to delete.
-    if (ref) boxes.push({ name: c.name, ref, unsettled: c.num_pending + c.num_ack_pending });
+    if (ref) boxes.push({ name: c.name, ref, unsettled: c.num_pending + c.num_ack_pending, ackPending: c.num_ack_pending });
   }
   await eachInFlight(boxes, LEGACY_MAILBOXES_IN_FLIGHT, async (box) => {
     if (out.failed.length >= LEGACY_FAILURES_PER_PASS_MAX) return;
@@ -133,6 +136,16 @@ async function forwardMailbox(o: LegacyMailOptions, box: LegacyBox, moved: () =>
   if (box.unsettled > 0) {
     // The sharded mailbox first: forwarded mail to a subject nothing covers would be dropped.
     await o.queue.ensureMailbox(target.subject, target.group);
+    if (box.ackPending > 0) {
+      // Delivered to a process that never settled them: an older node killed with mail in
+      // hand (a paused seat's pull holds one), or a pass killed halfway. No older node is
+      // alive (the pass's condition), so they come back now rather than after the older
+      // build's ack wait, 30 minutes: a reset to the ack floor. A pass of this build on
+      // another member may hold some of them this moment; both forward them, with the
+      // message's id, and the sharded stream keeps one. A broker without the call (older
+      // than 2.14) answers false: they come back after the ack wait, to a later pass.
+      await resetConsumer(o.nc, LEGACY_AGENT_STREAM, box.name, {}, `resetting legacy mailbox ${box.name}`);
+    }
     const consumer = await o.nc.jetstream().consumers.get(LEGACY_AGENT_STREAM, box.name);
     await drain(consumer, box.unsettled, (m) => forwardOne(o.queue, target.subject, m), moved);
   }
