@@ -100,9 +100,9 @@ const NO_MESSAGE_FOUND = 10037;
  */
 const SEQUENCE_NOT_FOUND = 10043;
 const DELETE_NO_MESSAGE = 10057;
-/** nats.js's codes for a request nobody subscribes to (a 503 status) and one nobody answered. */
 /** A reset is one consumer-leader call; on a box at load 30 an answer has come within this. */
 const CONSUMER_RESET_TIMEOUT_MS = 10_000;
+/** nats.js's codes for a request nobody subscribes to (a 503 status) and one nobody answered. */
 const NO_RESPONDERS = "503";
 const REQUEST_TIMEOUT = "TIMEOUT";
 const isMissingMessage = (err: unknown) => {
@@ -270,11 +270,11 @@ export class JetStreamQueue implements Queue {
    * Creates with the API's `create` action (nats.js sends it; servers 2.10+ honour it): a
    * mailbox a peer made first with the same settings is answered from the existing
    * consumer (on a cluster still a meta proposal, so a cluster reads first: below), and a
-   * durable of the same name on another subject is refused. nats-server 2.9 ignored the action and treated such a create as an update, so
-   * `bob`'s control group (which shares its name with `bob-control`'s inbox group) could
-   * re-point the other's mailbox; this looked before creating those, and no longer needs
-   * to (re-measured on 2.15.2 by the conformance case "a group already used on another
-   * subject is refused").
+   * durable of the same name on another subject is refused. nats-server 2.9 ignored the
+   * action and treated such a create as an update, so `bob`'s control group (which shares
+   * its name with `bob-control`'s inbox group) could re-point the other's mailbox; this
+   * looked before creating those, and no longer needs to (re-measured on 2.15.2 by the
+   * conformance case "a group already used on another subject is refused").
    */
   async ensureMailbox(subject: string, group: string): Promise<void> {
     const stream = mustStream(subject);

@@ -1,6 +1,6 @@
 // The audit log (src/api/audit.ts): action names by route (pure, by table), and the store on
-// a real SQLite file — appended through the app's middleware with the token's id, paged
-// newest first, trimmed past its horizon.
+// a real SQLite database (in memory) — appended through the app's middleware with the
+// token's id, paged newest first, trimmed past its horizon.
 import { Database } from "bun:sqlite";
 import { expect, test } from "bun:test";
 import { Hono } from "hono";
