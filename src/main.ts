@@ -22,7 +22,8 @@ Usage:
 
 Exit codes: 0 clean, 1 runtime failure, 2 bad config or usage, 75 watchdog.
 Talking to a running node: --url (or CREWLET_URL, default http://127.0.0.1:7700) and
---token (or CREWLET_TOKEN; a node prints the token it minted at first boot).`;
+--token (or CREWLET_TOKEN; a node prints the token it minted at first boot, and for a
+node on this box the CLI reads it from .crewlet/api-token or $CREWLET_STORE/api-token).`;
 
 /** Bad usage shares bad config's code: both are the operator's input, not a failure. */
 const EXIT_USAGE = 2;

@@ -25,16 +25,26 @@ export type AuthEnv = { Variables: { principal: Principal; op_id: string | undef
 const MINTED_TOKEN_BYTES = 32;
 const MINTED_TOKEN_FILE = "api-token";
 
+/** The token a node minted and kept in `storeDir`, if there is one this user can read. */
+export function readMintedToken(storeDir: string): string | null {
+  const path = join(storeDir, MINTED_TOKEN_FILE);
+  if (!existsSync(path)) return null;
+  try {
+    const token = readFileSync(path, "utf8").trim();
+    return token.length >= 24 ? token : null;
+  } catch {
+    return null; // another user's store (0600): not ours to read
+  }
+}
+
 /**
  * The token a node with none configured mints at first boot and keeps in its store dir,
  * so restarts keep working with what the boot summary printed once.
  */
 export function loadOrMintToken(storeDir: string): { token: ApiToken; minted: boolean } {
+  const kept = readMintedToken(storeDir);
+  if (kept) return { token: { id: "minted", token: kept, grants: GRANTS }, minted: false };
   const path = join(storeDir, MINTED_TOKEN_FILE);
-  if (existsSync(path)) {
-    const token = readFileSync(path, "utf8").trim();
-    if (token.length >= 24) return { token: { id: "minted", token, grants: GRANTS }, minted: false };
-  }
   mkdirSync(storeDir, { recursive: true });
   const token = "cwl_" + Buffer.from(crypto.getRandomValues(new Uint8Array(MINTED_TOKEN_BYTES))).toString("base64url");
   const tmp = `${path}.${process.pid}.tmp`;

@@ -1,7 +1,9 @@
 // Talking to a running node's API from the CLI: where (--url / CREWLET_URL), as whom
-// (--token / CREWLET_TOKEN), and one request that answers JSON or a clear failure.
+// (--token / CREWLET_TOKEN, or the token a node on this box minted), and one request that
+// answers JSON or a clear failure.
+import { readMintedToken } from "../api/auth.ts";
 import { MAX_BODY_BYTES } from "../api/errors.ts";
-import { DEFAULT_API_PORT } from "../config/tier-a.ts";
+import { DEFAULT_API_PORT, DEFAULT_STORE_DIR } from "../config/tier-a.ts";
 import { UsageError } from "./args.ts";
 
 export const DEFAULT_URL = `http://127.0.0.1:${DEFAULT_API_PORT}`;
@@ -13,15 +15,23 @@ export interface Target {
   token: string;
 }
 
+/** Hosts that are this box: only to these is a token read from the local store sent. */
+const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
+
 export function resolveTarget(values: { url?: string | boolean; token?: string | boolean }, env: Record<string, string | undefined> = process.env): Target {
   const url = (typeof values.url === "string" ? values.url : undefined) ?? env.CREWLET_URL ?? DEFAULT_URL;
-  const token = (typeof values.token === "string" ? values.token : undefined) ?? env.CREWLET_TOKEN;
-  if (!token) throw new UsageError("no API token: pass --token or set CREWLET_TOKEN (a node prints the token it minted at first boot)");
+  let parsed: URL;
   try {
-    new URL(url);
+    parsed = new URL(url);
   } catch {
     throw new UsageError(`--url ${JSON.stringify(url)} is not a URL`);
   }
+  // On the box where `npm start` ran, the token it minted is in its store (crewlet.yaml's
+  // store.dir: ${CREWLET_STORE:-.crewlet}): a person there should not have to copy it. It is
+  // never sent beyond loopback — a token this user did not name does not leave the box.
+  const stored = () => (LOOPBACK_HOSTS.has(parsed.hostname) ? readMintedToken(env.CREWLET_STORE ?? DEFAULT_STORE_DIR) : null);
+  const token = (typeof values.token === "string" ? values.token : undefined) ?? env.CREWLET_TOKEN ?? stored();
+  if (!token) throw new UsageError(`no API token: pass --token or set CREWLET_TOKEN (a node prints the token it minted at first boot; for a node on this box it is read from ${DEFAULT_STORE_DIR}/api-token, or $CREWLET_STORE/api-token)`);
   return { url: url.replace(/\/+$/, ""), token };
 }
 

@@ -55,8 +55,11 @@ export const nodeSchema = z.strictObject({
   max_concurrent: z.number().int().min(1).max(4096).default(DEFAULT_MAX_CONCURRENT),
 });
 
+/** Where a node keeps its store unless `store.dir` says otherwise (the CLI looks here too). */
+export const DEFAULT_STORE_DIR = ".crewlet";
+
 export const storeSchema = z.strictObject({
-  dir: z.string().min(1).default(".crewlet"),
+  dir: z.string().min(1).default(DEFAULT_STORE_DIR),
   scratch: z.boolean().default(false).describe("Deleted at every boot: a leaf node's store"),
 });
 
