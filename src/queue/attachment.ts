@@ -124,6 +124,7 @@ export class AttachmentCore implements Attachment {
    */
   private readonly parked: RawMessage[] = [];
   private retryTimer: Timer | null = null;
+  private backoffUntil = 0;
   private idleWaiters: Array<() => void> = [];
   private readonly batch: number;
 
@@ -153,6 +154,9 @@ export class AttachmentCore implements Attachment {
   }
   get inFlight(): number {
     return this.running;
+  }
+  get backingOffUntil(): number {
+    return this.backoffUntil;
   }
 
   quiesce(): void {
@@ -285,6 +289,7 @@ export class AttachmentCore implements Attachment {
     const settlements = await this.outcomes(ms);
     for (const [i, m] of ms.entries()) {
       const { kind, reason, delay_ms } = settlements[i]!;
+      if (kind === "nak" && delay_ms) this.backoffUntil = Math.max(this.backoffUntil, this.clock.now() + delay_ms);
       await this.settle(m, kind, reason, delay_ms);
     }
     this.running -= 1;

@@ -95,6 +95,12 @@ export interface Attachment {
   readonly quiesced: boolean;
   /** Handlers running right now (0 or 1: one delivery, or one drain, at a time per attachment). */
   readonly inFlight: number;
+  /**
+   * Local clock, ms: until when a delivery this attachment NAK'd with a delay (a turn backing
+   * off a failing provider) is held back at the broker on its behalf; 0 when none was. That
+   * delivery counts as ack-pending meanwhile: this holder's own, not stranded elsewhere.
+   */
+  readonly backingOffUntil: number;
   /** Resolves when no handler is running (for a voluntary release's bounded wait). */
   idle(): Promise<void>;
   /**

@@ -266,6 +266,8 @@ export interface SeatStateView {
   taking_mail: boolean;
   /** Local clock, ms: when the inbox handler last finished (0: never). */
   settled_at_ms: number;
+  /** Local clock, ms: until when the inbox's own delayed NAK is held back (Attachment.backingOffUntil; 0: none). */
+  backing_off_until_ms: number;
 }
 
 export type ClaimOutcome = "claimed" | "held" | "protocol" | "unknown" | "skipped" | "failed";
@@ -1368,6 +1370,7 @@ export class SeatHost {
       renewed_at_ms: s.last_renew_ok_ms,
       taking_mail: s.attachment !== null && !s.attachment.quiesced && s.attachment.inFlight === 0,
       settled_at_ms: s.settled_at_ms,
+      backing_off_until_ms: s.attachment?.backingOffUntil ?? 0,
     };
   }
 

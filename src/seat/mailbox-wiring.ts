@@ -5,6 +5,7 @@
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { MailboxSnapshot } from "../queue/contract.ts";
+import { PULL_EXPIRES_MS } from "../queue/attachment.ts";
 import { mailbox } from "../queue/topics.ts";
 import type { SeatHost } from "./host.ts";
 import { MailboxWatch, PROBE_HEADER } from "./mailbox-watch.ts";
@@ -53,7 +54,12 @@ export function watchHeldMailboxes(o: HeldMailboxWatchOptions): MailboxWatch {
       probe: async (h, id) => void (await o.queue.publish(inbox(h).subject, PROBE_BODY, { headers: { [PROBE_HEADER]: id } })),
     },
     held: () => o.seats.health().held,
-    idle: takingMail,
+    // Idle, for the rules that judge mail waiting: taking mail, and not backing off — a
+    // delivery the seat NAK'd with a delay (its provider failing) waits at the broker,
+    // ack-pending, on the seat's own behalf. Judged "elsewhere", it was reset and run at
+    // once, each check, defeating the backoff (and a delivery's count started over). Its
+    // redelivery comes within a pull's expiry of the delay's end.
+    idle: (h) => takingMail(h) && o.clock.now() >= (o.seats.seatState(h)?.backing_off_until_ms ?? 0) + PULL_EXPIRES_MS,
     readiness: (h) => {
       const s = o.seats.seatState(h);
       return s ? { ready: takingMail(h), settled_at_ms: s.settled_at_ms } : null;

@@ -224,11 +224,14 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       const delay_ms = 2_000;
       const rec = recorder((d) => (d.deliveryCount === 1 && text(d) === "later" ? nak(delay_ms) : ack()));
       const att = track(await h.queue.attach(box.subject, box.group, rec.handler));
+      expect(att.backingOffUntil).toBe(0);
       await h.queue.publish(box.subject, enc("later"));
       await eventually("first delivery", () => rec.texts().includes("later"));
       // Mail behind it is not held up, and the delayed message has not come back with it.
       await throughSentinel(box.subject, rec);
       expect(rec.texts().filter((t) => t === "later")).toHaveLength(1);
+      // The attachment says it is backing off (the deaf-seat watch reads it): its own mail waits.
+      expect(att.backingOffUntil).toBeGreaterThan(0);
       await h.elapse(delay_ms + 100);
       await eventually("redelivered after the delay", () => rec.texts().filter((t) => t === "later").length === 2);
       expect(rec.seen.filter((d) => text(d) === "later").map((d) => d.deliveryCount)).toEqual([1, 2]);

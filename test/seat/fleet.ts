@@ -127,6 +127,9 @@ class NodeQueue implements Queue {
       get inFlight() {
         return a.inFlight;
       },
+      get backingOffUntil() {
+        return a.backingOffUntil;
+      },
       idle: () => a.idle(),
       detach: async () => {
         owner.delete(a);

@@ -17,7 +17,7 @@ import type { NatsConnection } from "nats";
 import { systemClock } from "../../src/clock.ts";
 import { createCoordination, type CoordinationHandle } from "../../src/coord/index.ts";
 import { memoryLogger, type MemorySink } from "../../src/log.ts";
-import { ack, type Delivery } from "../../src/queue/contract.ts";
+import { ack, nak, type Delivery, type Outcome } from "../../src/queue/contract.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { durableName, mailbox, mailboxStream } from "../../src/queue/topics.ts";
 import { SeatHost } from "../../src/seat/host.ts";
@@ -30,6 +30,8 @@ const TTL_MS = 3_000;
 /** Test cadences: checks every 0.5 s, a probe per seat per second, deaf after 4 s ready
  * and unheard (generous for a loaded box; the shipped figures are 15 s, 60 s and 20 s). */
 const CADENCE = { every_ms: 500, probe_every_ms: 1_000, probe_heard_within_ms: 4_000 };
+/** A turn's backoff: many checks long, and past the probe's bound. */
+const BACKOFF_MS = 6_000;
 /** How long a paused seat is watched: a dozen checks, past the probe's bound twice. */
 const PAUSED_WATCHED_MS = 3 * CADENCE.probe_heard_within_ms;
 /** Bounds the waits: far above what any step takes, far below the 30-minute ack wait. */
@@ -66,7 +68,7 @@ async function until(what: string, ok: () => boolean | Promise<boolean>): Promis
   }
 }
 
-async function makeRig(seats: string[], before?: (nats: TestNats, queue: JetStreamQueue) => Promise<void>, members = 1): Promise<Rig> {
+async function makeRig(seats: string[], before?: (nats: TestNats, queue: JetStreamQueue) => Promise<void>, members = 1, settleMail: (body: string, d: Delivery) => Outcome = () => ack()): Promise<Rig> {
   const nats = await startNats(members);
   const nc = await nats.connect();
   const { log, sink } = memoryLogger("debug");
@@ -98,7 +100,7 @@ async function makeRig(seats: string[], before?: (nats: TestNats, queue: JetStre
     lease_ttl_ms: () => coord.lease_ttl_ms,
     batchHandler: async (ds: Delivery[], turn) => {
       got.set(turn.handle, [...(got.get(turn.handle) ?? []), ...ds.map((d) => dec.decode(d.data))]);
-      return ds.map(() => ack());
+      return ds.map((d) => settleMail(dec.decode(d.data), d));
     },
     deafSeats: () => watch?.deaf() ?? [],
     onProbe: (h, id) => watch?.heard(h, id),
@@ -252,4 +254,16 @@ test("a paused seat's waiting mail is no deafness: no alarm, no reset, no hand-b
   await until("the waiting mail handled", () => (r.got.get("z1") ?? []).length === 3);
   expect(r.got.get("z1")).toEqual(["w1", "w2", "w3"]);
   expect(deafLines(r.sink, "z1")).toEqual([]);
+}, 120_000);
+
+test("a delivery the seat NAKs with a delay waits out its backoff: no alarm, no reset, run again once after it", async () => {
+  rig = await makeRig(["n1"], undefined, 1, (body, d) => (body === "retry-me" && d.deliveryCount === 1 ? nak(BACKOFF_MS) : ack()));
+  const r = rig;
+  await r.send("n1", "retry-me");
+  await until("the retry ran", () => (r.got.get("n1") ?? []).length >= 2);
+  await Bun.sleep(2 * CADENCE.every_ms);
+  // Before: "ack_pending_elsewhere" every two checks, each reset running it again at once
+  // (nine runs in 12 s for one 10 s backoff), its delivery count starting over.
+  expect(deafLines(r.sink, "n1")).toEqual([]);
+  expect(r.got.get("n1")).toEqual(["retry-me", "retry-me"]);
 }, 120_000);
