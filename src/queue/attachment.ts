@@ -289,7 +289,8 @@ export class AttachmentCore implements Attachment {
     const settlements = await this.outcomes(ms);
     for (const [i, m] of ms.entries()) {
       const { kind, reason, delay_ms } = settlements[i]!;
-      if (kind === "nak" && delay_ms) this.backoffUntil = Math.max(this.backoffUntil, this.clock.now() + delay_ms);
+      // A delayed NAK that will not be dead-lettered instead waits at the broker, ours.
+      if (kind === "nak" && delay_ms && settlementFor(kind, m.delivery.deliveryCount) === "nak") this.backoffUntil = Math.max(this.backoffUntil, this.clock.now() + delay_ms);
       await this.settle(m, kind, reason, delay_ms);
     }
     this.running -= 1;
