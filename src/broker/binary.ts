@@ -48,10 +48,17 @@ export interface SidecarBinary {
   version: string | null;
 }
 
-/** What `<bin> --version` reports ("nats-server: v2.15.2"), or null. */
+/** What `<bin> --version` reports ("nats-server: v2.15.2"), or null. A file the kernel will
+ * not execute is null too, with the spawn's error as text: the sidecar's start then says
+ * why in words (exec-check.ts). */
 export function reportedVersion(path: string): { version: string | null; text: string } {
-  const out = Bun.spawnSync([path, "--version"], { stdout: "pipe", stderr: "pipe" });
-  const text = `${out.stdout.toString()}${out.stderr.toString()}`;
+  let text: string;
+  try {
+    const out = Bun.spawnSync([path, "--version"], { stdout: "pipe", stderr: "pipe" });
+    text = `${out.stdout.toString()}${out.stderr.toString()}`;
+  } catch (err) {
+    return { version: null, text: (err as Error).message };
+  }
   const m = /v?(\d+\.\d+\.\d+)/.exec(text);
   return { version: m ? m[1]! : null, text: text.trim() };
 }

@@ -5,6 +5,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
+import { whyNotExecutable } from "./exec-check.ts";
 import { parseNatsLogLine, serverIdFrom } from "./nats-log.ts";
 import { isOurSidecar, portAnswers, readCmdline, readPidFile, removePidFile, stopProcess, writePidFile } from "./process.ts";
 
@@ -224,6 +225,13 @@ export async function startSidecar(spec: SidecarSpec, deps: { log: Logger; clock
   for (;;) {
     if (exited) {
       await exitedPromise;
+      // Dead before it answered: if the kernel would not even execute it, say that (and
+      // its arch) rather than whatever /bin/sh made of the file.
+      const notExecutable = whyNotExecutable(spec.binary);
+      if (notExecutable) {
+        log.error("nats_binary_not_executable", { path: spec.binary, error: notExecutable });
+        throw new BrokerError(notExecutable);
+      }
       throw await died;
     }
     if (serverId) {
