@@ -15,6 +15,7 @@ Usage:
   crewlet schedules                       each schedule's next fire and last fire
   crewlet budgets                         each spend cap, its window's spend and reset
   crewlet agents pause|resume|stop <h>    a person's controls over a seat
+  crewlet runs list|show|cancel [id]       the seats' coding runs on a running node
   crewlet estate status                   this node's estate copy, per domain
   crewlet estate skip <domain> <pos> --reason TEXT
                                           pass over a log record no copy can apply
@@ -60,6 +61,10 @@ async function main(argv: string[]): Promise<number> {
       return (await import("./cli/budgets.ts")).runBudgetsCommand(rest);
     case "schedules":
       return (await import("./cli/schedules.ts")).runSchedulesCommand(rest);
+    case "runs":
+      return (await import("./cli/runs.ts")).runRunsCommand(rest);
+    case "sandbox-supervise":
+      return (await import("./cli/sandbox-supervise.ts")).runSandboxSupervise(rest);
     default:
       throw new UsageError(`unknown command "${command}" (see crewlet --help)`);
   }

@@ -18,7 +18,8 @@ import type { Trigger, TriggerType } from "../org/trigger.ts";
  * which runs a turn whose reply is a write exactly like task_assigned's, and schedule: the
  * fire claim (crewlet_fires) makes the publish once per instant, and the ledger makes the
  * turn once per delivery — a redelivered fire (a NAK after the turn acted) runs nothing
- * twice. A type outside the set contributes nothing to the work key and is never recorded.
+ * twice. And sandbox_run: a run's result is told once, and its redelivery (the
+ * collecting node died before the ack) is skipped. A type outside the set contributes nothing to the work key and is never recorded.
  */
 export const LEDGERED_TYPES: ReadonlySet<TriggerType> = new Set<TriggerType>([
   "task_assigned",
@@ -29,6 +30,7 @@ export const LEDGERED_TYPES: ReadonlySet<TriggerType> = new Set<TriggerType>([
   "a2a_request",
   "a2a_message",
   "schedule",
+  "sandbox_run",
 ]);
 
 export function isLedgered(t: Pick<Trigger, "type">): boolean {

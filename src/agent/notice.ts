@@ -106,8 +106,8 @@ export function noticeText(f: NoticeFacts): string {
 }
 
 /** Trigger types that come from a person and have a thread to answer in. */
-const CHAT_TYPES = new Set(["chat_mention", "chat_direct"]);
-const WORK_TYPES = new Set(["task_assigned", "task_comment"]);
+const CHAT_TYPES = new Set(["chat_mention", "chat_direct", "sandbox_run"]);
+const WORK_TYPES = new Set(["task_assigned", "task_comment", "sandbox_run"]);
 
 export type TellOutcome = "posted" | "already_told" | "no_thread" | "failed";
 
@@ -128,7 +128,7 @@ export class Notifier {
    * as `seat`. Never throws: a notice that cannot be posted is logged (turn_notice_failed).
    */
   async tell(seat: string, turn_id: string, triggers: readonly Trigger[], text: string): Promise<TellOutcome> {
-    const chat = [...triggers].reverse().find((t) => CHAT_TYPES.has(t.type) && t.refs.channel !== undefined && t.refs.message_id !== undefined);
+    const chat = [...triggers].reverse().find((t) => CHAT_TYPES.has(t.type) && t.refs.channel !== undefined && (t.refs.message_id !== undefined || t.refs.thread_root !== undefined));
     const work = [...triggers].reverse().find((t) => WORK_TYPES.has(t.type) && t.refs.work_key !== undefined);
     const target = chat ?? work;
     if (!target) {
@@ -145,8 +145,8 @@ export class Notifier {
       const op_id = automaticOpId("notice", `${seat}\n${target.event_id}`);
       let result;
       if (chat) {
-        const m = await this.o.estate.read({ q: "chat.message", id: chat.refs.message_id! });
-        const root = m ? (m.thread_parent ?? m.id) : chat.refs.message_id!;
+        const m = chat.refs.message_id !== undefined ? await this.o.estate.read({ q: "chat.message", id: chat.refs.message_id }) : null;
+        const root = chat.refs.thread_root ?? (m ? (m.thread_parent ?? m.id) : chat.refs.message_id!);
         result = await writeResult(
           () =>
             this.o.estate.write(

@@ -65,8 +65,9 @@ export const TEXT_EVENT_CHARS_MAX = 2_000;
  */
 export const REPLY_WRITE_ATTEMPTS = 3;
 
-/** Chat trigger types whose mention obliges a reply in the thread. */
-const CHAT_TYPES = new Set(["chat_mention", "chat_direct"]);
+/** Trigger types that oblige a reply in their chat thread: a person's mention or DM, and
+ * a coding run's result told where the run was asked for. */
+const CHAT_TYPES = new Set(["chat_mention", "chat_direct", "sandbox_run"]);
 
 export interface TurnEngineOptions {
   org: () => Org;
@@ -95,6 +96,14 @@ export interface TurnEngineOptions {
   spend?: SpendGate | null;
   /** Where each turn's transcript is kept (node.db, src/agent/transcripts.ts); null: not kept. */
   transcripts?: TranscriptSink | null;
+  /** Replies that answer a parked coding run (src/sandbox/seat-runs.ts): each is handed to
+   *  its run under this turn's grant and recorded in the ledger instead of running a turn. */
+  runAnswers?: RunAnswers | null;
+}
+
+/** What the turn engine asks of the seat's coding runs. */
+export interface RunAnswers {
+  takeAnswers(seat: string, epoch: number, triggers: readonly Trigger[]): Promise<{ event_id: string; run: string }[]>;
 }
 
 /** What the turn engine gives a turn's transcript to, and asks to price its rounds. */
@@ -303,6 +312,8 @@ export class TurnEngine {
       }
       toRun = check.run;
     }
+    if (toRun.length === 0) return { ...base, turn_id: null, settle: "ack", outcome: "skipped", skipped, ran: [] };
+    toRun = await this.passAnswersOn(req, toRun, skipped);
     if (toRun.length === 0) return { ...base, turn_id: null, settle: "ack", outcome: "skipped", skipped, ran: [] };
 
     const provider = this.o.providerFor(seat);
@@ -571,7 +582,7 @@ export class TurnEngine {
     const messages: ChatMessage[] = [{ role: "user", content: recalled?.block ? `${opening}\n\n${recalled.block}` : opening }];
     const base = this.factsFor(seat, primary, ctx);
     const facts = recalled ? { ...base, vars: { ...base.vars, ...recalled.vars } } : base;
-    const toolCtx: ToolContext = { seat: seat.handle, epoch: req.epoch, turn_id: state.turn_id, signal: abort.signal, conversation: primary.conversation };
+    const toolCtx: ToolContext = { seat: seat.handle, epoch: req.epoch, turn_id: state.turn_id, signal: abort.signal, conversation: primary.conversation, from: primary.from };
     const max_rounds = this.o.max_rounds ?? MAX_ROUNDS;
     state.transcript?.opened(system, messages[0]!.content);
 
@@ -609,6 +620,28 @@ export class TurnEngine {
 
     await this.keepObligations(req, seat, triggers, state, thread);
     return answered;
+  }
+
+  /**
+   * Hands replies that answer a parked run to it, records them in the ledger (so a copy is
+   * never passed on twice, nor run as a turn), and returns the triggers left to run. Fails
+   * open: runs it cannot read leave every trigger to the turn.
+   */
+  private async passAnswersOn(req: TurnRequest, toRun: Trigger[], skipped: string[]): Promise<Trigger[]> {
+    if (!this.o.runAnswers || !req.fence()) return toRun;
+    let taken: { event_id: string; run: string }[];
+    try {
+      taken = await this.o.runAnswers.takeAnswers(req.seat, req.epoch, toRun);
+    } catch (err) {
+      this.o.log.warn("sandbox_answers_unread", { seat: req.seat, error: (err as Error).message });
+      return toRun;
+    }
+    if (taken.length === 0) return toRun;
+    const ids = new Set(taken.map((t) => t.event_id));
+    const answers = toRun.filter((t) => ids.has(t.event_id));
+    await this.o.ledger?.record({ seat: req.seat, turn_id: `run-answer:${taken[0]!.run}`, node: this.o.node_id, outcome: "run_answered", triggers: answers, answered_messages: [] });
+    skipped.push(...ids);
+    return toRun.filter((t) => !ids.has(t.event_id));
   }
 
   /** The fence check: the seat moved (Fenced), or a person stopped the turn (Refused). */
@@ -664,7 +697,7 @@ export class TurnEngine {
     const chat = [...triggers].reverse().find((t) => CHAT_TYPES.has(t.type) && t.refs.channel !== undefined);
     if (chat) {
       const root = thread?.find((m) => m.id === chat.refs.message_id);
-      const root_id = root ? (root.thread_parent ?? root.id) : (chat.refs.message_id ?? null);
+      const root_id = root ? (root.thread_parent ?? root.id) : (chat.refs.message_id ?? chat.refs.thread_root ?? null);
       const replied = state.posts.some((p) => p.channel === chat.refs.channel && (p.thread_root === root_id || p.message_id === root_id));
       if (!replied) {
         if (!req.fence()) throw new Fenced();

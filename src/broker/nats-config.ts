@@ -49,9 +49,34 @@ function commonLines(plan: EmbeddedPlan): string[] {
     "debug: false",
     "trace: false",
     "authorization {",
-    `  users: [ { user: ${quote(plan.credential.user)}, password: ${quote(plan.credential.password)} } ]`,
+    "  users: [",
+    `    { user: ${quote(plan.credential.user)}, password: ${quote(plan.credential.password)} }`,
+    ...(plan.supervisor ? [supervisorUser(plan.supervisor)] : []),
+    "  ]",
     "}",
   ];
+}
+
+/**
+ * A run's supervisor may publish to seats' control subjects and read the run records
+ * (a KV watch: an ordered consumer on the runs bucket's stream), and nothing else: it is
+ * the one credential a process outside the node holds.
+ */
+export const SUPERVISOR_PUBLISH = [
+  "crewlet.mail.*.*.control",
+  "$JS.API.INFO",
+  "$JS.API.STREAM.INFO.KV_crewlet_runs",
+  "$JS.API.CONSUMER.CREATE.KV_crewlet_runs",
+  "$JS.API.CONSUMER.CREATE.KV_crewlet_runs.>",
+  "$JS.API.CONSUMER.DELETE.KV_crewlet_runs.>",
+  "$JS.API.CONSUMER.INFO.KV_crewlet_runs.>",
+  "$JS.FC.>",
+];
+export const SUPERVISOR_SUBSCRIBE = ["_INBOX.>"];
+
+function supervisorUser(cred: { user: string; password: string }): string {
+  const list = (xs: string[]) => `[${xs.map(quote).join(", ")}]`;
+  return `    { user: ${quote(cred.user)}, password: ${quote(cred.password)}, permissions: { publish: { allow: ${list(SUPERVISOR_PUBLISH)} }, subscribe: { allow: ${list(SUPERVISOR_SUBSCRIBE)} } } }`;
 }
 
 /**

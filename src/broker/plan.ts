@@ -62,6 +62,9 @@ interface EmbeddedCommon {
   storeDir: string;
   client: ClientListener;
   credential: ClientCredential;
+  /** The coding runs' supervisors' credential (src/sandbox/credential.ts), granted only
+   *  their subjects; absent: no supervisor can connect. */
+  supervisor?: ClientCredential;
   /** Monitor (/healthz, /varz) always listens on 127.0.0.1: only this node reads it. */
   monitorPort: number;
 }

@@ -8,6 +8,7 @@ import { accessSync, constants, existsSync, statSync } from "node:fs";
 import { isIP } from "node:net";
 import { dirname, resolve } from "node:path";
 import { revisionSizeProblem } from "./revision-body.ts";
+import { bwrapProblem } from "./sandbox.ts";
 import { DEFAULT_NODE_ID, type TierA } from "./tier-a.ts";
 import { brokerKind, topologyProblems, type ConfigProblem } from "./topology.ts";
 
@@ -97,12 +98,21 @@ export function companySizeProblems(c: TierA): ConfigProblem[] {
   return problem ? [problem] : [];
 }
 
+/** A sandbox that asks for bubblewrap on a machine where it cannot run would fail every run. */
+export function sandboxIsolationProblems(c: TierA): ConfigProblem[] {
+  const sandbox = c.company?.providers.sandbox;
+  if (!sandbox || sandbox.isolation !== "bwrap") return [];
+  const problem = bwrapProblem();
+  return problem ? [{ path: "company.providers.sandbox.isolation", message: problem }] : [];
+}
+
 export const CONFIG_CHECKS: readonly ConfigCheck[] = [
   { name: "topology", run: topologyProblems },
   { name: "ports", run: portCollisions },
   { name: "api_host", run: apiHostProblems },
   { name: "logging_file", run: loggingFileProblems },
   { name: "company_size", run: companySizeProblems },
+  { name: "sandbox_isolation", run: sandboxIsolationProblems },
 ];
 
 export function configProblems(c: TierA): ConfigProblem[] {

@@ -7,6 +7,7 @@ import { patternProblem } from "./pattern.ts";
 import { checkIntegrations, integrationsSchema } from "../integrations/config.ts";
 import { scheduleSchema, validTimeZone } from "./schedules.ts";
 import { budgetsSchema, checkBudgets, pricingSchema } from "./budgets.ts";
+import { roleSandboxSchema, sandboxProviderSchema, sandboxReferenceProblems } from "./sandbox.ts";
 
 export const HANDLE_RE = /^[a-z0-9][a-z0-9_\-]{0,47}$/;
 /**
@@ -114,6 +115,7 @@ export const roleSchema = z.strictObject({
   llm: z.string().optional().describe("Provider key under providers.llm"),
   mcp_servers: z.record(z.string(), mcpServerSchema).default({}),
   placement: placementSchema.default({ labels: {} }),
+  sandbox: roleSandboxSchema.optional().describe("This seat may start coding runs (providers.sandbox)"),
 });
 
 interface UnitInput {
@@ -146,7 +148,10 @@ const companyShape = z.strictObject({
   timezone: z.string().default("UTC"),
   policies: z.array(z.string()).default([]),
   providers: z
-    .strictObject({ llm: z.record(z.string(), providerSchema).default({}) })
+    .strictObject({
+      llm: z.record(z.string(), providerSchema).default({}),
+      sandbox: sandboxProviderSchema.optional().describe("Where seats' coding runs happen (run_sandbox)"),
+    })
     .default({ llm: {} }),
   default_llm: z.string().optional(),
   roles: z.array(roleSchema).default([]),
@@ -184,6 +189,7 @@ function checkReferences(c: Omit<ShapeOut, "roles"> & { roles: HandledRole[] }, 
       ctx.addIssue({ code: "custom", path: ["roles", i, "handle"], message: `duplicate handle "${r.handle}" (also roles[${index.get(r.handle)}])` });
     } else index.set(r.handle, i);
   });
+  for (const p of sandboxReferenceProblems(c.providers.sandbox, c.roles)) ctx.addIssue({ code: "custom", ...p });
   const providers = c.providers.llm;
   if (c.default_llm !== undefined && !(c.default_llm in providers)) {
     ctx.addIssue({ code: "custom", path: ["default_llm"], message: `unknown provider "${c.default_llm}"` });

@@ -104,6 +104,10 @@ export const SLOT_BUCKETS: Record<SlotName, BucketSpec> = {
   // The state-log trim's records: operator holds (kept until released), each domain's last
   // conclusion and the copies it remembers. A hold must outlive any outage, so none.
   estate: { name: "crewlet_estate", max_age_ms: 0 },
+  // Coding runs (src/sandbox/runs.ts): a run outlives its turn and its node by design, and
+  // a parked one waits on a person for days, so none; a settled run's record is deleted by
+  // the sandbox-waiter duty once it is RUN_KEEP_MS old.
+  runs: { name: "crewlet_runs", max_age_ms: 0 },
 };
 
 export { DEFAULT_LEASE_TTL_MS };

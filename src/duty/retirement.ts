@@ -17,14 +17,15 @@
 //    retirement that cannot delete a subscription is unmarked and retried next tick; a
 //    sweep finding its record changed after its deletes (a node took it over) restores the
 //    inbox; a mark left by a dead sweep is resumed once 15 minutes old.
-// Not here: ending the seat's coding runs before the deletes. This edition has no sandbox
-// coordinator or run store yet, so a removed seat has no runs to end.
+//  - The seat's coding runs are ended first, under that same lease (endRuns).
 import type { Clock } from "../clock.ts";
 import { CasConflict, type KvSlot, type LeaseStore } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 import type { Queue } from "../queue/contract.ts";
 import { allSeatMailboxes, seatMailboxes } from "../queue/topics.ts";
 import { seatKey } from "../seat/presence.ts";
+import type { EventSink } from "../agent/events.ts";
+import type { RunStore, RunWriter } from "../sandbox/runs.ts";
 import { bounded, CallBoundExceeded } from "./bound.ts";
 import { decodeMailboxRecord, encodeRecord, RETIREMENT_BUDGET_MS, type MailboxRecord } from "./mailbox-registry.ts";
 
@@ -75,6 +76,10 @@ export interface SweepOptions {
   /** The seat lease TTL in force: the retirement acts for at most half of it. */
   lease_ttl_ms: () => number;
   grace_ms?: number;
+  /** The fleet's run records: a removed seat's coding runs are ended before its mailboxes go. */
+  runs?: Pick<RunStore, "list" | "remove"> | null;
+  /** Where a run's loss is announced (sandbox_run_failed). */
+  events?: EventSink | null;
   /** Bound on each broker and registry call (see bound.ts); defaults to 10 s. */
   call_bound_ms?: () => number;
   clock: Clock;
@@ -251,6 +256,25 @@ export class MailboxSweep {
     this.o.log.warn("seat_mailbox_retirement_restored", { seat: handle });
   }
 
+  /**
+   * Ends every run the seat still has, under the seat lease this retirement holds: each
+   * loss announced (sandbox_run_failed, reason seat_removed), each record deleted, which is
+   * what the run's supervisor hears as its end. A run that cannot be ended throws, and the
+   * retirement is unmarked and retried with the runs already ended gone.
+   */
+  private async endRuns(handle: string, writer: RunWriter, deadline: number): Promise<void> {
+    const runs = this.o.runs;
+    if (!runs) return;
+    const { runs: live, invalid } = await this.call("runs listing", () => runs.list(handle));
+    if (invalid.length > 0) throw new Error(`run records that cannot be read: ${invalid.map((i) => i.key).join(", ")}`);
+    for (const r of live) {
+      if (this.o.clock.now() >= deadline) throw new Error(`retirement budget spent before run ${r.id} was ended`);
+      await this.call(`end run ${r.id}`, () => runs.remove(handle, r.id, writer));
+      if (r.state !== "done") this.o.events?.emit("sandbox_run_failed", { seat: handle, run: r.id, reason: "seat_removed", node: this.o.node_id });
+      this.o.log.info("sandbox_run_ended", { seat: handle, run: r.id, state: r.state, reason: "seat_removed" });
+    }
+  }
+
   /** One retirement under the seat's own lease. */
   private async retire(handle: string, rec: MailboxRecord, revision: number, resuming: boolean): Promise<"retired" | "held" | "failed" | "lost"> {
     const key = seatKey(handle);
@@ -279,6 +303,9 @@ export class MailboxSweep {
       if (resuming) this.o.log.warn("seat_mailbox_retirement_resumed", { seat: handle, from: rec.retiring?.owner ?? null, marked_at: rec.retiring ? new Date(rec.retiring.since).toISOString() : null });
       const boxes = allSeatMailboxes(handle);
       try {
+        // Its coding runs first: once the control and inbox subjects are gone nothing could
+        // reach them again (spec: "A retirement ends the seat's coding runs first").
+        await this.endRuns(handle, { owner: this.o.owner, epoch }, deadline);
         for (const box of boxes) {
           if (this.o.clock.now() >= deadline) throw new Error(`retirement budget (${deadline - started} ms) spent before ${box.group} was deleted`);
           const deleting = this.o.queue.deleteMailbox(box.subject, box.group);

@@ -15,6 +15,8 @@ import { Maintenance } from "../duty/maintenance.ts";
 import { MailboxSweep, type Roster } from "../duty/retirement.ts";
 import { TrimDuty } from "../duty/trim.ts";
 import type { Estate } from "../estate/estate.ts";
+import { publishEventSink } from "../agent/events.ts";
+import { RunStore } from "../sandbox/runs.ts";
 
 export interface NodeDutiesOptions {
   nodeId: string;
@@ -65,6 +67,8 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     roster: o.roster,
     lease_ttl_ms: () => o.coord.lease_ttl_ms,
     call_bound_ms: callBound,
+    runs: new RunStore(o.coord.slot("runs"), o.clock),
+    events: publishEventSink(o.queue, log, () => o.clock.now()),
     ...(testing.mailbox_grace_seconds !== undefined ? { grace_ms: testing.mailbox_grace_seconds * 1000 } : {}),
     clock: o.clock,
     log,

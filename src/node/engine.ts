@@ -26,6 +26,8 @@ import { BudgetCounters } from "../spend/counters.ts";
 import { BudgetGate } from "../spend/gate.ts";
 import { costMicros } from "../spend/budget.ts";
 import { TranscriptStore } from "../agent/transcripts.ts";
+import type { RunStore } from "../sandbox/runs.ts";
+import { SeatRuns, type BrokerAccess } from "../sandbox/seat-runs.ts";
 import {
   buildProviders,
   CompletionLedger,
@@ -64,6 +66,8 @@ export interface EngineOptions {
   cooldowns?: KeyCooldowns;
   /** crewlet_budgets: the fleet's spend counters (src/spend); null: spend is not capped here. */
   budgets?: KvSlot | null;
+  /** The seats' coding runs (src/sandbox): null or absent, no seat here starts or collects one. */
+  runs?: { store: RunStore; owner: string; runs_bucket: string; broker: () => BrokerAccess | null } | null;
   /** Secrets configured elsewhere (API tokens, broker secrets) that a provider's error
    * body must never carry into a log line, an event or /agents. */
   secrets?: readonly string[];
@@ -84,6 +88,8 @@ export class NodeEngine {
   /** Turn transcripts this node ran (read through the holder, src/memory/reads.ts). */
   readonly transcripts: TranscriptStore;
   private readonly reflect: ReflectDispatcher;
+  /** The seats' coding runs, when this node can start and collect them. */
+  readonly runs: SeatRuns | null;
   /** This node's own retention tick over node.db (src/duty/retention.ts). */
   private readonly retention: Timer;
 
@@ -120,6 +126,24 @@ export class NodeEngine {
     // One spend gate for every model call this node makes: turns' rounds and reflections.
     const spend = this.budgets ? new BudgetGate({ counters: this.budgets, timezone, events, log: o.log, node_id: o.nodeId }) : null;
     this.reflect = new ReflectDispatcher({ queue: o.queue, store: this.memoryStore, sync: this.memorySync, org: () => this.org, providerFor, clock: o.clock, log: o.log, spend });
+    this.runs = o.runs
+      ? new SeatRuns({
+          node_id: o.nodeId,
+          owner: o.runs.owner,
+          storeDir: o.storeDir,
+          store: o.runs.store,
+          runs_bucket: o.runs.runs_bucket,
+          queue: o.queue,
+          estate: o.estate,
+          company: () => this.company,
+          broker: o.runs.broker,
+          clock: o.clock,
+          log: o.log,
+          events,
+        })
+      : null;
+    const runTool = this.runs?.tool() ?? null;
+    const runs = this.runs;
     this.turns = new TurnEngine({
       org: () => this.org,
       node_id: o.nodeId,
@@ -129,8 +153,10 @@ export class NodeEngine {
       queue: o.queue,
       providerFor: (seat) => (seat.llm ? this.providers.get(seat.llm) : undefined),
       mcpTools: (handle) => this.mcp.tools(handle),
-      extraTools: o.extraTools,
+      // run_sandbox for a seat the company lets start coding runs.
+      extraTools: (h) => [...(o.extraTools?.(h) ?? []), ...(runTool && runs?.mayRun(h) ? [runTool] : [])],
       answerBack: o.answerBack,
+      runAnswers: runs,
       ledger: new CompletionLedger(o.ledger, o.clock, o.log),
       // The seat's episodes are its memory's (src/memory), written before the completion.
       memory: new TurnMemory({ store: this.memoryStore, sync: this.memorySync, estate: o.estate, queue: o.queue, claims: o.claims, node_id: o.nodeId, clock: o.clock, log: o.log }),
@@ -161,9 +187,9 @@ export class NodeEngine {
 
   /**
    * The seat host's hooks. Acquire: MCP children, then the seat's memory hydrated from the
-   * changelog (a failure refuses the seat), then its reflection subject — the host attaches
-   * the inbox last. Release: the reflection subject goes first, then the last flush, then
-   * the children.
+   * changelog (a failure refuses the seat), then its reflection subject, then its coding
+   * runs' recovery and control subject — the host attaches the inbox last. Release: the
+   * control and reflection subjects go first, then the last flush, then the children.
    */
   hooks(): SeatHooks {
     const release = mcpReleaseStep(this.mcp);
@@ -173,9 +199,12 @@ export class NodeEngine {
         async (grant) => {
           await this.memorySync.hydrate(grant.handle);
           await this.reflect.attach(grant.handle);
+          // Its coding runs taken over at this grant's epoch, then their control subject.
+          await this.runs?.prepare(grant);
         },
       ],
       onRelease: async (grant) => {
+        await this.runs?.release(grant.handle);
         await this.reflect.detach(grant.handle);
         await this.memorySync.release(grant.handle);
         await release(grant);

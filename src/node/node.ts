@@ -93,7 +93,11 @@ import { memoryGroup } from "../api/routes/memory.ts";
 import { Integrations } from "../integrations/index.ts";
 import { startDuties, type NodeDuties } from "./duties.ts";
 import { schedulesGroup } from "../api/routes/schedules.ts";
+import { runsGroup } from "../api/routes/runs.ts";
 import { dutyHoldings } from "../duty/view.ts";
+import { supervisorCredential } from "../sandbox/credential.ts";
+import { RunStore } from "../sandbox/runs.ts";
+import { SLOT_BUCKETS } from "../coord/buckets.ts";
 
 export interface NodeOptions {
   loaded: LoadedConfig;
@@ -301,6 +305,8 @@ export class CrewletNode {
 
     this.step("broker");
     const plan = brokerPlanFor(c, this.nodeId);
+    // Coding runs' supervisors outlive this process: they get a credential that outlives its boot.
+    if (plan.kind !== "none") plan.supervisor = supervisorCredential(storeDir);
     this.broker = await startBroker(plan, { log: this.log, clock: this.clock });
     void this.broker.died.then(() => {
       // The broker logged the death in its own words; the node must not run deaf.
@@ -465,6 +471,12 @@ export class CrewletNode {
       log: this.log,
       extraTools: integrations.toolsFor,
       answerBack: integrations.answerBack,
+      runs: {
+        store: new RunStore(coord.slot("runs"), this.clock),
+        owner,
+        runs_bucket: SLOT_BUCKETS.runs.name,
+        broker: () => (plan.kind !== "none" && plan.supervisor ? { servers: this.broker!.clientUrls, user: plan.supervisor.user, pass: plan.supervisor.password } : null),
+      },
       secrets: [...c.api.tokens.map((t) => t.token), ...[c.stream.cluster?.secret, c.stream.leaf?.secret].filter((x): x is string => x !== undefined)],
     });
     const engine = this.engine;
@@ -695,6 +707,7 @@ export class CrewletNode {
       orgGroup({ org: () => engine.currentOrg }),
       ...(roles.includes("ingress") && engine.budgets ? [budgetsGroup({ seats: () => (this.company ? agentSeats(this.company).map((s) => s.handle) : []), status: (h) => engine.budgets!.status(h), softAlert: () => this.company?.budgets.soft_alert ?? DEFAULT_SOFT_ALERT, history: (scope, days) => engine.budgets!.history(scope, days) })] : []),
       ...(roles.includes("ingress") ? [schedulesGroup({ company: () => this.company, cursors: coord.slot("schedules"), clock: this.clock })] : []),
+      ...(roles.includes("ingress") ? [runsGroup({ store: new RunStore(coord.slot("runs"), this.clock) })] : []),
       ...fleetGroups({
         fleet: async () => ({ ...(await seats.fleet()), duties: await dutyHoldings(coord.duties).catch(() => null) }),
         drain: () => void this.stop(EXIT_OK, "drain requested"),

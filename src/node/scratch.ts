@@ -11,6 +11,8 @@ import { brokerPaths } from "../broker/plan.ts";
 import { LOCK_FILE } from "./store-lock.ts";
 import { STORE_ID_FILE } from "./store-identity.ts";
 import { NodeRefusal } from "./refusal.ts";
+import { SUPERVISOR_CREDENTIAL_FILE } from "../sandbox/credential.ts";
+import { RUNS_DIR } from "../sandbox/launch.ts";
 
 export class ScratchWipeRefused extends NodeRefusal {
   constructor(readonly path: string, what: string) {
@@ -23,9 +25,11 @@ export class ScratchWipeRefused extends NodeRefusal {
   }
 }
 
-/** Entries a wipe keeps: the lock this process holds, and the store's identity (so a
- * restarted leaf still proves its predecessor dead and takes its seats back at once). */
-const KEPT = new Set([LOCK_FILE, STORE_ID_FILE]);
+/** Entries a wipe keeps: the lock this process holds, the store's identity (so a
+ * restarted leaf still proves its predecessor dead and takes its seats back at once), and
+ * the coding runs with their supervisors' credential: a run outlives the node process by
+ * design, and a wipe under it would delete its work dir and lock its supervisor out. */
+const KEPT = new Set([LOCK_FILE, STORE_ID_FILE, RUNS_DIR, SUPERVISOR_CREDENTIAL_FILE]);
 
 /** What in `dir` says it is not a scratch store, or null. Pure of writes. */
 export function notScratch(dir: string): ScratchWipeRefused | null {

@@ -20,6 +20,8 @@ export const TRIGGER_TYPES = [
   "a2a_message",
   /** A schedule fired. */
   "schedule",
+  /** A coding run the seat started has a result (src/sandbox/seat-runs.ts). */
+  "sandbox_run",
 ] as const;
 export type TriggerType = (typeof TRIGGER_TYPES)[number];
 
@@ -29,6 +31,9 @@ export const triggerRefsSchema = z.strictObject({
   message_id: z.string().min(1).optional(),
   work_key: z.string().min(1).optional(),
   comment_id: z.string().min(1).optional(),
+  /** The thread a reply goes into when the trigger's cause is not a message in it (a
+   *  coding run's result, told where the work was asked for). */
+  thread_root: z.string().min(1).optional(),
   /** The state-log position of the record that caused it, when one did. */
   position: z.number().int().min(0).optional(),
 });

@@ -26,6 +26,8 @@ export interface ToolContext {
   signal: AbortSignal;
   /** The conversation the turn continues (its last trigger's), e.g. where a wake came from. */
   conversation?: string;
+  /** Who caused the turn (its last trigger's `from`): whom a started run's result is for. */
+  from?: string;
 }
 
 export interface ToolResult {

@@ -1,0 +1,222 @@
+// A coding run's record in the fleet's coordination store (crewlet_runs), keyed
+// `{seat}.{run_id}` (spec: "Sandbox control is owner-routed" — the record lives in the
+// coordination store so the seat's next holder finds it). ONE schema, decoded on every
+// read. Every mutation is fenced: refused when the record's owner_epoch outranks the
+// writer's (spec: Fencing), and written by compare-and-set, so a zombie's late write to a
+// run it no longer owns bounces and two writers never both win one flip.
+import { z } from "zod";
+import type { Clock } from "../clock.ts";
+import { CasConflict, type KvEntry, type KvSlot } from "../coord/contract.ts";
+import { decodeWith, encodeWith, type Decoded } from "./wire.ts";
+
+/** Bytes of a run's task kept: a coding CLI's prompt; longer work belongs in a work item. */
+export const TASK_MAX_BYTES = 16 * 1024;
+/** Bytes of a question or an answer: a chat message's worth. */
+export const QA_MAX_BYTES = 8 * 1024;
+/** The diff a record keeps: a KV value is one message (1 MiB on the broker), and the tail,
+ * the task and the rest must fit beside it. A longer diff is cut and says so. */
+export const RECORD_DIFF_MAX_BYTES = 256 * 1024;
+/** Output tail a record keeps (the box keeps up to limits.output_bytes; the record this much). */
+export const RECORD_TAIL_MAX_BYTES = 64 * 1024;
+/** Commits a record names. */
+export const RECORD_COMMITS_MAX = 200;
+/** A write that loses its compare-and-set re-reads and tries again this many times: each
+ * loss means another writer moved the record, and a fenced writer stops at its first read. */
+const CAS_ATTEMPTS = 5;
+
+const bytes = (max: number) => z.string().refine((s) => Buffer.byteLength(s, "utf8") <= max, `is over ${max} bytes`);
+
+export const RUN_STATES = ["starting", "running", "parked", "done"] as const;
+export type RunState = (typeof RUN_STATES)[number];
+
+export const runResultSchema = z.strictObject({
+  outcome: z.enum(["succeeded", "failed", "limit", "cancelled"]),
+  exit_code: z.number().int().nullable(),
+  reason: bytes(4096),
+  output_tail: bytes(RECORD_TAIL_MAX_BYTES),
+  output_bytes: z.number().int().min(0),
+  diff: bytes(RECORD_DIFF_MAX_BYTES),
+  commits: z.array(z.string().max(512)).max(RECORD_COMMITS_MAX),
+  summary: bytes(4096),
+});
+export type RecordedResult = z.output<typeof runResultSchema>;
+
+const handle = z.string().regex(/^[a-z0-9][a-z0-9_\-]{0,47}$/);
+export const runIdSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{7,63}$/, "run ids are lower-case letters, digits and -");
+
+export const runRecordSchema = z.strictObject({
+  v: z.literal(1),
+  id: runIdSchema,
+  seat: handle,
+  engine: z.string().min(1).max(64),
+  task: bytes(TASK_MAX_BYTES),
+  /** Where the work came from, and where questions and the result are told. */
+  conversation: z.string().min(1).max(512),
+  /** Who asked the seat for the work (a person, a seat). */
+  from: z.string().min(1).max(128),
+  /** The incarnation holding the seat that last wrote this record, and its epoch: the fence. */
+  owner: z.string().min(1).max(256),
+  owner_epoch: z.number().int().min(1),
+  /** The node whose box runs it, and the supervisor's pid there. */
+  node: z.string().min(1).max(128),
+  pid: z.number().int().min(1).nullable(),
+  state: z.enum(RUN_STATES),
+  question: z.strictObject({ seq: z.number().int().min(1), text: bytes(QA_MAX_BYTES), posted: z.boolean(), asked_at: z.number().int().min(0) }).nullable(),
+  /** The last answer given; the supervisor hands it to the box when its seq is the question's. */
+  answer: z.strictObject({ seq: z.number().int().min(1), text: bytes(QA_MAX_BYTES), by: z.string().min(1).max(128), message_id: z.string().max(256).nullable() }).nullable(),
+  /** A request to end the run (a person's cancel, a retirement); the supervisor acts on it. */
+  cancel: z.strictObject({ reason: bytes(1024), by: z.string().min(1).max(128) }).nullable(),
+  result: runResultSchema.nullable(),
+  /** The seat was told of the result (its turn's trigger is published). */
+  reported: z.boolean(),
+  created_at: z.number().int().min(0),
+  updated_at: z.number().int().min(0),
+});
+export type RunRecord = z.output<typeof runRecordSchema>;
+
+export function runKey(seat: string, id: string): string {
+  return `${seat}.${id}`;
+}
+
+export function encodeRun(r: RunRecord): Uint8Array {
+  return encodeWith(runRecordSchema, r);
+}
+
+export function decodeRun(data: Uint8Array): Decoded<RunRecord> {
+  return decodeWith(runRecordSchema, data, "run");
+}
+
+/** Who is writing: the seat's holder, under the grant it holds. */
+export interface RunWriter {
+  owner: string;
+  epoch: number;
+}
+
+/** The fence, pure: a writer whose epoch the record's outranks may not touch it. */
+export function fenceRefuses(rec: Pick<RunRecord, "owner_epoch">, writer: RunWriter): boolean {
+  return rec.owner_epoch > writer.epoch;
+}
+
+/** A run the seat still has: not yet done, or done and its seat not yet told. */
+export function isLive(r: RunRecord): boolean {
+  return r.state !== "done" || !r.reported;
+}
+
+export class RunFenced extends Error {
+  constructor(readonly run: string, readonly record_epoch: number, readonly writer_epoch: number) {
+    super(`run ${run} is owned at epoch ${record_epoch}; a write at epoch ${writer_epoch} is refused`);
+    this.name = "RunFenced";
+  }
+}
+
+export class RunNotFound extends Error {
+  constructor(readonly run: string) {
+    super(`no run ${run}`);
+    this.name = "RunNotFound";
+  }
+}
+
+/** A change to a record: null leaves it as it is (the write is not needed). */
+export type RunChange = (r: RunRecord) => RunRecord | null;
+
+export class RunStore {
+  constructor(
+    private readonly slot: KvSlot,
+    private readonly clock: Clock,
+  ) {}
+
+  async create(r: RunRecord): Promise<void> {
+    await this.slot.create(runKey(r.seat, r.id), encodeRun(r));
+  }
+
+  async get(seat: string, id: string): Promise<RunRecord | null> {
+    const e = await this.slot.get(runKey(seat, id));
+    return e ? this.decodeEntry(e) : null;
+  }
+
+  /** Every run of one seat (or of every seat), oldest first; an undecodable record is
+   *  reported, not skipped silently. */
+  async list(seat?: string): Promise<{ runs: RunRecord[]; invalid: { key: string; error: string }[] }> {
+    const entries = await this.slot.entries(seat ? `${seat}.*` : undefined);
+    const runs: RunRecord[] = [];
+    const invalid: { key: string; error: string }[] = [];
+    for (const e of entries) {
+      const d = decodeRun(e.value);
+      if (d.ok) runs.push(d.value);
+      else invalid.push({ key: e.key, error: d.error });
+    }
+    runs.sort((a, b) => a.created_at - b.created_at || a.id.localeCompare(b.id));
+    return { runs, invalid };
+  }
+
+  /**
+   * Applies `change` under the fence, as writer: the record's owner and owner_epoch become
+   * the writer's. Refused (RunFenced) when the record's epoch outranks the writer's; a lost
+   * compare-and-set re-reads and re-judges. Returns the record as written (or as found, when
+   * the change needed no write).
+   */
+  async mutate(seat: string, id: string, writer: RunWriter, change: RunChange): Promise<RunRecord> {
+    const key = runKey(seat, id);
+    for (let attempt = 1; ; attempt++) {
+      const e = await this.slot.get(key);
+      if (!e) throw new RunNotFound(id);
+      const cur = this.decodeEntry(e);
+      if (fenceRefuses(cur, writer)) throw new RunFenced(id, cur.owner_epoch, writer.epoch);
+      const next = change(cur);
+      if (next === null) return cur;
+      const written = { ...next, owner: writer.owner, owner_epoch: writer.epoch, updated_at: this.clock.now() };
+      try {
+        await this.slot.update(key, encodeRun(written), e.revision);
+        return written;
+      } catch (err) {
+        if (!(err instanceof CasConflict) || attempt >= CAS_ATTEMPTS) throw err;
+      }
+    }
+  }
+
+  /**
+   * A person's request to end a run: written beside the owner's fields, not over them (a
+   * request holds no seat, so it takes no epoch), and only on a run not yet done. The run's
+   * supervisor acts on it; its result reaches the seat like any other. False: already done.
+   */
+  async requestCancel(seat: string, id: string, by: string, reason: string): Promise<RunRecord | null> {
+    const key = runKey(seat, id);
+    for (let attempt = 1; ; attempt++) {
+      const e = await this.slot.get(key);
+      if (!e) throw new RunNotFound(id);
+      const cur = this.decodeEntry(e);
+      if (cur.state === "done") return null;
+      if (cur.cancel) return cur;
+      const next = { ...cur, cancel: { reason, by }, updated_at: this.clock.now() };
+      try {
+        await this.slot.update(key, encodeRun(next), e.revision);
+        return next;
+      } catch (err) {
+        if (!(err instanceof CasConflict) || attempt >= CAS_ATTEMPTS) throw err;
+      }
+    }
+  }
+
+  /** A run by id alone (the API's and the CLI's name for it). */
+  async find(id: string): Promise<RunRecord | null> {
+    const entries = await this.slot.entries(`*.${id}`);
+    const d = entries[0] ? decodeRun(entries[0].value) : null;
+    return d?.ok ? d.value : null;
+  }
+
+  /** Deletes a run's record under the fence (a retirement, the waiter's sweep of old runs). */
+  async remove(seat: string, id: string, writer: RunWriter): Promise<void> {
+    const key = runKey(seat, id);
+    const e = await this.slot.get(key);
+    if (!e) return;
+    const cur = this.decodeEntry(e);
+    if (fenceRefuses(cur, writer)) throw new RunFenced(id, cur.owner_epoch, writer.epoch);
+    await this.slot.delete(key, e.revision);
+  }
+
+  private decodeEntry(e: KvEntry): RunRecord {
+    const d = decodeRun(e.value);
+    if (!d.ok) throw new Error(`run record ${e.key} cannot be read: ${d.error}`);
+    return d.value;
+  }
+}
