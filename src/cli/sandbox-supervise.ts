@@ -53,6 +53,9 @@ async function connectForever(f: SupervisorFile, log: Logger): Promise<NatsConne
         maxReconnectAttempts: -1,
         reconnectTimeWait: 1000,
         waitOnFirstConnect: true,
+        // Its own box's broker only: a peer member's advertised client URL is loopback on
+        // another machine, and the credential is this store's alone.
+        ignoreClusterUpdates: true,
       });
     } catch (err) {
       if (attempt % 30 === 0) log.warn("sandbox_supervisor_connect_retry", { run: f.run_id, attempt, error: (err as Error).message });

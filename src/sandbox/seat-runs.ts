@@ -182,7 +182,12 @@ export class SeatRuns {
       target.kind === "chat"
         ? await this.o.estate.write("chat", { op: "chat.post", channel: target.channel, author: rec.seat, body, thread_parent: target.root, mentions: [], dm: null }, { op_id })
         : await this.o.estate.write("tracker", { op: "work.comment", key: target.key, author: rec.seat, body }, { op_id });
-    if (out.status === "applied" && !out.outcome.ok) throw new Error(`the post was refused: ${JSON.stringify(out.outcome)}`);
+    // Refused for good (the work item or channel is gone): there is nowhere to ask, and the
+    // question stays on the run for GET /runs; an unknown outcome is tried again.
+    if (out.status === "applied" && !out.outcome.ok) {
+      this.o.log.warn("sandbox_question_refused", { seat: rec.seat, run: rec.id, outcome: out.outcome });
+      return false;
+    }
     if (out.status === "unknown") throw new Error(`the post's outcome is unknown: ${out.error}`);
     return true;
   }
@@ -283,8 +288,7 @@ export class SeatRuns {
       return fail(reason);
     }
     await this.o.store.mutate(ctx.seat, id, writer, (r) => (r.state === "starting" ? { ...r, state: "running", pid } : { ...r, pid }));
-    this.o.events.emit("sandbox_run_started", { seat: ctx.seat, run: id, engine: engineName, node: this.o.node_id, pid });
-    this.o.log.info("sandbox_run_started", { seat: ctx.seat, run: id, engine: engineName, pid, epoch: ctx.epoch });
+    this.o.events.emit("sandbox_run_started", { seat: ctx.seat, run: id, engine: engineName, node: this.o.node_id, pid, epoch: ctx.epoch });
     return { ...ok({ run_id: id, status: "running", engine: engineName }), reached: true };
   }
 }
