@@ -20,7 +20,7 @@ import { defineTool, fail, ok, type Tool, type ToolContext } from "../agent/tool
 import type { EstatePort } from "../agent/tools/estate-port.ts";
 import { decodeControl, type ControlEvent } from "./control.ts";
 import { launchSupervisor, runDir, type SupervisorFile } from "./launch.ts";
-import { runKey, RunFenced, RunNotFound, TASK_MAX_BYTES, isLive, type RunRecord, type RunStore, type RunWriter } from "./runs.ts";
+import { QA_MAX_BYTES, runKey, RunFenced, RunNotFound, TASK_MAX_BYTES, isLive, type RunRecord, type RunStore, type RunWriter } from "./runs.ts";
 import { resultWords, type SeatGrantLike } from "./words.ts";
 
 /** A control delivery the store could not take is tried again after this: an R3 election. */
@@ -224,9 +224,10 @@ export class SeatRuns {
       const run = runs.find((r) => r.state === "parked" && r.question?.posted && r.conversation === t.conversation && !taken.some((x) => x.run === r.id) && answerFits(r, t));
       if (!run) continue;
       const q = run.question!;
+      const text = await this.answerText(seat, t);
       const rec = await this.o.store.mutate(seat, run.id, writer, (r) =>
         r.state === "parked" && r.question?.seq === q.seq && r.answer?.seq !== q.seq
-          ? { ...r, state: "running", answer: { seq: q.seq, text: truncateToBytes(t.text, 8 * 1024), by: t.from, message_id: t.refs.message_id ?? t.refs.comment_id ?? null } }
+          ? { ...r, state: "running", answer: { seq: q.seq, text: truncateToBytes(text, QA_MAX_BYTES), by: t.from, message_id: t.refs.message_id ?? t.refs.comment_id ?? null } }
           : null,
       );
       if (rec.answer?.seq !== q.seq) continue;
@@ -234,6 +235,15 @@ export class SeatRuns {
       this.o.events.emit("sandbox_answer_given", { seat, run: run.id, seq: q.seq, by: t.from, event_id: t.event_id, node: this.o.node_id });
     }
     return taken;
+  }
+
+  /** The reply's own words: a chat message's body without the leading @mention of the
+   *  seat (the trigger's text is a summary for the model: "ana in #general: …"). */
+  private async answerText(seat: string, t: Trigger): Promise<string> {
+    if (t.refs.message_id === undefined) return t.text;
+    const m = await this.o.estate.read({ q: "chat.message", id: t.refs.message_id }).catch(() => null);
+    if (!m) return t.text;
+    return m.body.replace(new RegExp(`^\\s*@${seat}\\b[\\s,:]*`), "").trim() || m.body;
   }
 
   /** The run_sandbox tool: starts a run and returns at once; its result comes back as a turn. */

@@ -146,6 +146,9 @@ describe("a run and its seat", () => {
     const done = await get(id);
     expect(done).toMatchObject({ state: "done", reported: true, result: { outcome: "succeeded" } });
     expect(done.result!.diff).toContain("c.txt");
+    // The run was handed the reply's own words, not the trigger's summary of them.
+    expect(done.result!.diff).toContain("+blue");
+    expect(done.answer).toMatchObject({ seq: 1, text: "blue", by: "founder", message_id: replyId });
     expect(inbox[0]).toMatchObject({ type: "sandbox_run", event_id: `run.${id}.done`, conversation, refs: { channel: "general", thread_root: root } });
     expect(a.events.events.map((e) => e.name)).toEqual(["sandbox_run_started", "sandbox_run_parked", "sandbox_answer_given", "sandbox_run_finished"]);
     await a.runs.release("engineer");
