@@ -94,12 +94,14 @@ export function resultMounts(paths: BoxPaths): Mounts {
   return { rw: [paths.work, paths.home, controlPaths(paths).scratch], ro: [], chdir: paths.work };
 }
 
-export function bwrapArgv(bwrap: string, spec: Pick<RunSpec, "network" | "limits">, mounts: Mounts, features: BwrapFeatures): string[] {
+export function bwrapArgv(bwrap: string, spec: Pick<RunSpec, "network" | "limits" | "hide">, mounts: Mounts, features: BwrapFeatures): string[] {
   const argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"];
   if (spec.network) argv.push("--share-net");
   argv.push("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc");
   if (features.tmpfs_size) argv.push("--size", String(Math.max(1, Math.floor(spec.limits.disk_mb * MIB))));
   argv.push("--tmpfs", "/tmp");
+  // Hidden before the binds: the box's own dirs may sit beneath a hidden path (the store).
+  for (const p of spec.hide ?? []) argv.push("--tmpfs", p);
   for (const p of mounts.rw) argv.push("--bind", p, p);
   for (const p of mounts.ro) argv.push("--ro-bind", p, p);
   argv.push("--chdir", mounts.chdir);

@@ -116,7 +116,7 @@ export class LocalBoxProvider implements BoxProvider {
     const inner = [...MERGE_STDERR, ...limitArgv(prlimit, spec.limits), ...engineArgv(spec.command, spec.task)];
     const argv = bwrap ? [...bwrapArgv(bwrap.bwrap, spec, engineMounts(paths), bwrap.features), ...inner] : inner;
     const runGit: BoxedRunner = (git_argv, env, stdout_bytes_max) =>
-      runBounded(bwrap ? [...bwrapArgv(bwrap.bwrap, { network: false, limits: spec.limits }, resultMounts(paths), bwrap.features), ...git_argv] : git_argv, {
+      runBounded(bwrap ? [...bwrapArgv(bwrap.bwrap, { network: false, limits: spec.limits, hide: spec.hide }, resultMounts(paths), bwrap.features), ...git_argv] : git_argv, {
         env,
         cwd: paths.work,
         timeout_ms: GIT_STEP_TIMEOUT_MS,

@@ -76,6 +76,23 @@ describe("local box: isolation, kernel limits, cleanup, cloning", () => {
     expect(r.diff).toContain("b/inside.txt");
   }, 60_000);
 
+  test("a hidden path (the node's store, holding the box itself) is empty inside the box", async () => {
+    const store = mkdtempSync(join(tmpdir(), "crewlet-store-"));
+    try {
+      writeFileSync(join(store, "api-token"), "secret-token-value");
+      const box = await h.provider.open(
+        { ...spec(h, []), command: ["/bin/sh", "-c", "{task}"], task: `cat ${store}/api-token 2>/dev/null || echo hidden; echo made > here.txt`, hide: [store] },
+        join(store, "runs", "r1", "box"),
+      );
+      const r = await settle(h, box);
+      expect(r.output_tail).toBe("hidden\n");
+      // The box's own dirs, beneath the hidden store, still work.
+      expect(r.diff).toContain("b/here.txt");
+    } finally {
+      rmSync(store, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   test("the CPU limit ends a spinning engine, naming cpu_seconds", async () => {
     const r = await run(["print:spinning", "spin"], { limits: { ...ROOMY_LIMITS, cpu_seconds: 1 } });
     expect(r.outcome).toBe("limit");
