@@ -301,12 +301,10 @@ export class MemoryQueue implements Queue {
    */
   private expireWaiting(c: MemConsumer): void {
     const now = this.clock.now();
-    for (let i = c.waiting.length - 1; i >= 0; i--) {
-      const w = c.waiting[i]!;
-      if (w.expires_at_ms > now) continue;
-      c.waiting.splice(i, 1);
-      w.sink.end();
-    }
+    // Taken out first, ended after: ending a pull can start the next one, which changes the list.
+    const expired = c.waiting.filter((w) => w.expires_at_ms <= now);
+    for (const w of expired) c.waiting.splice(c.waiting.indexOf(w), 1);
+    for (const w of expired) w.sink.end();
   }
 
   /** Deliveries leave on a microtask, never inside the publisher's or settler's call. */

@@ -118,7 +118,7 @@ export class Supervisor {
         return true;
       } catch (err) {
         if (this.clock.now() - start >= REPORT_GIVE_UP_MS) return false;
-        const wait = Math.random() * Math.min(PUBLISH_RETRY_MAX_MS, PUBLISH_RETRY_FIRST_MS * 2 ** Math.min(attempt, 10));
+        const wait = Math.floor(Math.random() * Math.min(PUBLISH_RETRY_MAX_MS, PUBLISH_RETRY_FIRST_MS * 2 ** Math.min(attempt, 10)));
         if (attempt % 10 === 0) this.log.warn("sandbox_run_report_retry", { run: this.run.run_id, kind: e.kind, attempt, error: (err as Error).message });
         await this.clock.sleep(wait);
       }
