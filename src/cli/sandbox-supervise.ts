@@ -3,11 +3,12 @@
 // opens the box, connects to the broker with the supervisors' credential, and stays until
 // the run's result is acknowledged. Its log is <run-dir>/supervisor.log.
 import { connect, type KV, type NatsConnection } from "nats";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../clock.ts";
 import { createLogger, streamSink, type Logger } from "../log.ts";
 import type { Box, BoxProvider } from "../sandbox/contract.ts";
-import { readSupervisorFile, type SupervisorFile } from "../sandbox/launch.ts";
+import { readSupervisorFile, SUPERVISOR_FILE, type SupervisorFile } from "../sandbox/launch.ts";
 import { LocalBoxProvider } from "../sandbox/local.ts";
 import { decodeRun, type RunRecord } from "../sandbox/runs.ts";
 import { Supervisor, type SupervisorPorts } from "../sandbox/supervisor.ts";
@@ -28,15 +29,21 @@ export async function runSandboxSupervise(args: string[]): Promise<number> {
     return 2;
   }
   const f = file.value;
+  // Read once: the file holds the broker credential and the seat's CLI keys, which then
+  // live only in this process, not on disk for every past run.
+  rmSync(join(dir, SUPERVISOR_FILE), { force: true });
   log.info("sandbox_supervisor_started", { run: f.run_id, seat: f.seat, pid: process.pid });
   const nc = await connectForever(f, log);
   const box = await openBox(new LocalBoxProvider(), f, join(dir, BOX_DIR), log);
   const supervisor = new Supervisor({ seat: f.seat, run_id: f.run_id, control_subject: f.control_subject }, box, natsPorts(nc, f, log), systemClock, log);
   // A stop of the supervisor (a machine shutting down) ends the run and still reports it.
   for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) process.on(sig, () => box.cancel(`the run's supervisor was stopped (${sig})`));
-  const result = await supervisor.supervise();
+  const { result, reported } = await supervisor.supervise();
   await nc.drain().catch(() => undefined);
-  log.info("sandbox_supervisor_finished", { run: f.run_id, seat: f.seat, outcome: result.outcome });
+  // Told: the record holds the result (diff, commits, output), so the box's dirs go. A
+  // result never acknowledged keeps them for a person to read.
+  if (reported) rmSync(join(dir, BOX_DIR), { recursive: true, force: true });
+  log.info("sandbox_supervisor_finished", { run: f.run_id, seat: f.seat, outcome: result.outcome, reported, box_removed: reported });
   return 0;
 }
 

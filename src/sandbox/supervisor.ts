@@ -72,8 +72,8 @@ export class Supervisor {
     private readonly log: Logger,
   ) {}
 
-  /** Runs to the end: the result published (or given up on after a day). */
-  async supervise(): Promise<RunResult> {
+  /** Runs to the end: the result published (reported), or given up on after a day. */
+  async supervise(): Promise<{ result: RunResult; reported: boolean }> {
     this.box.onQuestion((q) => {
       this.asked.add(q.seq);
       this.log.info("sandbox_run_parked", { run: this.run.run_id, seat: this.run.seat, seq: q.seq });
@@ -85,7 +85,7 @@ export class Supervisor {
     this.log.info("sandbox_run_exited", { run: this.run.run_id, seat: this.run.seat, outcome: result.outcome, exit_code: result.exit_code });
     const reported = await this.offer({ kind: "finished", run_id: this.run.run_id, seat: this.run.seat, result: boundResult(result) });
     if (!reported) this.log.error("sandbox_run_report_abandoned", { run: this.run.run_id, seat: this.run.seat, after_ms: REPORT_GIVE_UP_MS });
-    return result;
+    return { result, reported };
   }
 
   /** What the seat's holder wrote: an answer to hand over, a cancel, or the record gone. */

@@ -331,3 +331,23 @@ describe("schedule", () => {
     expect(percentile([1, 2, 3, 4], 99)).toBe(4);
   });
 });
+
+describe("coding runs", () => {
+  const run = (id: string, state = "done", reported = true) => ({ id, seat: "s1", thread: "m1", state, reported });
+  const report = (at: number): Reply => ({ ...reply("m1", at), report: true });
+  test.each([
+    ["done, told once, one report", [run("r1")], { r1: 1 }, [reply("m1", 10), report(20)], []],
+    ["still running at the end", [run("r1", "running", false)], {}, [reply("m1", 10)], ["run lost: r1 of s1 ended the run running, never told"]],
+    ["collected twice", [run("r1")], { r1: 2 }, [reply("m1", 10), report(20)], ["run told twice: r1 of s1 (2 results collected)"]],
+    ["told, but two reports in the thread", [run("r1")], { r1: 1 }, [reply("m1", 10), report(20), report(30)], ["run report: r1 of s1 reported 2 times in its thread"]],
+  ] as const)("%s", (_name, runs, runTold, replies, want) => {
+    const v = check(facts({ sent: [sent("m1", 5)], replies: [...replies], runs: [...runs], runTold: { ...runTold } }));
+    expect(v.violations).toEqual([...want]);
+  });
+
+  test("a run's report in the thread is not a second answer to the message", () => {
+    const v = check(facts({ sent: [sent("m1", 5)], replies: [reply("m1", 10), report(20)], runs: [run("r1")], runTold: { r1: 1 } }));
+    expect(v.figures.answered_once).toBe(1);
+    expect(v.figures.runs).toBe("1/1");
+  });
+});

@@ -87,6 +87,18 @@ export interface Reply {
   thread_parent: string;
   author: string;
   created_ms: number;
+  /** A coding run's result told in the thread (not the answer to the message). */
+  report?: boolean;
+}
+
+/** A coding run as its record stood at the end of the run. */
+export interface RunFact {
+  id: string;
+  seat: string;
+  /** The message whose thread the run was asked in. */
+  thread: string;
+  state: string;
+  reported: boolean;
 }
 
 export interface ChaosFacts {
@@ -120,6 +132,10 @@ export interface ChaosFacts {
   deafAlarms?: { node: string; seat: string; reason: string; ts: number }[];
   /** inbox_trigger_invalid lines: something that is not a driver's trigger reached the agent. */
   invalidTriggers?: number;
+  /** Coding runs the driver's messages started (absent in facts from before runs). */
+  runs?: RunFact[];
+  /** How many times each run's result was told (sandbox_run_finished / _failed lines, every node). */
+  runTold?: Record<string, number>;
   run_started_ms: number;
   run_ended_ms: number;
 }
@@ -155,6 +171,8 @@ export interface Figures {
   deaf_alarms: Record<string, number>;
   unowned_ms_total: number;
   unowned_ms_max_seat: number;
+  /** Coding runs started, and those done and told exactly once in their thread. */
+  runs: string;
 }
 
 export interface Verdict {
@@ -291,7 +309,7 @@ export function check(f: ChaosFacts): Verdict {
   for (const s of f.sent) {
     if (s.message_id === null || (s.status !== 200 && s.status !== 202)) continue;
     acked++;
-    const answers = (repliesTo.get(s.message_id) ?? []).filter((r) => r.author === s.seat).sort((a, b) => a.created_ms - b.created_ms);
+    const answers = (repliesTo.get(s.message_id) ?? []).filter((r) => r.author === s.seat && !r.report).sort((a, b) => a.created_ms - b.created_ms);
     if (answers.length === 1) once++;
     else if (answers.length === 0) {
       // A kill after the acknowledgement, or a freeze still on at it (a frozen holder's
@@ -304,6 +322,17 @@ export function check(f: ChaosFacts): Verdict {
       }
     } else if (answers.length === 2 && kills.some((k) => k >= answers[0]!.created_ms - KILL_WINDOW_BEFORE_MS && k <= answers[1]!.created_ms)) twice++;
     else violations.push(`duplicate: ${s.key} (${s.message_id}) to ${s.seat} answered ${answers.length} times at ${answers.map((a) => a.created_ms).join(", ")}`);
+  }
+
+  // --- coding runs: none lost, none told twice ---------------------------------------------
+  let runsTold = 0;
+  for (const r of f.runs ?? []) {
+    const told = f.runTold?.[r.id] ?? 0;
+    const reports = (repliesTo.get(r.thread) ?? []).filter((x) => x.author === r.seat && x.report).length;
+    if (r.state !== "done" || !r.reported) violations.push(`run lost: ${r.id} of ${r.seat} ended the run ${r.state}${r.reported ? "" : ", never told"}`);
+    else if (told > 1) violations.push(`run told twice: ${r.id} of ${r.seat} (${told} results collected)`);
+    else if (reports !== 1) violations.push(`run report: ${r.id} of ${r.seat} reported ${reports} times in its thread`);
+    else runsTold++;
   }
 
   // --- the leaf never changes the fleet's streams -----------------------------------------
@@ -369,6 +398,7 @@ export function check(f: ChaosFacts): Verdict {
       deaf_alarms,
       unowned_ms_total: unowned_total,
       unowned_ms_max_seat: unowned_max,
+      runs: `${runsTold}/${f.runs?.length ?? 0}`,
     },
   };
 }

@@ -6,6 +6,7 @@
 // chat and the broker. test/chaos/chaos.test.ts runs it bounded in CI; bench/chaos.ts runs it
 // for as long as it is told.
 import { readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { loadavg } from "node:os";
 import { connect } from "nats";
 import { decodeTrigger } from "../../src/org/trigger.ts";
@@ -13,7 +14,7 @@ import { durableName, mailbox, mailboxStream } from "../../src/queue/topics.ts";
 import { MAILBOX_CHECK_EVERY_MS } from "../../src/seat/mailbox-watch.ts";
 import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
 import { freePort } from "../support/ports.ts";
-import { check, type ChaosFacts, type DetachLine, type FaultRecord, type Incarnation, type Reply, type SeatLine, type Sent, type Verdict } from "./checker.ts";
+import { check, type ChaosFacts, type DetachLine, type FaultRecord, type Incarnation, type Reply, type RunFact, type SeatLine, type Sent, type Verdict } from "./checker.ts";
 import { Partitions, TcpProxy } from "./proxy.ts";
 import { planFaults, type Fault } from "./schedule.ts";
 
@@ -76,11 +77,28 @@ const ATTEMPT_TIMEOUT_MS = 10_000;
 const FROZEN_EXIT_TTLS = 4;
 const POLL_MS = 250;
 
+/** Every this-many'th seat may start coding runs, and every this-many'th message to it asks for one. */
+const RUN_SEAT_EVERY = 4;
+const RUN_MESSAGE_EVERY = 5;
+/** A short job: long enough to be caught by a fault now and then, short enough to finish in the quiet. */
+const RUN_TASK = "sleep:2;write:out.txt=done;commit:job;print:job done";
+const RUN_REPORT_PREFIX = "run-report";
+const FAKE_CLI = resolve(import.meta.dir, "../support/fake-coding-cli.sh");
+
 function company(seats: number) {
   const roles = Array.from({ length: seats }, (_, i) => ({ name: `Agent ${i}`, handle: `agent-${String(i).padStart(2, "0")}` }));
   // Every turn answers in its thread at once, naming the message it answers: one chat
-  // message, one turn, one reply.
-  return { name: "Chaos", providers: { llm: { script: { type: "scripted", rules: [{ reply: "ack {{message_id}}" }] } } }, default_llm: "script", roles };
+  // message, one turn, one reply. A quarter of the seats may start coding runs: a message
+  // asking for a run-job starts one (and is acked), and the run's result is told in the same
+  // thread as a run-report (first: the report quotes its task).
+  const rules = [
+    { when: { trigger: "sandbox_run" }, reply: `${RUN_REPORT_PREFIX} {{text}}` },
+    { when: { text: "run-job" }, tool_calls: [{ tool: "run_sandbox", args: { task: RUN_TASK } }], reply: "ack {{message_id}}" },
+    { reply: "ack {{message_id}}" },
+  ];
+  const withRuns = roles.map((r, i) => (i % RUN_SEAT_EVERY === 0 ? { ...r, sandbox: { engines: ["fake"], max_runs: 64 } } : r));
+  const sandbox = { type: "local", engines: { fake: { command: ["/bin/sh", FAKE_CLI, "{task}"] } } };
+  return { name: "Chaos", providers: { llm: { script: { type: "scripted", rules } }, sandbox }, default_llm: "script", roles: withRuns };
 }
 
 function descendants(pid: number): { pid: number; comm: string }[] {
@@ -209,7 +227,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       const seat = seats[seq % seats.length]!;
       const key = `chaos-${o.seed}-${seq}`;
       seq++;
-      const p = post(seat, key, `@${seat} please ack ${key}`).then((r) => void sent.push(r));
+      const runJob = seats.indexOf(seat) % RUN_SEAT_EVERY === 0 && seq % (RUN_MESSAGE_EVERY * seats.length) < seats.length;
+      const p = post(seat, key, `@${seat} please ${runJob ? "run-job and " : ""}ack ${key}`).then((r) => void sent.push(r));
       inflight.add(p);
       void p.finally(() => inflight.delete(p));
       await Bun.sleep(send_every_ms);
@@ -395,7 +414,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     const late_until = Date.now() + LATE_HEAL_MS;
     for (let round = 0; ; round++) {
       replies = await readReplies(members.filter(running));
-      const answeredNow = new Set(replies.map((r) => r.thread_parent));
+      const answeredNow = new Set(replies.filter((r) => !r.report).map((r) => r.thread_parent));
       const waiting = acknowledged.filter((id) => !answeredNow.has(id)).length;
       if (waiting === 0 || Date.now() >= late_until) break;
       if (round === 0) note(`${waiting} acknowledged message(s) unanswered after the probe; waiting up to ${LATE_HEAL_MS} ms for the mailbox watch's heal`);
@@ -438,7 +457,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       }
     }
     const acked = new Set(sent.filter((s) => s.message_id && (s.status === 200 || s.status === 202)).map((s) => s.message_id!));
-    const answered = new Set(replies.map((r) => r.thread_parent));
+    const answered = new Set(replies.filter((r) => !r.report).map((r) => r.thread_parent));
     const unanswered = [...acked].filter((id) => !answered.has(id));
     const heldByBroker = await brokerHeld(members.filter(running), unanswered, seats, note);
     const streamReplicas = await replicasOf(members.filter(running), note);
@@ -465,6 +484,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       mailboxProbes,
       deafAlarms,
       invalidTriggers,
+      ...(await runFacts(members.filter(running), all)),
       run_started_ms: started_ms,
       run_ended_ms,
     };
@@ -498,6 +518,25 @@ export function factsFromJson(text: string): ChaosFacts {
   return { ...raw, heldByBroker: new Set(raw.heldByBroker), probeAnswered: new Set(raw.probeAnswered) };
 }
 
+/** The coding runs at the end (GET /runs on a member) and how often each was told (every log). */
+async function runFacts(from: FleetNode[], all: FleetNode[]): Promise<{ runs: RunFact[]; runTold: Record<string, number> }> {
+  const runTold: Record<string, number> = {};
+  for (const n of all) {
+    for (const name of ["sandbox_run_finished", "sandbox_run_failed"]) for (const e of n.eventsEver(name)) runTold[String(e.run)] = (runTold[String(e.run)] ?? 0) + 1;
+  }
+  for (const m of from) {
+    try {
+      const res = await timed(`${m.apiUrl}/runs`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } });
+      if (!res.ok) continue;
+      const body = (await res.json()) as { runs: { id: string; seat: string; conversation: string; state: string; reported: boolean }[] };
+      return { runs: body.runs.map((r) => ({ id: r.id, seat: r.seat, thread: r.conversation.split(":")[2] ?? "", state: r.state, reported: r.reported })), runTold };
+    } catch {
+      // the next member
+    }
+  }
+  return { runs: [], runTold };
+}
+
 /** Every reply in #general: a message with a thread parent, by its author. */
 async function readReplies(from: FleetNode[]): Promise<Reply[]> {
   for (const m of from) {
@@ -507,8 +546,8 @@ async function readReplies(from: FleetNode[]): Promise<Reply[]> {
       for (let page = 0; page < 10_000 && cursor !== null; page++) {
         const res = await timed(`${m.apiUrl}/chat/channels/general/messages?limit=500&cursor=${cursor}`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } });
         if (!res.ok) throw new Error(`${m.id} answered ${res.status}`);
-        const body = (await res.json()) as { messages: { thread_parent: string | null; author: string; created_at: number }[]; next: number | null };
-        for (const msg of body.messages) if (msg.thread_parent) out.push({ thread_parent: msg.thread_parent, author: msg.author, created_ms: msg.created_at });
+        const body = (await res.json()) as { messages: { thread_parent: string | null; author: string; created_at: number; body: string }[]; next: number | null };
+        for (const msg of body.messages) if (msg.thread_parent) out.push({ thread_parent: msg.thread_parent, author: msg.author, created_ms: msg.created_at, ...(msg.body.startsWith(RUN_REPORT_PREFIX) ? { report: true } : {}) });
         cursor = body.messages.length === 0 ? null : body.next;
       }
       return out;
@@ -600,7 +639,7 @@ export function report(r: ChaosResult): string[] {
     `  load average (1 min) min ${r.load.min.toFixed(2)} mean ${r.load.mean.toFixed(2)} max ${r.load.max.toFixed(2)} on ${navigator.hardwareConcurrency} cores`,
     `  tenures ${f.tenures}; unowned seat time total ${(f.unowned_ms_total / 1000).toFixed(1)} s, worst seat ${(f.unowned_ms_max_seat / 1000).toFixed(1)} s`,
     `  messages: ${f.acked} acknowledged (${f.unacked} not), ${f.answered_once} answered once, ${f.answered_twice_in_kill_window} twice in a kill window, ${f.held_by_broker} held by the broker, ${f.lost} lost`,
-    `  frozen nodes exiting 75: ${f.frozen_exits_75}; final probe answered ${f.probe}`,
+    `  frozen nodes exiting 75: ${f.frozen_exits_75}; final probe answered ${f.probe}; coding runs done and told once ${f.runs}`,
   ];
   for (const [kind, x] of Object.entries(f.failover_ms)) lines.push(`  failover ${kind}: n=${x.n} p50 ${x.p50} ms p99 ${x.p99} ms max ${x.max} ms`);
   for (const [kind, x] of Object.entries(f.first_turn_ms)) lines.push(`  fault → a held seat's first successful turn on its next holder, ${kind}: n=${x.n} seats p50 ${x.p50} ms p99 ${x.p99} ms max ${x.max} ms`);

@@ -1,6 +1,6 @@
 // Real `crewlet run` processes on 127.0.0.1 for fleet tests: each node its own store dir,
 // ports and log file; members cluster with each other, leaves join a member's leaf port.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { stringify } from "yaml";
@@ -264,11 +264,32 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
     async stop() {
       for (const n of nodes) if (n.proc && n.proc.exitCode === null) n.proc.kill("SIGKILL");
       await Promise.all(nodes.map((n) => n.proc?.exited));
+      // Coding runs' supervisors outlive their nodes by design; the fleet's own go with it.
+      killSupervisorsUnder(root);
       // CREWLET_KEEP_FLEET=1 keeps the stores and logs of a failing run to read afterwards.
       if (process.env.CREWLET_KEEP_FLEET === "1") console.error(`fleet kept at ${root}`);
       else rmSync(root, { recursive: true, force: true });
     },
   };
+}
+
+/** SIGKILLs every `crewlet sandbox-supervise` whose run dir is under `root` (its box dies with it). */
+export function killSupervisorsUnder(root: string): number {
+  let killed = 0;
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const argv = readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0");
+      const at = argv.indexOf("sandbox-supervise");
+      if (at >= 0 && argv[at + 1]?.startsWith(root)) {
+        process.kill(Number(d), "SIGKILL");
+        killed++;
+      }
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return killed;
 }
 
 /**
