@@ -34,3 +34,12 @@ if [ "${1:-}" = "--tests" ] && [ ! -x /usr/bin/chromium ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
+
+# Coding runs are isolated with bubblewrap; the tests run real boxes. Starting the company
+# does not need it (its file configures no sandbox; one that asks for bwrap is refused at
+# validate, naming the setting).
+if [ "${1:-}" = "--tests" ] && ! command -v bwrap >/dev/null 2>&1; then
+  echo "setup: installing bubblewrap from Debian" >&2
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+fi
