@@ -72,11 +72,12 @@ export const SUPERVISOR_PUBLISH = [
   "$JS.API.CONSUMER.INFO.KV_crewlet_runs.>",
   "$JS.FC.>",
 ];
-export const SUPERVISOR_SUBSCRIBE = ["_INBOX.>"];
+/** Its replies, and the sandbox-waiter's "are you there" (answered through allow_responses). */
+export const SUPERVISOR_SUBSCRIBE = ["_INBOX.>", "crewlet.sandbox.ping.*"];
 
 function supervisorUser(cred: { user: string; password: string }): string {
   const list = (xs: string[]) => `[${xs.map(quote).join(", ")}]`;
-  return `    { user: ${quote(cred.user)}, password: ${quote(cred.password)}, permissions: { publish: { allow: ${list(SUPERVISOR_PUBLISH)} }, subscribe: { allow: ${list(SUPERVISOR_SUBSCRIBE)} } } }`;
+  return `    { user: ${quote(cred.user)}, password: ${quote(cred.password)}, permissions: { publish: { allow: ${list(SUPERVISOR_PUBLISH)} }, subscribe: { allow: ${list(SUPERVISOR_SUBSCRIBE)} }, allow_responses: true } }`;
 }
 
 /**

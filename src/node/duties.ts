@@ -17,6 +17,7 @@ import { TrimDuty } from "../duty/trim.ts";
 import type { Estate } from "../estate/estate.ts";
 import { publishEventSink } from "../agent/events.ts";
 import { RunStore } from "../sandbox/runs.ts";
+import { SandboxWaiter } from "../duty/sandbox-waiter.ts";
 
 export interface NodeDutiesOptions {
   nodeId: string;
@@ -25,6 +26,8 @@ export interface NodeDutiesOptions {
   takeover: (owner: string) => boolean;
   coord: CoordinationHandle;
   queue: Queue;
+  /** Whether a coding run's supervisor answers (the sandbox-waiter's ask). */
+  pingSupervisor: (run_id: string) => Promise<boolean>;
   company: () => Company | null;
   /** The fleet's current revision (the scheduler judges each fire against it). */
   currentRevision: () => Promise<CurrentRevision | null>;
@@ -100,6 +103,8 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
           ...(testing.retention_snapshot_max_age_seconds !== undefined ? { snapshot_max_age_ms: testing.retention_snapshot_max_age_seconds * 1000 } : {}),
         })
       : null;
+  const runs = new RunStore(o.coord.slot("runs"), o.clock);
+  const waiter = new SandboxWaiter({ store: runs, queue: o.queue, ping: o.pingSupervisor, clock: o.clock, log, call_bound_ms: callBound });
   const runner = new DutyRunner({
     node_id: o.nodeId,
     owner,
@@ -110,7 +115,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     takeover: o.takeover,
     claim_bound_ms: callBound,
     ...(o.watchdog ? { watchdog: o.watchdog } : {}),
-    duties: trim ? [scheduler, maintenance, trim] : [scheduler, maintenance],
+    duties: [scheduler, maintenance, waiter, ...(trim ? [trim] : [])],
   });
   runner.start();
   return {

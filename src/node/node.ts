@@ -98,6 +98,7 @@ import { dutyHoldings } from "../duty/view.ts";
 import { supervisorCredential } from "../sandbox/credential.ts";
 import { RunStore } from "../sandbox/runs.ts";
 import { SLOT_BUCKETS } from "../coord/buckets.ts";
+import { PING_SUBJECT_PREFIX, SUPERVISOR_PING_TIMEOUT_MS } from "../duty/sandbox-waiter.ts";
 
 export interface NodeOptions {
   loaded: LoadedConfig;
@@ -628,6 +629,14 @@ export class CrewletNode {
         takeover,
         coord,
         queue,
+        pingSupervisor: async (run) => {
+          try {
+            await nc.request(`${PING_SUBJECT_PREFIX}${run}`, new Uint8Array(), { timeout: SUPERVISOR_PING_TIMEOUT_MS });
+            return true;
+          } catch {
+            return false;
+          }
+        },
         company: () => this.company,
         currentRevision: currentRevisionReader(revisions),
         // The roster the mailbox sweep judges by: the revision the fleet's pointer names,

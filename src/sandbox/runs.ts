@@ -204,6 +204,25 @@ export class RunStore {
     return d?.ok ? d.value : null;
   }
 
+  /**
+   * Deletes a run's record once it is history: done and told, so no holder will write it
+   * again (the fence has nothing left to guard). False when it is not (any more) that.
+   */
+  async forget(seat: string, id: string): Promise<boolean> {
+    const key = runKey(seat, id);
+    const e = await this.slot.get(key);
+    if (!e) return false;
+    const cur = this.decodeEntry(e);
+    if (cur.state !== "done" || !cur.reported) return false;
+    try {
+      await this.slot.delete(key, e.revision);
+      return true;
+    } catch (err) {
+      if (err instanceof CasConflict) return false;
+      throw err;
+    }
+  }
+
   /** Deletes a run's record under the fence (a retirement, the waiter's sweep of old runs). */
   async remove(seat: string, id: string, writer: RunWriter): Promise<void> {
     const key = runKey(seat, id);
