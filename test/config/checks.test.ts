@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ConfigError, parseConfig } from "../../src/config/load.ts";
 import { CONFIG_CHECKS } from "../../src/config/checks.ts";
+import { bwrapProblem } from "../../src/config/sandbox.ts";
 
 const MAIN = resolve(import.meta.dir, "../../src/main.ts");
 const dir = mkdtempSync(join(tmpdir(), "crewlet-checks-"));
@@ -44,12 +45,17 @@ const cases: [string, string, string, RegExp][] = [
   ["a YAML syntax error", `node:\n  id: a\n roles: [data]\n`, "", /line 3, column 1/],
   ["an alias to no anchor", `node: {id: *nope}\n`, "", /alias \*nope .*line 1, column 12/],
   ["an alias bomb", bomb, "", /aliases expand past 100/],
+  ["a sandbox engine that never sees its task", `company:\n  name: A\n  providers: {sandbox: {type: local, engines: {x: {command: [claude, "-p"]}}}}\n`, "company.providers.sandbox.engines.x.command", /no argument names \{task\}/],
+  ["a sandbox repository git cannot clone", `company:\n  name: A\n  providers: {sandbox: {type: local, isolation: none, repo: {url: "-oProxyCommand=x"}, engines: {x: {command: [sh, "-c", "{task}"]}}}}\n`, "company.providers.sandbox.repo.url", /not a repository URL/],
+  ["a sandbox limit that cannot work", `company:\n  name: A\n  providers: {sandbox: {type: local, isolation: none, limits: {wall_seconds: 0}, engines: {x: {command: [sh, "-c", "{task}"]}}}}\n`, "company.providers.sandbox.limits.wall_seconds", />=1/],
+  ["a seat naming an engine that does not exist", `company:\n  name: A\n  providers: {sandbox: {type: local, isolation: none, engines: {x: {command: [sh, "-c", "{task}"]}}}}\n  roles: [{name: E, sandbox: {engines: [nope]}}]\n`, "company.roles[0].sandbox.engines[0]", /unknown engine "nope"/],
+  ["a seat with a sandbox and no provider", `company:\n  name: A\n  roles: [{name: E, sandbox: {}}]\n`, "company.roles[0].sandbox", /no providers.sandbox/],
 ];
 
 writeFileSync(join(dir, "plain"), "a file, not a directory\n");
 
 test("one check list: every check is in it", () => {
-  expect(CONFIG_CHECKS.map((c) => c.name)).toEqual(["topology", "ports", "api_host", "logging_file", "company_size"]);
+  expect(CONFIG_CHECKS.map((c) => c.name)).toEqual(["topology", "ports", "api_host", "logging_file", "company_size", "sandbox_isolation"]);
 });
 
 for (const [name, yaml, path, message] of cases) {
@@ -100,4 +106,9 @@ test("listeners on different addresses may share a port; a wildcard meets every 
   expect(problems(`node: {id: m1}\ncoordination: {type: embedded-kv}\napi: {host: 10.0.0.5, port: 4222}\n`)).toEqual([]);
   expect(problems(`api: {host: 0.0.0.0, port: 8222}\n`).map((p) => p.path)).toEqual(["stream.monitor_port"]);
   expect(problems(`api: {port: 0}\n`)).toEqual([]);
+});
+
+test("isolation: bwrap where bubblewrap is missing is refused naming what to do", () => {
+  expect(bwrapProblem("/nonexistent/bwrap")).toMatch(/not installed — apt install bubblewrap, or set isolation: none/);
+  expect(bwrapProblem()).toBeNull();
 });
