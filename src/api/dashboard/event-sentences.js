@@ -2,8 +2,9 @@
 // "seat cto failed over from node-a to node-b"), for the Events view. Pure: an event's
 // name and body in, words out; no DOM, so it is table-tested under bun (test/api/
 // event-sentences.test.ts). Event names and fields are those the engine publishes
-// (src/agent/turn.ts, src/agent/notice.ts, src/spend/, src/node/seat-events.ts); an event
-// this file does not know is still shown, plainly, as its name and fields.
+// (src/agent/turn.ts, src/agent/notice.ts, src/spend/, src/node/seat-events.ts,
+// src/sandbox/seat-runs.ts, src/duty/retirement.ts); an event this file does not know is
+// still shown, plainly, as its name and fields.
 
 /** Characters of an error or reason kept in a sentence; the whole is in the details. */
 const REASON_MAX = 160;
@@ -161,11 +162,36 @@ export function describeEvent(name, body, before = null) {
       return { text: `${b.by ?? "someone"} stopped ${seat}'s turn`, level: "warn" };
     case "budget_unknown":
       return { text: `${seat}'s budget could not be read${b.error ? ` (${cut(b.error, 80)})` : ""}; it waits before calling its model`, level: "warn" };
+    case "sandbox_run_started":
+      return { text: join(seat, "started a coding run", runName(b), b.engine ? `with ${b.engine}` : "", b.node ? `on ${b.node}` : ""), level: "info" };
+    case "sandbox_run_parked":
+      return { text: join(`${seat}'s coding run`, runName(b), "asked a question and waits for an answer"), level: "warn" };
+    case "sandbox_answer_given":
+      return { text: join(b.by ?? "someone", `answered ${seat}'s coding run`, runName(b)), level: "info" };
+    case "sandbox_run_finished":
+      return { text: join(`${seat}'s coding run`, runName(b), "finished"), level: "ok" };
+    case "sandbox_run_failed":
+      return runFailed(seat, b);
     case "seat_orphan_released":
       return { text: `${b.node} let go of seat ${seat}, left over from before it restarted`, level: "info" };
     default:
       return { text: plain(name, b), level: "info" };
   }
+}
+
+/** A run by the first 8 characters of its id (what its card and its question show). */
+function runName(b) {
+  return typeof b.run === "string" ? b.run.slice(0, 8) : "";
+}
+
+/** A run that ended without success: cancelled, stopped at a limit, ended with its seat, or failed. */
+function runFailed(seat, b) {
+  const run = `${seat}'s coding run`;
+  const why = b.reason ? `: ${cut(b.reason)}` : "";
+  if (b.outcome === "cancelled") return { text: `${join(run, runName(b), "was cancelled")}${why}`, level: "warn" };
+  if (b.outcome === "limit") return { text: `${join(run, runName(b), "was stopped at a limit")}${why}`, level: "error" };
+  if (b.reason === "seat_removed") return { text: join(run, runName(b), "was ended: the seat was removed"), level: "warn" };
+  return { text: `${join(run, runName(b), "failed")}${why}`, level: "error" };
 }
 
 /** An event this page does not know: its name, its seat, and its first fields as key=value. */

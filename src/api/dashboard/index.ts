@@ -14,6 +14,7 @@ import agentsJs from "./client/agents.client.js" with { type: "text" };
 import orgJs from "./client/org.client.js" with { type: "text" };
 import agentJs from "./client/agent.client.js" with { type: "text" };
 import seatControlsJs from "./client/seat-controls.client.js" with { type: "text" };
+import runsJs from "./client/runs.client.js" with { type: "text" };
 import turnJs from "./client/turn.client.js" with { type: "text" };
 import spendJs from "./client/spend.client.js" with { type: "text" };
 import chatJs from "./client/chat.client.js" with { type: "text" };
@@ -55,6 +56,7 @@ const PARTS: ReadonlyArray<readonly [string, unknown]> = [
   ["fleet", fleetJs],
   ["agents", agentsJs],
   ["seat-controls", seatControlsJs],
+  ["runs", runsJs],
   ["org", orgJs],
   ["agent", agentJs],
   ["turn", turnJs],

@@ -1,8 +1,8 @@
 // ---- Agent page ------------------------------------------------------------------------
 // One seat: what the company file says of it (goal, backstory, model, tools offered by
-// source), who holds it and who held it before, a person's controls, its budgets, its
-// recent turns (each opening its transcript) and its memory. Everything agents wrote is
-// set as text.
+// source), who holds it and who held it before, a person's controls, its coding runs
+// (runs.client.js), its budgets, its recent turns (each opening its transcript) and its
+// memory. Everything agents wrote is set as text.
 
 /** Turns listed per page on the agent page (GET /agents/{h}/turns pages up to 50). */
 const AGENT_TURNS_PAGE = 10;
@@ -77,6 +77,13 @@ function agentView(arg) {
   let historyAt = 0;
   let turnsCursor = null;
   let olderTurns = [];
+  let runs = seatRuns(arg);
+  // The page's parts: the controls and the runs are kept elements (an open confirmation, an
+  // open diff and keyboard focus survive the refresh); the rest is rebuilt around them.
+  const headPart = h("div");
+  const factsPart = h("div");
+  const restPart = h("div");
+  const runsHeading = h("h3", {}, "Coding runs");
   const olderBox = h("div");
   const olderButton = h("button", { type: "button", class: "link" }, "Older turns");
   olderButton.addEventListener("click", async () => {
@@ -119,6 +126,7 @@ function agentView(arg) {
         historyAt = 0;
         turnsCursor = null;
         olderTurns = [];
+        runs = seatRuns(next);
         root.replaceChildren();
         $("view-title").textContent = `@${next}`;
       }
@@ -143,7 +151,7 @@ function agentView(arg) {
           return { failed: err.message };
         });
       const historyDue = Date.now() - historyAt >= HOLDER_HISTORY_EVERY_MS;
-      const [memory, work, turns, budgets, historyRead] = await Promise.all([
+      const [memory, work, turns, budgets, historyRead, runList] = await Promise.all([
         api(`/agents/${enc}/memory`).catch((err) => {
           if (err instanceof AuthError) throw err;
           return { state: "unavailable", reason: err.message, memory: null };
@@ -152,6 +160,7 @@ function agentView(arg) {
         soft(api(`/agents/${enc}/turns?limit=${AGENT_TURNS_PAGE}`)),
         soft(readBudgets()),
         historyDue ? soft(holderHistory(handle)) : Promise.resolve(history),
+        soft(readRuns(handle)),
       ]);
       if (historyDue) {
         history = historyRead;
@@ -238,11 +247,11 @@ function agentView(arg) {
         : history.length
           ? h("ul", { class: "plain holder-history" }, history.map(holderLine))
           : h("p", { class: "muted" }, "No claims or releases in the events backlog.");
-      root.replaceChildren(
-        h("p", { class: "back" }, h("a", { href: "#org" }, "← Org chart")),
-        h("h3", { class: "agent-name" }, a.name),
-        controls,
-        facts,
+      runs.set(runList);
+      headPart.replaceChildren(h("p", { class: "back" }, h("a", { href: "#org" }, "← Org chart")), h("h3", { class: "agent-name" }, a.name));
+      factsPart.replaceChildren(facts);
+      keepChildren(root, [headPart, controls, factsPart, runsHeading, runs.root, restPart]);
+      restPart.replaceChildren(
         h("h3", {}, "Recent turns"),
         turnsPart,
         h("h3", {}, "Budgets"),

@@ -15,7 +15,8 @@
 //   loop, the view registry and routing (#name/arg → VIEWS[name](arg)), sign-in/out.
 // - Shared parts without a view: live.client.js (SSE reader, pager, confirmButton),
 //   seat-controls.client.js (pause/resume/stop, the paused marker, the budget badge,
-//   readBudgets), event-sentences.js and company-diff.js (pure, table-tested).
+//   readBudgets), runs.client.js (a seat's coding runs on the agent page, keepChildren),
+//   event-sentences.js and company-diff.js (pure, table-tested).
 // - One file per view, each ending with registerView("name", makeView): fleet, agents,
 //   org, agent, turn (#turn/{handle}/{id}: a transcript), spend, chat, work, events, ops,
 //   knowledge. A view is { title, root, refresh(), select?(arg), pause?(), resume?(),

@@ -158,14 +158,15 @@ function pager(label, render) {
   };
 }
 
-/** An inline "are you sure": the button becomes a question with a Yes and a Cancel. */
-function confirmButton(label, question, yesLabel, onYes) {
+/** An inline "are you sure": the button becomes a question with a Yes and a Cancel
+ * (`noLabel`: the Cancel's words, where "Cancel" would read as the action itself). */
+function confirmButton(label, question, yesLabel, onYes, noLabel = "Cancel") {
   const wrap = h("span", { class: "confirm" });
   const ask = h("button", { type: "button" }, label);
   wrap.append(ask);
   ask.addEventListener("click", () => {
     const yes = h("button", { type: "button", class: "danger" }, yesLabel);
-    const no = h("button", { type: "button" }, "Cancel");
+    const no = h("button", { type: "button" }, noLabel);
     const q = h("span", { role: "alertdialog", "aria-label": question }, question, " ", yes, " ", no);
     wrap.replaceChildren(q);
     no.addEventListener("click", () => {
