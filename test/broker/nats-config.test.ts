@@ -76,7 +76,9 @@ describe("renderNatsConfig", () => {
     expect(conf).toContain(`max_mem: ${256 * 1024 * 1024}`);
     expect(conf).toContain(`max_file: ${8 * 1024 ** 3}`);
     expect(conf).toContain('domain: "crewlet"');
-    expect(conf).toContain('users: [ { user: "crewlet", password: "pw" } ]');
+    expect(conf).toContain('users: [\n    { user: "crewlet", password: "pw" }\n  ]');
+    // No supervisors' credential unless the plan carries one.
+    expect(conf).not.toContain("crewlet-sandbox");
     expect(conf).not.toContain("cluster {");
     expect(conf).not.toContain("leafnodes {");
   });

@@ -60,6 +60,36 @@ describe("single member", () => {
     expect(statSync(join(paths.streamDir, "jetstream")).isDirectory()).toBe(true);
   });
 
+  test("the coding runs' supervisors' credential may publish to a control subject and read the runs bucket, and nothing else", async () => {
+    const plan = { ...(await singleMemberPlan(store())), supervisor: { user: "crewlet-sandbox", password: "supervisor-password-0123456789abcdef" } };
+    const broker = await startBroker(plan, { log: memoryLogger().log, clock: systemClock });
+    brokers.push(broker);
+    await broker.ready;
+    const node = await connect({ servers: broker.clientUrls, ...broker.connectAuth, reconnect: false });
+    conns.push(node);
+    const jsm = await node.jetstreamManager();
+    await jsm.streams.add({ name: "MAIL", subjects: ["crewlet.mail.>"], num_replicas: 1 });
+    await jsm.streams.add({ name: "OTHER", subjects: ["other.>"], num_replicas: 1 });
+    const runs = await node.jetstream().views.kv("crewlet_runs", { history: 1, replicas: 1 });
+    await runs.put("engineer.run-1", new TextEncoder().encode("{}"));
+    await node.jetstream().views.kv("crewlet_ledger", { history: 1, replicas: 1 });
+
+    const sup = await connect({ servers: broker.clientUrls, user: "crewlet-sandbox", pass: plan.supervisor.password, reconnect: false });
+    conns.push(sup);
+    const js = sup.jetstream({ timeout: 2_000 });
+    expect((await js.publish("crewlet.mail.01.engineer.control", new Uint8Array([1]))).stream).toBe("MAIL");
+    await expect(js.publish("crewlet.mail.01.engineer.inbox", new Uint8Array([1]))).rejects.toThrow();
+    await expect(js.publish("other.x", new Uint8Array([1]))).rejects.toThrow();
+    const kv = await js.views.kv("crewlet_runs", { bindOnly: true });
+    const w = await kv.watch({ key: "engineer.run-1" });
+    for await (const e of w) {
+      expect(e.key).toBe("engineer.run-1");
+      break;
+    }
+    await expect(js.views.kv("crewlet_ledger", { bindOnly: true }).then((l) => l.get("k"))).rejects.toThrow();
+    await expect(sup.jetstreamManager({ timeout: 2_000 }).then((m) => m.streams.delete("OTHER"))).rejects.toThrow();
+  });
+
   test("a wrong password is refused", async () => {
     const plan = await singleMemberPlan(store());
     const broker = await startBroker(plan, { log: memoryLogger().log, clock: systemClock });
