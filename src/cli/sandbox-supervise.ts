@@ -17,6 +17,8 @@ import { PING_SUBJECT_PREFIX } from "../duty/sandbox-waiter.ts";
 
 /** A publish's wait for the broker's acknowledgement; the supervisor retries past it. */
 const PUBLISH_TIMEOUT_MS = 10_000;
+/** Between tries to start the record's watch again: a member restart is seconds. */
+const WATCH_RESTART_MS = 2_000;
 /** The box dir beside the supervisor's own files. */
 const BOX_DIR = "box";
 
@@ -95,19 +97,43 @@ function natsPorts(nc: NatsConnection, f: SupervisorFile, log: Logger): Supervis
     },
     watchRun: async (onRecord) => {
       kv ??= await js.views.kv(f.runs_bucket, { bindOnly: true });
-      const iter = await kv.watch({ key: f.record_key });
+      const bucket = kv;
+      let iter = await bucket.watch({ key: f.record_key });
+      let stopped = false;
+      // A watch that ends while the run is live (its consumer lost with a member) is started
+      // again: an answer or a cancel written meanwhile is its current value, heard first.
       void (async () => {
-        for await (const e of iter) {
-          if (e.operation !== "PUT") {
-            onRecord(null);
-            continue;
+        while (!stopped) {
+          try {
+            for await (const e of iter) {
+              if (e.operation !== "PUT") {
+                onRecord(null);
+                continue;
+              }
+              const d = decodeRun(e.value);
+              if (d.ok) onRecord(d.value as RunRecord);
+              else log.error("sandbox_run_record_invalid", { run: f.run_id, error: d.error });
+            }
+          } catch (err) {
+            log.warn("sandbox_run_watch_ended", { run: f.run_id, error: (err as Error).message });
           }
-          const d = decodeRun(e.value);
-          if (d.ok) onRecord(d.value as RunRecord);
-          else log.error("sandbox_run_record_invalid", { run: f.run_id, error: d.error });
+          while (!stopped) {
+            await systemClock.sleep(WATCH_RESTART_MS);
+            try {
+              iter = await bucket.watch({ key: f.record_key });
+              break;
+            } catch {
+              // the broker is still away: try again
+            }
+          }
         }
       })();
-      return { stop: () => iter.stop() };
+      return {
+        stop: () => {
+          stopped = true;
+          iter.stop();
+        },
+      };
     },
   };
 }

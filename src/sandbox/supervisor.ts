@@ -17,6 +17,8 @@ const PUBLISH_RETRY_MAX_MS = 30_000;
 /** A result is offered for a day, then given up on (logged): a broker gone that long has
  * lost the fleet, and the result is still in the run's own log for a person to read. */
 export const REPORT_GIVE_UP_MS = 24 * 60 * 60 * 1000;
+/** Between tries to start the record's watch: a member restart is seconds. */
+const WATCH_RETRY_MS = 2_000;
 
 export interface SupervisorPorts {
   /** Publishes with the broker's de-duplication id; throws when not acknowledged. */
@@ -79,13 +81,32 @@ export class Supervisor {
       this.log.info("sandbox_run_parked", { run: this.run.run_id, seat: this.run.seat, seq: q.seq });
       void this.offer({ kind: "question", run_id: this.run.run_id, seat: this.run.seat, seq: q.seq, text: cutBytes(q.text, 8 * 1024) });
     });
-    const watch = await this.ports.watchRun((r) => this.onRecord(r));
+    const watch = this.watchUntilDone();
     const result = await this.box.done;
-    watch.stop();
+    (await watch)?.stop();
     this.log.info("sandbox_run_exited", { run: this.run.run_id, seat: this.run.seat, outcome: result.outcome, exit_code: result.exit_code });
     const reported = await this.offer({ kind: "finished", run_id: this.run.run_id, seat: this.run.seat, result: boundResult(result) });
     if (!reported) this.log.error("sandbox_run_report_abandoned", { run: this.run.run_id, seat: this.run.seat, after_ms: REPORT_GIVE_UP_MS });
     return { result, reported };
+  }
+
+  /**
+   * The record's watch, retried until it starts or the box is done: a broker that is away
+   * at the start (its node killed just after the launch) must not end the supervisor, or
+   * the run's result would never be told.
+   */
+  private async watchUntilDone(): Promise<{ stop(): void } | null> {
+    let finished = false;
+    void this.box.done.then(() => (finished = true));
+    for (let attempt = 0; !finished; attempt++) {
+      try {
+        return await this.ports.watchRun((r) => this.onRecord(r));
+      } catch (err) {
+        if (attempt % 10 === 0) this.log.warn("sandbox_run_watch_retry", { run: this.run.run_id, attempt, error: (err as Error).message });
+        await this.clock.sleep(WATCH_RETRY_MS);
+      }
+    }
+    return null;
   }
 
   /** What the seat's holder wrote: an answer to hand over, a cancel, or the record gone. */

@@ -250,7 +250,8 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
       },
       natsAuth() {
         const conf = readFileSync(join(dir, "store", "broker", "nats-server.conf"), "utf8");
-        const m = /users: \[ \{ user: "([^"]+)", password: "([^"]+)" \} \]/.exec(conf);
+        // The node's own user is the first listed (the supervisors' follows it, limited).
+        const m = /users: \[\s*\{ user: "([^"]+)", password: "([^"]+)" \}/.exec(conf);
         if (!m) throw new Error(`${spec.id}: no client credential in its nats-server.conf`);
         return { user: m[1]!, pass: m[2]! };
       },
