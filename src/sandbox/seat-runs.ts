@@ -86,11 +86,28 @@ export class SeatRuns {
     this.held.set(grant.handle, { epoch: grant.epoch, control: null });
     if (!this.sandboxOf(grant.handle)) return;
     await this.recover(grant.handle);
+    await this.ensureControl(grant);
+  }
+
+  /**
+   * Attaches the seat's control subject under this grant, unless it is already. Also the
+   * way in for a seat whose sandbox arrived with a company apply after it was acquired: its
+   * first run attaches it, before the run's result could be published to nobody (an
+   * interest stream drops a message no consumer wants).
+   */
+  private async ensureControl(grant: SeatGrantLike): Promise<boolean> {
+    const held = this.held.get(grant.handle);
+    if (!held || held.epoch !== grant.epoch) return false;
+    if (held.control) return true;
     const mb = mailbox(grant.handle, "control");
     const control = await this.o.queue.attach(mb.subject, mb.group, (d) => this.onControl(grant.handle, d));
     const h = this.held.get(grant.handle);
-    if (h && h.epoch === grant.epoch) h.control = control;
-    else await control.detach();
+    if (h === held && !h.control) {
+      h.control = control;
+      return true;
+    }
+    await control.detach();
+    return h === held;
   }
 
   /** Release step: the control subject goes with the seat. */
@@ -269,6 +286,7 @@ export class SeatRuns {
     if (!allowed.includes(engineName)) return fail(`engine "${engineName}" is not one this seat may run (${allowed.join(", ")})`);
     const broker = this.o.broker();
     if (!broker) return fail("this node cannot start coding runs: its broker has no credential for a run's supervisor");
+    if (!(await this.ensureControl({ handle: ctx.seat, epoch: ctx.epoch }))) return fail("this seat is not held here any more; the run was not started");
     const live = (await this.o.store.list(ctx.seat)).runs.filter((r) => r.state !== "done");
     if (live.length >= sb.role.max_runs) return fail(`this seat already has ${live.length} runs going (roles[].sandbox.max_runs is ${sb.role.max_runs}); wait for one to finish`);
     const writer = { owner: this.o.owner, epoch: ctx.epoch };

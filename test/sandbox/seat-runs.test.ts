@@ -53,7 +53,7 @@ let inboxAtt: Attachment;
 const supervisors: Promise<unknown>[] = [];
 
 /** A node's SeatRuns; its launches run a twin box under the real supervisor, in process. */
-function node(id: string, events = new MemoryEventSink()) {
+function node(id: string, events = new MemoryEventSink(), companyNow: () => Company = () => company) {
   const { log } = memoryLogger("warn");
   const runs = new SeatRuns({
     node_id: id,
@@ -63,7 +63,7 @@ function node(id: string, events = new MemoryEventSink()) {
     runs_bucket: "crewlet_runs",
     queue,
     estate,
-    company: () => company,
+    company: companyNow,
     broker: () => ({ servers: ["nats://127.0.0.1:1"] }),
     clock: systemClock,
     log,
@@ -234,6 +234,23 @@ describe("a run and its seat", () => {
     expect(bad.content).toContain("task");
     const engine = await a.runs.tool().call({ task: "x", engine: "nope" }, ctx(1, "work:ENG-1"));
     expect(engine.content).toContain('engine "nope"');
+  });
+});
+
+describe("a sandbox that arrives with an apply", () => {
+  test("a seat held before its sandbox was configured attaches its control subject with its first run, and is told the result", async () => {
+    let current: Company = companySchema.parse({ ...JSON.parse(JSON.stringify(company)), providers: { llm: company.providers.llm }, roles: [{ name: "Engineer", handle: "engineer" }] });
+    const a = node("a", new MemoryEventSink(), () => current);
+    await a.runs.prepare({ handle: "engineer", epoch: 1 });
+    expect(a.runs.mayRun("engineer")).toBe(false);
+    current = company;
+    const id = await startRun(a.runs, 1, "print:late", "work:ENG-9");
+    await until("told", () => inbox.length === 1);
+    expect(await get(id)).toMatchObject({ state: "done", reported: true });
+    // Not held here (a stale grant): nothing starts.
+    const stale = await a.runs.tool().call({ task: "print:x" }, ctx(7, "work:ENG-9"));
+    expect(stale.content).toContain("not held here");
+    await a.runs.release("engineer");
   });
 });
 
