@@ -28,6 +28,12 @@ const cases: [string, Record<string, unknown>, string, Level][] = [
   ["turn_stop_requested", { seat: "cto", by: "token:ops", node: "a" }, "token:ops stopped cto's turn", "warn"],
   ["budget_unknown", { seat: "cto", error: "timeout" }, "cto's budget could not be read (timeout); it waits before calling its model", "warn"],
   ["seat_orphan_released", { seat: "cto", node: "node-a" }, "node-a let go of seat cto, left over from before it restarted", "info"],
+  ["sandbox_run_started", { seat: "engineer", run: "1a2b3c4d-xx", engine: "claude", node: "a" }, "engineer started a coding run 1a2b3c4d with claude on a", "info"],
+  ["sandbox_run_parked", { seat: "engineer", run: "1a2b3c4d-xx", seq: 1 }, "engineer's coding run 1a2b3c4d asked a question and waits for an answer", "warn"],
+  ["sandbox_answer_given", { seat: "engineer", run: "1a2b3c4d-xx", by: "ana", seq: 1 }, "ana answered engineer's coding run 1a2b3c4d", "info"],
+  ["sandbox_run_finished", { seat: "engineer", run: "1a2b3c4d-xx", outcome: "succeeded" }, "engineer's coding run 1a2b3c4d finished", "ok"],
+  ["sandbox_run_failed", { seat: "engineer", run: "1a2b3c4d-xx", outcome: "limit", reason: "wall time limit of 60 s reached" }, "engineer's coding run 1a2b3c4d was stopped at a limit: wall time limit of 60 s reached", "error"],
+  ["sandbox_run_failed", { seat: "engineer", run: "1a2b3c4d-xx", reason: "seat_removed" }, "engineer's coding run 1a2b3c4d was ended: the seat was removed", "warn"],
   ["something_else", { event: "something_else", at: 1, seat: "cto", n: 3, deep: { a: 1 } }, 'something_else @cto n=3 deep={"a":1}', "info"],
 ];
 
