@@ -13,6 +13,7 @@ import { LocalBoxProvider } from "../sandbox/local.ts";
 import { decodeRun, type RunRecord } from "../sandbox/runs.ts";
 import { Supervisor, type SupervisorPorts } from "../sandbox/supervisor.ts";
 import { UsageError } from "./args.ts";
+import { redactor } from "../agent/providers/redact.ts";
 import { PING_SUBJECT_PREFIX } from "../duty/sandbox-waiter.ts";
 
 /** A publish's wait for the broker's acknowledgement; the supervisor retries past it. */
@@ -40,7 +41,7 @@ export async function runSandboxSupervise(args: string[]): Promise<number> {
   // The sandbox-waiter duty asks whether this run's supervisor is still there.
   nc.subscribe(`${PING_SUBJECT_PREFIX}${f.run_id}`, { callback: (_err, m) => void m.respond() });
   const box = await openBox(new LocalBoxProvider(), f, join(dir, BOX_DIR), log);
-  const supervisor = new Supervisor({ seat: f.seat, run_id: f.run_id, control_subject: f.control_subject }, box, natsPorts(nc, f, log), systemClock, log);
+  const supervisor = new Supervisor({ seat: f.seat, run_id: f.run_id, control_subject: f.control_subject }, box, natsPorts(nc, f, log), systemClock, log, redactor(Object.values(f.spec.env)));
   // A stop of the supervisor (a machine shutting down) ends the run and still reports it.
   for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) process.on(sig, () => box.cancel(`the run's supervisor was stopped (${sig})`));
   const { result, reported } = await supervisor.supervise();

@@ -21,7 +21,7 @@ import type { EstatePort } from "../agent/tools/estate-port.ts";
 import { decodeControl, type ControlEvent } from "./control.ts";
 import { launchSupervisor, runDir, type SupervisorFile } from "./launch.ts";
 import { QA_MAX_BYTES, runKey, RunFenced, RunNotFound, TASK_MAX_BYTES, isLive, type RunRecord, type RunStore, type RunWriter } from "./runs.ts";
-import { resultWords, type SeatGrantLike } from "./words.ts";
+import { failureNotice, resultWords, type SeatGrantLike } from "./words.ts";
 
 /** A control delivery the store could not take is tried again after this: an R3 election. */
 const CONTROL_RETRY_MS = 5_000;
@@ -191,7 +191,8 @@ export class SeatRuns {
     this.o.events.emit("sandbox_run_parked", { seat: rec.seat, run: rec.id, seq: q.seq, node: this.o.node_id });
   }
 
-  /** A chat thread or a work item: where the run's conversation says the work came from. */
+  /** Posts once (op_id) in a chat thread or on a work item: where the run's conversation
+   *  says the work came from. False: there is nowhere to post, or it was refused. */
   private async postTo(rec: RunRecord, body: string, op_id: string): Promise<boolean> {
     const target = conversationTarget(rec.conversation);
     if (!target) return false;
@@ -199,10 +200,10 @@ export class SeatRuns {
       target.kind === "chat"
         ? await this.o.estate.write("chat", { op: "chat.post", channel: target.channel, author: rec.seat, body, thread_parent: target.root, mentions: [], dm: null }, { op_id })
         : await this.o.estate.write("tracker", { op: "work.comment", key: target.key, author: rec.seat, body }, { op_id });
-    // Refused for good (the work item or channel is gone): there is nowhere to ask, and the
-    // question stays on the run for GET /runs; an unknown outcome is tried again.
+    // Refused for good (the work item or channel is gone): there is nowhere to say it, and
+    // it stays on the run for GET /runs; an unknown outcome is tried again.
     if (out.status === "applied" && !out.outcome.ok) {
-      this.o.log.warn("sandbox_question_refused", { seat: rec.seat, run: rec.id, outcome: out.outcome });
+      this.o.log.warn("sandbox_post_refused", { seat: rec.seat, run: rec.id, op_id, outcome: out.outcome });
       return false;
     }
     if (out.status === "unknown") throw new Error(`the post's outcome is unknown: ${out.error}`);
@@ -211,6 +212,8 @@ export class SeatRuns {
 
   /** The result as a turn: a ledgered trigger on the seat's inbox, then the record says so. */
   private async report(rec: RunRecord, writer: RunWriter): Promise<void> {
+    const notice = failureNotice(rec);
+    if (notice !== null) await this.postTo(rec, truncateToBytes(notice, MAX_MESSAGE_BYTES), `run-${rec.id}-failed`);
     const trigger = runTrigger(rec, this.o.clock.now());
     await this.o.queue.publish(mailbox(rec.seat, "inbox").subject, encodeTrigger(trigger), { msgId: trigger.event_id });
     await this.o.store.mutate(rec.seat, rec.id, writer, (r) => (r.reported ? null : { ...r, reported: true }));

@@ -5,6 +5,7 @@
 // an answer, a cancel, or the record's deletion (a retirement). It never writes the record:
 // it holds no seat, so it has no epoch to be fenced by.
 import type { Clock } from "../clock.ts";
+import { noRedaction, type Redact } from "../agent/providers/redact.ts";
 import type { Logger } from "../log.ts";
 import type { Box, RunResult } from "./contract.ts";
 import { controlMsgId, encodeControl, type ControlEvent } from "./control.ts";
@@ -34,17 +35,21 @@ export interface SupervisedRun {
   control_subject: string;
 }
 
-/** A box's result cut to what a run record holds, each cut said in the text. */
-export function boundResult(r: RunResult): RecordedResult {
+/**
+ * A box's result cut to what a run record holds, each cut said in the text, and every
+ * secret the run was given (the seat's CLI key) taken out: the result is posted in a
+ * thread, and a CLI that quotes the key it was refused would otherwise post it there.
+ */
+export function boundResult(r: RunResult, redact: Redact = noRedaction): RecordedResult {
   return {
     outcome: r.outcome,
     exit_code: r.exit_code,
-    reason: cutBytes(r.reason, 4096),
-    output_tail: tailBytes(r.output_tail, RECORD_TAIL_MAX_BYTES),
+    reason: cutBytes(redact(r.reason), 4096),
+    output_tail: tailBytes(redact(r.output_tail), RECORD_TAIL_MAX_BYTES),
     output_bytes: r.output_bytes,
-    diff: cutBytes(r.diff, RECORD_DIFF_MAX_BYTES, "\n… (diff cut: it is longer than a run record keeps)"),
-    commits: r.commits.slice(0, RECORD_COMMITS_MAX).map((c) => c.slice(0, 512)),
-    summary: cutBytes(r.summary, 4096),
+    diff: cutBytes(redact(r.diff), RECORD_DIFF_MAX_BYTES, "\n… (diff cut: it is longer than a run record keeps)"),
+    commits: r.commits.slice(0, RECORD_COMMITS_MAX).map((c) => redact(c).slice(0, 512)),
+    summary: cutBytes(redact(r.summary), 4096),
   };
 }
 
@@ -72,6 +77,8 @@ export class Supervisor {
     private readonly ports: SupervisorPorts,
     private readonly clock: Clock,
     private readonly log: Logger,
+    /** Takes the run's secrets (its env's values) out of what it tells the seat. */
+    private readonly redact: Redact = noRedaction,
   ) {}
 
   /** Runs to the end: the result published (reported), or given up on after a day. */
@@ -79,13 +86,13 @@ export class Supervisor {
     this.box.onQuestion((q) => {
       this.asked.add(q.seq);
       this.log.info("sandbox_run_parked", { run: this.run.run_id, seat: this.run.seat, seq: q.seq });
-      void this.offer({ kind: "question", run_id: this.run.run_id, seat: this.run.seat, seq: q.seq, text: cutBytes(q.text, 8 * 1024) });
+      void this.offer({ kind: "question", run_id: this.run.run_id, seat: this.run.seat, seq: q.seq, text: cutBytes(this.redact(q.text), 8 * 1024) });
     });
     const watch = this.watchUntilDone();
     const result = await this.box.done;
     (await watch)?.stop();
     this.log.info("sandbox_run_exited", { run: this.run.run_id, seat: this.run.seat, outcome: result.outcome, exit_code: result.exit_code });
-    const reported = await this.offer({ kind: "finished", run_id: this.run.run_id, seat: this.run.seat, result: boundResult(result) });
+    const reported = await this.offer({ kind: "finished", run_id: this.run.run_id, seat: this.run.seat, result: boundResult(result, this.redact) });
     if (!reported) this.log.error("sandbox_run_report_abandoned", { run: this.run.run_id, seat: this.run.seat, after_ms: REPORT_GIVE_UP_MS });
     return { result, reported };
   }

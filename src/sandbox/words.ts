@@ -1,5 +1,6 @@
 // A run's result in words: what the seat's turn is told, and what a person reads in the
 // thread when the seat passes it on. Pure.
+import { NOTICE_PREFIX } from "../agent/notice.ts";
 import type { RunRecord } from "./runs.ts";
 
 /** The diff shown to the model: the whole diff is on the run record (GET /runs/{id}). */
@@ -24,6 +25,14 @@ export function resultWords(rec: RunRecord): string {
   if (r.diff) lines.push("Diff:", cut(r.diff, DIFF_SHOWN_BYTES));
   if (r.outcome !== "succeeded" && r.output_tail) lines.push("Last output:", r.output_tail.split("\n").slice(-TAIL_LINES_SHOWN).join("\n"));
   return lines.join("\n");
+}
+
+/** What the thread is told, by the engine itself, when a run did not succeed: the seat's turn
+ * comments on it, but the reason reaches the person even if that turn fails. Null: it succeeded. */
+export function failureNotice(rec: RunRecord): string | null {
+  const r = rec.result;
+  if (!r || r.outcome === "succeeded") return null;
+  return `${NOTICE_PREFIX}My coding run ${rec.id} (${rec.engine}) ${OUTCOME_WORDS[r.outcome]}${r.reason ? `: ${r.reason}` : "."}`;
 }
 
 function firstLine(s: string): string {

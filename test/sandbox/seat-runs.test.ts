@@ -154,6 +154,18 @@ describe("a run and its seat", () => {
     await a.runs.release("engineer");
   });
 
+  test("a run that fails has its reason told in the thread by the engine itself, once, beside the seat's turn", async () => {
+    const a = node("a");
+    await a.runs.prepare({ handle: "engineer", epoch: 1 });
+    const root = await estate.post("general", "founder", "@engineer break it");
+    const id = await startRun(a.runs, 1, "print:tests are broken;exit:3", `chat:general:${root}`);
+    await until("told", () => inbox.length === 1);
+    const notices = (await estate.thread("general", root)).filter((m) => m.author === "engineer" && m.body.startsWith("⚠ "));
+    expect(notices.map((m) => m.body)).toEqual([`⚠ My coding run ${id} (twin) failed: the engine exited with code 3: tests are broken`]);
+    expect(a.events.events.filter((e) => e.name === "sandbox_run_failed")).toHaveLength(1);
+    await a.runs.release("engineer");
+  });
+
   test("the seat moves while its run works: the new holder collects, the old one's writes bounce", async () => {
     const a = node("a");
     const b = node("b");
