@@ -158,6 +158,17 @@ async function askCeo(text: string): Promise<{ messageId: string; reply: any }> 
   return { messageId, reply };
 }
 
+/** Turns the aarch64 handler off or on: as root directly, else through sudo (CI may be either). */
+function setHandler(on: boolean): void {
+  const value = on ? "1" : "0";
+  if (process.getuid?.() === 0) {
+    writeFileSync(BINFMT_HANDLER, value);
+    return;
+  }
+  const r = Bun.spawnSync(["sudo", "-n", "sh", "-c", `echo ${value} > ${BINFMT_HANDLER}`], { stdout: "inherit", stderr: "inherit" });
+  if (r.exitCode !== 0) throw new SmokeFailure(`could not turn ${BINFMT_HANDLER} ${on ? "on" : "off"} (needs root or sudo)`);
+}
+
 /** The aarch64 handler off for one boot: the node (run by qemu directly) must name its sidecar's arch. */
 async function refusesWithoutHandler(): Promise<void> {
   if (process.arch === "arm64") {
@@ -167,7 +178,7 @@ async function refusesWithoutHandler(): Promise<void> {
   if (!existsSync(BINFMT_HANDLER)) throw new SmokeFailure(`${BINFMT_HANDLER} is missing: run scripts/qemu-binfmt.sh first (as root)`);
   const qemu = Bun.which("qemu-aarch64-static");
   if (!qemu) throw new SmokeFailure("qemu-aarch64-static is not on PATH: run scripts/qemu-binfmt.sh first");
-  writeFileSync(BINFMT_HANDLER, "0");
+  setHandler(false);
   try {
     await timed("no_handler", async () => {
       const node = startNode("no-handler", [qemu]);
@@ -175,12 +186,13 @@ async function refusesWithoutHandler(): Promise<void> {
       const text = readFileSync(node.logFile, "utf8");
       const named = /nats_binary_not_executable/.test(text) && /linux-arm64 \(aarch64, ELF machine 183\)/.test(text) && /binfmt_misc/.test(text);
       if (code !== 1 || !named) {
-        throw new SmokeFailure(`without a binfmt_misc handler the node should exit 1 naming its sidecar as linux-arm64 (nats_binary_not_executable); it exited ${code}:\n${tail(node.logFile, 15)}`);
+        const out = tail(node.logFile.replace(/\.log$/, ".out"), 15);
+        throw new SmokeFailure(`without a binfmt_misc handler the node should exit 1 naming its sidecar as linux-arm64 (nats_binary_not_executable); it exited ${code}; its log (${text.length} bytes):\n${tail(node.logFile, 15)}\nits stdout:\n${out}`);
       }
       return code;
     }, (code) => ({ exit: code, said: "nats_binary_not_executable: linux-arm64 (aarch64, ELF machine 183)" }));
   } finally {
-    writeFileSync(BINFMT_HANDLER, "1");
+    setHandler(true);
     rmSync(storeDir, { recursive: true, force: true });
   }
 }
