@@ -25,7 +25,12 @@ import { freePort } from "../test/support/ports.ts";
 const ROOT = resolve(import.meta.dir, "..");
 const USAGE = "usage: bun scripts/pi-smoke.ts [--binary dist/crewlet-linux-arm64] [--keep]";
 const argsSchema = z.strictObject({
-  binary: z.string().default(join(ROOT, "dist", "crewlet-linux-arm64")),
+  // Absolute: the node runs from its own work dir, and qemu given a path that is not there
+  // exits 1 without a word (a relative --binary did exactly that).
+  binary: z
+    .string()
+    .default(join(ROOT, "dist", "crewlet-linux-arm64"))
+    .transform((p) => resolve(p)),
   keep: z.boolean().default(false).describe("keep the work dir (configs, stores, node logs)"),
 });
 const args = (() => {

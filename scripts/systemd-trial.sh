@@ -60,6 +60,10 @@ rm -f "$BOX/etc/machine-id"
 # network-online.target (and the unit's After=) for its 2-minute timeout at every boot;
 # seen on the first try. A Pi's NetworkManager reaches online, or times out the same way.
 ln -sf /dev/null "$BOX/etc/systemd/system/systemd-networkd-wait-online.service"
+# binfmt_misc is the kernel's, shared with the host: the box's systemd-binfmt would register
+# every handler its packages ship (seen: all of qemu's, jar, python) on the host too, and so
+# would binfmt-support.
+for u in systemd-binfmt.service binfmt-support.service; do ln -sf /dev/null "$BOX/etc/systemd/system/$u"; done
 mkdir -p "$BOX/root/pi"
 cp "$OLD" "$BOX/root/pi/crewlet-old"
 cp "$NEW" "$BOX/root/pi/crewlet-new"
