@@ -45,7 +45,15 @@ export function isLedgered(t: Pick<Trigger, "type">): boolean {
 export function eventKey(event_id: string): string {
   return `ev.${digest(event_id)}`;
 }
-export function chatMessageKey(message_id: string): string {
+/** A message answered by one seat: per seat, because one message can mention several, and
+ * each seat's answer is its own (keyed on the message alone, one seat's answer skipped the
+ * others still waiting for a turn slot). */
+export function chatMessageKey(seat: string, message_id: string): string {
+  return `chat.${digest(`${seat}\n${message_id}`)}`;
+}
+/** The key an earlier build wrote for a message, whichever seat answered: it counts only
+ * for the seat its record names. */
+export function legacyChatMessageKey(message_id: string): string {
   return `chat.${digest(message_id)}`;
 }
 
@@ -141,14 +149,17 @@ export class CompletionLedger {
         out.run.push(t);
         continue;
       }
-      const keys = [eventKey(t.event_id)];
-      if (t.refs.message_id !== undefined) keys.push(chatMessageKey(t.refs.message_id));
+      const keys = [{ key: eventKey(t.event_id), anySeat: true }];
+      if (t.refs.message_id !== undefined) {
+        keys.push({ key: chatMessageKey(t.seat, t.refs.message_id), anySeat: true }, { key: legacyChatMessageKey(t.refs.message_id), anySeat: false });
+      }
       let hit: LedgerHit | null = null;
-      for (const key of keys) {
+      for (const { key, anySeat } of keys) {
         try {
           const entry = await this.slot.get(key);
           if (entry && entry.operation === "put") {
             const parsed = ledgerRecordSchema.safeParse(safeJson(entry.value));
+            if (!anySeat && (!parsed.success || parsed.data.seat !== t.seat)) continue;
             hit = { key, record: parsed.success ? parsed.data : null };
             break;
           }
@@ -197,9 +208,9 @@ export class CompletionLedger {
     for (const t of r.triggers) {
       if (!isLedgered(t)) continue;
       writes.push({ key: eventKey(t.event_id), value: { ...base, as: "trigger" } });
-      if (t.refs.message_id !== undefined) writes.push({ key: chatMessageKey(t.refs.message_id), value: { ...base, as: "trigger" } });
+      if (t.refs.message_id !== undefined) writes.push({ key: chatMessageKey(r.seat, t.refs.message_id), value: { ...base, as: "trigger" } });
     }
-    for (const m of r.answered_messages) writes.push({ key: chatMessageKey(m), value: { ...base, as: "answered_in_thread" } });
+    for (const m of r.answered_messages) writes.push({ key: chatMessageKey(r.seat, m), value: { ...base, as: "answered_in_thread" } });
     let written = 0;
     let failed = 0;
     const started = this.clock.now();
