@@ -67,6 +67,8 @@ function validParam(path: string, name: string, facts: { digest: string; workKey
   if (path.startsWith("/hooks/")) return name === "kind" ? "generic" : name === "id" ? "hook" : undefined;
   if (path.startsWith("/chat/")) return name === "id" ? "general" : undefined;
   if (path.startsWith("/deadletters/")) return name === "id" ? "1" : undefined;
+  // A run id the shape allows and no run has: a 404, never a 5xx.
+  if (path.startsWith("/runs/")) return name === "id" ? "run-no-such-run" : undefined;
   if (path.startsWith("/agents/:handle/turns/")) return name === "id" ? "no-such-turn" : name === "handle" ? "worker" : undefined;
   const byName: Record<string, string> = {
     key: facts.workKey,
@@ -94,6 +96,7 @@ const VALID_BODIES: Record<string, Record<string, unknown>> = {
   "POST /agents/:handle/pause": {},
   "POST /agents/:handle/resume": {},
   "POST /agents/:handle/stop": {},
+  "POST /runs/:id/cancel": { reason: "fuzz" },
   "POST /fleet/drain": {},
   "POST /query/fleet/drain": {},
   "POST /config/revisions/:digest/activate": {},
