@@ -83,6 +83,16 @@ export async function parseJsonBody<S extends z.ZodType>(c: Context, schema: S):
   return parsed.data;
 }
 
+/** As parseJsonBody, for a route whose every body field is optional: no body at all is {}. */
+export async function parseOptionalJsonBody<S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> {
+  if ((await readBodyText(c)).trim() === "") {
+    const parsed = schema.safeParse({});
+    if (!parsed.success) throw fromZod(parsed.error, "body");
+    return parsed.data;
+  }
+  return parseJsonBody(c, schema);
+}
+
 const emptyObject = z.strictObject({});
 
 /**

@@ -21,7 +21,9 @@ import { CompanyRevisions, REVISION_ACTIVATED_SUBJECT } from "../../src/node/com
 import { buildOrg } from "../../src/org/org.ts";
 import type { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { SeatControls } from "../../src/seat/controls.ts";
-import { FUZZ_TOKEN, fuzzCompany } from "./fuzz.ts";
+import { FUZZ_HANDLES, FUZZ_RUN_ID, FUZZ_TOKEN, fuzzCompany } from "./fuzz.ts";
+import { runsGroup } from "../../src/api/routes/runs.ts";
+import { RunStore } from "../../src/sandbox/runs.ts";
 import { startTestEstate, type TestEstate } from "./support.ts";
 
 type App = Hono<AuthEnv>;
@@ -60,6 +62,10 @@ export async function startFuzzNode(o: { nc: NatsConnection; nodeId: string; rep
   await integrations.ensureMailbox();
   const org = buildOrg(company);
   const drained = { count: 0 };
+  // One running run, so a cancel can succeed (no box behind it: only its record).
+  const runs = new RunStore(coord.slot("runs"), systemClock);
+  const now = systemClock.now();
+  await runs.create({ v: 1, id: FUZZ_RUN_ID, seat: FUZZ_HANDLES[0]!, engine: "e", task: "t", conversation: "work:FUZZ-1", from: "fuzz", owner: `${o.nodeId}:fuzz`, owner_epoch: 1, node: o.nodeId, pid: 1, state: "running", question: null, answer: null, cancel: null, result: null, reported: false, created_at: now, updated_at: now }).catch(() => undefined);
   const groups: RouteGroup[] = [
     ...test.estate.routeGroups,
     integrations.routeGroup(),
@@ -79,6 +85,7 @@ export async function startFuzzNode(o: { nc: NatsConnection; nodeId: string; rep
     ...fleetGroups({ fleet: () => null, drain: () => void (drained.count += 1) }),
     configGroup({ revisions, nudge: () => o.nc.publish(REVISION_ACTIVATED_SUBJECT) }),
     deadLettersGroup(o.queue),
+    runsGroup({ store: runs }),
   ];
   const app = createApp({
     auth: new TokenAuth([{ id: "fuzz", token: FUZZ_TOKEN, grants: GRANTS }]),

@@ -435,6 +435,17 @@ export const GENERATORS: Record<string, Generator> = {
       return { route: "POST /estate/:domain/release", method: "POST", path: `/estate/${domain}/release`, body, contentType: "application/json", expect: (a) => (a.status === "released" ? [{ kind: "hold", domain, hold: null }] : []) };
     },
   },
+  "POST /runs/:id/cancel": {
+    weight: 0.4,
+    make: (rng) => {
+      // The fuzz node holds one running run (FUZZ_RUN_ID): a cancel of it is 202, then 409-free
+      // repeats (a cancel already asked is answered again); any other id is 404 or 400.
+      const id = rng.pick([FUZZ_RUN_ID, FUZZ_RUN_ID, "run-no-such-run", "RUN-1", "x", "%00", "r".repeat(80)]);
+      const r = rng.next();
+      const b = r < 0.3 ? undefined : r < 0.6 ? json({ reason: fieldText(rng, 1024) || "fuzz" }) : r < 0.8 ? json({}) : rng.pick(['{"reason":1}', '{"why":"x"}', "[]", "{"]);
+      return { route: "POST /runs/:id/cancel", method: "POST", path: `/runs/${id}/cancel`, body: b, contentType: "application/json" };
+    },
+  },
   "POST /deadletters/:id/replay": {
     weight: 0.5,
     make: (rng) => ({ route: "POST /deadletters/:id/replay", method: "POST", path: `/deadletters/${rng.pick(["1", "0", "-3", "abc", "99999999999999999999"])}/replay`, contentType: "application/json", ...noBody(rng) }),
@@ -577,6 +588,9 @@ export function generate(rng: Rng, ctx: FuzzContext): FuzzRequest {
 }
 
 /** Statuses a write route may answer a client's input with; anything else is a failure. */
+/** The run the fuzz node holds, for the cancel route (test/estate/fuzz-node.ts). */
+export const FUZZ_RUN_ID = "run-fuzz-0000001";
+
 export const ALLOWED_STATUSES = new Set([200, 201, 202, 400, 404, 409, 413, 415, 422]);
 
 const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);

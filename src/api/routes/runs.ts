@@ -6,7 +6,7 @@ import { z } from "zod";
 import { RUN_STATES, runIdSchema, type RunRecord, type RunStore } from "../../sandbox/runs.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError, parseJsonBody, parseNoQuery, parseQuery } from "../errors.ts";
+import { ApiError, parseNoQuery, parseOptionalJsonBody, parseQuery } from "../errors.ts";
 
 /** Runs one listing returns: newest first; a fleet's history beyond it is on each run. */
 export const RUNS_LIST_MAX = 500;
@@ -53,7 +53,7 @@ export function runsGroup(src: RunsSource): RouteGroup {
       app.post("/:id/cancel", auth.require("agents:operate"), async (c) => {
         const id = runParam(c.req.param("id"));
         parseNoQuery(c);
-        const body = await parseJsonBody(c, cancelBody);
+        const body = await parseOptionalJsonBody(c, cancelBody);
         const run = await src.store.find(id);
         if (!run) throw new ApiError(404, "unknown_run", `no run "${id}"`, "id");
         const by = c.get("principal").tokenId;
