@@ -7,6 +7,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { connect } from "nats";
+import { systemClock } from "../../src/clock.ts";
+import { encodedSlot } from "../../src/coord/bucket.ts";
+import { SLOT_BUCKETS } from "../../src/coord/buckets.ts";
+import { openBucket } from "../../src/coord/kv.ts";
+import { silentLogger } from "../../src/log.ts";
+import { RunFenced, RunStore } from "../../src/sandbox/runs.ts";
 import { makeFleet, waitFor, type Fleet, type FleetNode } from "../support/fleet.ts";
 
 const FAKE_CLI = resolve(import.meta.dir, "../support/fake-coding-cli.sh");
@@ -151,6 +158,19 @@ describe("coding runs across nodes", () => {
     expect((await thread(root)).filter((m) => m.author === "engineer" && m.body.startsWith("Run report:"))).toHaveLength(1);
     expect(reports[0]!.body).toContain("long job");
     expect(reports[0]!.body).toContain(started.id);
+
+    // The killed node's grant, come back as a zombie's late write to the record on the
+    // fleet's real KV: refused by owner_epoch, the record untouched.
+    const auth = b.natsAuth();
+    const nc = await connect({ servers: `127.0.0.1:${b.clientPort}`, user: auth.user, pass: auth.pass });
+    try {
+      const bucket = await openBucket({ nc, clock: systemClock, spec: SLOT_BUCKETS.runs, replicas: 3, timeout_ms: 10_000, log: silentLogger, creates: false });
+      const store = new RunStore(encodedSlot(bucket), systemClock);
+      await expect(store.mutate("engineer", started.id, { owner: started.owner, epoch: started.owner_epoch }, (r) => ({ ...r, reported: false }))).rejects.toBeInstanceOf(RunFenced);
+      expect(await store.get("engineer", started.id)).toMatchObject({ reported: true, owner_epoch: done.owner_epoch });
+    } finally {
+      await nc.close();
+    }
   }, 300_000);
 
   test("a question parked while the seat changes holder is answered from the thread and resumes the run once", async () => {
