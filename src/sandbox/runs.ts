@@ -61,7 +61,16 @@ export const runRecordSchema = z.strictObject({
   node: z.string().min(1).max(128),
   pid: z.number().int().min(1).nullable(),
   state: z.enum(RUN_STATES),
-  question: z.strictObject({ seq: z.number().int().min(1), text: bytes(QA_MAX_BYTES), posted: z.boolean(), asked_at: z.number().int().min(0) }).nullable(),
+  question: z
+    .strictObject({
+      seq: z.number().int().min(1),
+      text: bytes(QA_MAX_BYTES),
+      posted: z.boolean(),
+      asked_at: z.number().int().min(0),
+      /** The conversation it was posted in, when not the run's own (work from no thread). */
+      where: z.string().min(1).max(512).optional(),
+    })
+    .nullable(),
   /** The last answer given; the supervisor hands it to the box when its seq is the question's. */
   answer: z.strictObject({ seq: z.number().int().min(1), text: bytes(QA_MAX_BYTES), by: z.string().min(1).max(128), message_id: z.string().max(256).nullable() }).nullable(),
   /** A request to end the run (a person's cancel, a retirement); the supervisor acts on it. */

@@ -11,6 +11,7 @@ import type { Company } from "../config/company.ts";
 import type { SandboxProviderConfig, RoleSandbox } from "../config/sandbox.ts";
 import { encodeSlotKey } from "../coord/bucket.ts";
 import { MAX_MESSAGE_BYTES, truncateToBytes } from "../estate/records.ts";
+import { GENERAL_CHANNEL_ID } from "../estate/seed.ts";
 import type { Logger } from "../log.ts";
 import { encodeTrigger, MAX_TRIGGER_TEXT_BYTES, type Trigger } from "../org/trigger.ts";
 import { ack, defer, nak, type Attachment, type Delivery, type Outcome, type Queue } from "../queue/contract.ts";
@@ -178,27 +179,36 @@ export class SeatRuns {
     if (!rec.reported) await this.report(rec, writer);
   }
 
-  /** Posts a parked run's question where the work came from, once (its op id is derived). */
+  /**
+   * Posts a parked run's question where the work came from, once (its op id is derived):
+   * the work's thread or item, or — for work that came from no thread (a colleague's ask, a
+   * schedule) — a new thread in #general. Where it landed is kept on the question: a reply
+   * there is its answer.
+   */
   private async postQuestion(rec: RunRecord, writer: RunWriter): Promise<void> {
     const q = rec.question!;
-    const body = truncateToBytes(`❓ My coding run ${rec.id} asks: ${q.text}\n\nReply here mentioning @${rec.seat} and I will pass your answer on.`, MAX_MESSAGE_BYTES);
-    const posted = await this.postTo(rec, body, `run-${rec.id}-q${q.seq}`);
-    if (!posted) {
+    const op_id = `run-${rec.id}-q${q.seq}`;
+    const here = conversationTarget(rec.conversation) !== null;
+    const asked = here ? "" : ` (for work in ${rec.conversation})`;
+    const body = truncateToBytes(`❓ My coding run ${rec.id}${asked} asks: ${q.text}\n\nReply here mentioning @${rec.seat} and I will pass your answer on.`, MAX_MESSAGE_BYTES);
+    const where = here ? rec.conversation : `chat:${GENERAL_CHANNEL_ID}:${op_id}`;
+    if (!(await this.postTo(rec, body, op_id, where))) {
       this.o.log.warn("sandbox_question_not_posted", { seat: rec.seat, run: rec.id, conversation: rec.conversation });
       return;
     }
-    await this.o.store.mutate(rec.seat, rec.id, writer, (r) => (r.question?.seq === q.seq && !r.question.posted ? { ...r, question: { ...r.question, posted: true } } : null));
+    await this.o.store.mutate(rec.seat, rec.id, writer, (r) => (r.question?.seq === q.seq && !r.question.posted ? { ...r, question: { ...r.question, posted: true, where } } : null));
     this.o.events.emit("sandbox_run_parked", { seat: rec.seat, run: rec.id, seq: q.seq, node: this.o.node_id });
   }
 
-  /** Posts once (op_id) in a chat thread or on a work item: where the run's conversation
-   *  says the work came from. False: there is nowhere to post, or it was refused. */
-  private async postTo(rec: RunRecord, body: string, op_id: string): Promise<boolean> {
-    const target = conversationTarget(rec.conversation);
+  /** Posts once (op_id) in a chat thread or on a work item, as the conversation key says (a
+   *  chat key whose root is op_id itself is a new thread). False: there is nowhere to post,
+   *  or it was refused. */
+  private async postTo(rec: RunRecord, body: string, op_id: string, conversation = rec.conversation): Promise<boolean> {
+    const target = conversationTarget(conversation);
     if (!target) return false;
     const out =
       target.kind === "chat"
-        ? await this.o.estate.write("chat", { op: "chat.post", channel: target.channel, author: rec.seat, body, thread_parent: target.root, mentions: [], dm: null }, { op_id })
+        ? await this.o.estate.write("chat", { op: "chat.post", channel: target.channel, author: rec.seat, body, thread_parent: target.root === op_id ? null : target.root, mentions: [], dm: null }, { op_id })
         : await this.o.estate.write("tracker", { op: "work.comment", key: target.key, author: rec.seat, body }, { op_id });
     // Refused for good (the work item or channel is gone): there is nowhere to say it, and
     // it stays on the run for GET /runs; an unknown outcome is tried again.
@@ -241,7 +251,7 @@ export class SeatRuns {
     const writer = { owner: this.o.owner, epoch };
     const taken: { event_id: string; run: string }[] = [];
     for (const t of candidates) {
-      const run = runs.find((r) => r.state === "parked" && r.question?.posted && r.conversation === t.conversation && !taken.some((x) => x.run === r.id) && answerFits(r, t));
+      const run = runs.find((r) => r.state === "parked" && r.question?.posted && (r.question.where ?? r.conversation) === t.conversation && !taken.some((x) => x.run === r.id) && answerFits(r, t));
       if (!run) continue;
       const q = run.question!;
       const text = await this.answerText(seat, t);

@@ -154,6 +154,24 @@ describe("a run and its seat", () => {
     await a.runs.release("engineer");
   });
 
+  test("a question from work that came from no thread (a colleague's ask) is asked in a new #general thread, and answered there", async () => {
+    const a = node("a");
+    await a.runs.prepare({ handle: "engineer", epoch: 1 });
+    const id = await startRun(a.runs, 1, "ask:Which branch?;print:$ANSWER", "a2a:ex-1");
+    await until("the question posted", async () => (await get(id)).question?.posted === true);
+    const where = (await get(id)).question!.where!;
+    expect(where).toBe(`chat:general:run-${id}-q1`);
+    const root = where.split(":")[2]!;
+    const thread = await estate.thread("general", root);
+    expect(thread.map((m) => m.body)).toEqual([expect.stringContaining("(for work in a2a:ex-1) asks: Which branch?")]);
+    const replyId = await estate.post("general", "founder", "@engineer main", root);
+    const reply: Trigger = { ...mentionTrigger("engineer", "general", replyId, "founder: @engineer main"), conversation: where, created_at: Date.now() };
+    expect(await a.runs.takeAnswers("engineer", 1, [reply])).toEqual([{ event_id: reply.event_id, run: id }]);
+    await until("told", () => inbox.length === 1);
+    expect((await get(id)).result?.summary).toBe("main");
+    await a.runs.release("engineer");
+  });
+
   test("a run that fails has its reason told in the thread by the engine itself, once, beside the seat's turn", async () => {
     const a = node("a");
     await a.runs.prepare({ handle: "engineer", epoch: 1 });
