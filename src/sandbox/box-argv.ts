@@ -83,9 +83,18 @@ export function controlPaths(paths: BoxPaths): { bin: string; questions: string;
 
 /** What the engine may write: its work dir, its HOME and the questions dir — each a mount
  *  point, which it cannot swap for a link to somewhere on the host. */
-export function engineMounts(paths: BoxPaths): Mounts {
+export function engineMounts(paths: BoxPaths, commandFiles: string[] = []): Mounts {
   const c = controlPaths(paths);
-  return { rw: [paths.work, paths.home, c.questions], ro: [c.bin], chdir: paths.work };
+  return { rw: [paths.work, paths.home, c.questions], ro: [c.bin, ...commandFiles], chdir: paths.work };
+}
+
+/**
+ * The files an engine's argv names by absolute path under /tmp, which the box's private /tmp
+ * would otherwise hide (a script checked out there, a CLI unpacked there): each is bound
+ * read-only at its own path. Everything else on the host is visible read-only already.
+ */
+export function commandFilesUnderTmp(argv: string[], isFile: (path: string) => boolean): string[] {
+  return [...new Set(argv.filter((a) => (a === "/tmp" || a.startsWith("/tmp/")) && !a.includes("\0") && isFile(a)))];
 }
 
 /** What git may write while reading the result: the scratch index and objects, and the work

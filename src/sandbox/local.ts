@@ -12,7 +12,7 @@
 // The argv, env, outcome and output rules are pure (box-argv.ts, box-outcome.ts,
 // box-output.ts); this file is the I/O around them.
 import { spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { systemClock, type Clock, type Timer } from "../clock.ts";
 import {
@@ -20,6 +20,7 @@ import {
   bwrapArgv,
   controlPaths,
   engineArgv,
+  commandFilesUnderTmp,
   engineMounts,
   limitArgv,
   MERGE_STDERR,
@@ -114,7 +115,8 @@ export class LocalBoxProvider implements BoxProvider {
     const start = await prepareWork(host, spec.run_id, spec.repo);
 
     const inner = [...MERGE_STDERR, ...limitArgv(prlimit, spec.limits), ...engineArgv(spec.command, spec.task)];
-    const argv = bwrap ? [...bwrapArgv(bwrap.bwrap, spec, engineMounts(paths), bwrap.features), ...inner] : inner;
+    const commandFiles = commandFilesUnderTmp(spec.command, (f) => statSync(f, { throwIfNoEntry: false })?.isFile() ?? false);
+    const argv = bwrap ? [...bwrapArgv(bwrap.bwrap, spec, engineMounts(paths, commandFiles), bwrap.features), ...inner] : inner;
     const runGit: BoxedRunner = (git_argv, env, stdout_bytes_max) =>
       runBounded(bwrap ? [...bwrapArgv(bwrap.bwrap, { network: false, limits: spec.limits, hide: spec.hide }, resultMounts(paths), bwrap.features), ...git_argv] : git_argv, {
         env,

@@ -3,7 +3,7 @@
 // isolation (network, environment, filesystem), the kernel-held limits, a tree left behind,
 // a missing bwrap, and cloning.
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -74,6 +74,17 @@ describe("local box: isolation, kernel limits, cleanup, cloning", () => {
     expect(existsSync(outside)).toBe(false);
     expect(existsSync("/etc/crewlet-probe")).toBe(false);
     expect(r.diff).toContain("b/inside.txt");
+  }, 60_000);
+
+  test("an engine whose script lives under /tmp (a checkout there) still runs: the box binds it in", async () => {
+    const script = join(mkdtempSync(join(tmpdir(), "crewlet-engine-")), "fake-cli.sh");
+    copyFileSync(FAKE_CLI, script);
+    try {
+      const r = await settle(h, await h.provider.open({ ...spec(h, []), command: ["/bin/sh", script, "{task}"], task: "print:from tmp" }, h.dir()));
+      expect(r).toMatchObject({ outcome: "succeeded", output_tail: "from tmp\n" });
+    } finally {
+      rmSync(join(script, ".."), { recursive: true, force: true });
+    }
   }, 60_000);
 
   test("a hidden path (the node's store, holding the box itself) is empty inside the box", async () => {
