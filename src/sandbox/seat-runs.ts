@@ -24,8 +24,11 @@ import { launchSupervisor, runDir, type SupervisorFile } from "./launch.ts";
 import { QA_MAX_BYTES, runKey, RunFenced, RunNotFound, TASK_MAX_BYTES, isLive, type RunRecord, type RunStore, type RunWriter } from "./runs.ts";
 import { failureNotice, resultWords, type SeatGrantLike } from "./words.ts";
 
-/** A control delivery the store could not take is tried again after this: an R3 election. */
+/** A control delivery the store could not take is tried again after this (an R3 election),
+ * doubling to CONTROL_RETRY_MAX_MS: its 25 deliveries then outlast hours of store outage
+ * rather than two minutes, before the broker gives it to the dead letters. */
 const CONTROL_RETRY_MS = 5_000;
+const CONTROL_RETRY_MAX_MS = 10 * 60_000;
 /** A run left `starting` this long had its node die between the record and the launch. */
 export const STARTING_ABANDONED_MS = 60_000;
 
@@ -163,7 +166,7 @@ export class SeatRuns {
         return ack();
       }
       this.o.log.warn("sandbox_control_failed", { seat: handle, run: e.run_id, kind: e.kind, error: (err as Error).message });
-      return nak(CONTROL_RETRY_MS);
+      return nak(Math.min(CONTROL_RETRY_MAX_MS, CONTROL_RETRY_MS * 2 ** Math.max(0, d.deliveryCount - 1)));
     }
   }
 
