@@ -42,6 +42,9 @@ export async function runRunsCommand(args: string[]): Promise<number> {
     2,
   );
   const [sub, id] = positionals;
+  // Usage first: a mistyped command is named as one, not as a missing token.
+  if (sub !== undefined && !["list", "show", "cancel"].includes(sub)) throw new UsageError(`unknown runs command "${sub}"; ${USAGE}`);
+  if ((sub === "show" || sub === "cancel") && id === undefined) throw new UsageError(USAGE);
   const target = resolveTarget(values);
   const fail = (message: string) => {
     console.error(`crewlet runs: ${message}`);
