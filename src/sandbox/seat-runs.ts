@@ -45,7 +45,7 @@ export interface SeatRunsOptions {
   storeDir: string;
   store: RunStore;
   runs_bucket: string;
-  queue: Pick<Queue, "attach" | "publish">;
+  queue: Pick<Queue, "attach" | "publish" | "resetMailbox">;
   estate: EstatePort;
   company: () => Company;
   /** How a supervisor reaches the broker (null: it cannot, and no run starts). */
@@ -90,7 +90,24 @@ export class SeatRuns {
     this.held.set(grant.handle, { epoch: grant.epoch, control: null });
     if (!this.sandboxOf(grant.handle)) return;
     await this.recover(grant.handle);
+    await this.reclaimControl(grant);
     await this.ensureControl(grant);
+  }
+
+  /**
+   * A result the broker handed to the last holder's pull just before that holder died waits
+   * ack-pending for the 30-minute ack wait. The lease says that holder is gone, so the control
+   * mailbox is reset to its ack floor before it attaches here (as the inbox is, node.ts).
+   */
+  private async reclaimControl(grant: SeatGrantLike): Promise<void> {
+    const mb = mailbox(grant.handle, "control");
+    try {
+      if (await this.o.queue.resetMailbox(mb.subject, mb.group)) this.o.log.debug("sandbox_control_reclaimed", { seat: grant.handle, epoch: grant.epoch });
+    } catch (err) {
+      // No mailbox yet (the seat's first acquisition makes it), or the broker did not answer:
+      // the attach below creates it, and a stranded result is the waiter's to end.
+      this.o.log.debug("sandbox_control_reclaim_skipped", { seat: grant.handle, error: (err as Error).message });
+    }
   }
 
   /**

@@ -232,6 +232,30 @@ describe("a run and its seat", () => {
     await c.runs.release("engineer");
   });
 
+  test("a result the dead last holder's pull took is reclaimed by the next holder's acquire step and told", async () => {
+    const now = Date.now();
+    await store.create({
+      v: 1, id: "run-stranded1", seat: "engineer", engine: "twin", task: "t", conversation: "work:ENG-4", from: "founder",
+      owner: "a:1", owner_epoch: 1, node: "a", pid: 1, state: "running", question: null, answer: null, cancel: null, result: null, reported: false, created_at: now, updated_at: now,
+    });
+    // The last holder's pull takes the result and its process dies holding it (never settled).
+    const ctl = mailbox("engineer", "control");
+    let taken = false;
+    const dead = await queue.attach(ctl.subject, ctl.group, () => {
+      taken = true;
+      return new Promise(() => undefined);
+    });
+    const result = { outcome: "succeeded" as const, exit_code: 0, reason: "", output_tail: "", output_bytes: 0, diff: "", commits: [], summary: "done" };
+    await queue.publish(ctl.subject, encodeControl({ kind: "finished", run_id: "run-stranded1", seat: "engineer", result }), { msgId: "run-run-stranded1-done" });
+    await until("the dead holder's pull took it", () => taken);
+    const b = node("b");
+    await b.runs.prepare({ handle: "engineer", epoch: 2 });
+    await until("told", () => inbox.length === 1);
+    expect(await get("run-stranded1")).toMatchObject({ state: "done", reported: true, owner_epoch: 2 });
+    await b.runs.release("engineer");
+    void dead.detach();
+  });
+
   test("the acquire step tells a result its last holder took and never told, once", async () => {
     const now = Date.now();
     const taken: RunRecord = {
