@@ -83,7 +83,10 @@ test("agent page: a run parked with its question, finished with its diff, failed
   const opened = await openBrowser(profileDir);
   context = opened.context;
   const page = opened.page;
-  const problems = watchProblems(page, { console: true });
+  // The agent page reads the seat's memory and turns through its holder every 3 s; a read the
+  // holder cannot answer in its 2 s budget (busy with this test's runs and turns on a loaded
+  // box) is a 503 by design, which the page words (src/api/routes/memory.ts).
+  const problems = watchProblems(page, { console: true, expected503: /\/agents\/engineer\/(memory|turns)(\?|$)/ });
   await page.goto(`${node.apiUrl}/dashboard#agent/engineer`);
   await page.getByLabel("API token", { exact: true }).fill(TEST_TOKEN);
   await page.getByRole("button", { name: "Open dashboard" }).click();
