@@ -1,11 +1,7 @@
-// The `sandbox-waiter` singleton duty (spec: Singleton duties — "polls live sandbox boxes").
-// On the edge a box is a supervisor process on some node's machine: the waiter asks each
-// live run's supervisor whether it is there, and a run whose supervisor has been silent for
-// SILENT_MAX_MS (its machine restarted, the process was killed) is ended by publishing its
-// result — failed, saying why — to the seat's control subject, exactly as the supervisor
-// would have: the seat's holder collects it under its own epoch and tells the thread. It
-// also deletes the records of runs told long ago. One node does it: each ask is a message,
-// and N waiters would each end the same silent run.
+// The `sandbox-waiter` singleton duty (spec: Singleton duties): asks each live run's
+// supervisor whether it is there, ends a run silent for SILENT_MAX_MS by publishing its failed
+// result to the seat's control subject (the holder collects it under its own epoch), and
+// forgets runs told long ago. One node does it, or N waiters would each end the same run.
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Queue } from "../queue/contract.ts";

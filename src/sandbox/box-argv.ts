@@ -62,13 +62,7 @@ export function limitArgv(prlimit: string, limits: RunLimits): string[] {
 /** Joins stderr to stdout for the engine, then execs it (no shell stays behind). */
 export const MERGE_STDERR = ["/bin/sh", "-c", 'exec "$@" 2>&1', "crewlet-engine"];
 
-/**
- * bwrap's argv up to and including "--": the host read-only, a fresh /dev and /proc, a
- * private /tmp no bigger than the disk limit (it lives in memory), the mounts' rw paths
- * the only writable ones, every namespace unshared (so no network unless the
- * run may have it), all capabilities dropped, and the tree killed when bwrap goes.
- * The binds come after the /tmp tmpfs so a box under /tmp is still visible inside.
- */
+/** What a box binds at the same path inside, and where its engine starts. */
 export interface Mounts {
   /** Bound read-write at the same path. */
   rw: string[];
@@ -103,6 +97,11 @@ export function resultMounts(paths: BoxPaths): Mounts {
   return { rw: [paths.work, paths.home, controlPaths(paths).scratch], ro: [], chdir: paths.work };
 }
 
+/**
+ * bwrap's argv up to and including "--": the host read-only, a private /tmp capped at the
+ * disk limit, the hidden paths emptied, only the mounts' rw paths writable, every namespace
+ * unshared (no network unless allowed), capabilities dropped, the tree dying with bwrap.
+ */
 export function bwrapArgv(bwrap: string, spec: Pick<RunSpec, "network" | "limits" | "hide">, mounts: Mounts, features: BwrapFeatures): string[] {
   const argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"];
   if (spec.network) argv.push("--share-net");
