@@ -18,7 +18,7 @@ import type { Message } from "../estate/queries.ts";
 import type { Logger } from "../log.ts";
 import type { Org, Seat } from "../org/org.ts";
 import { routeFor } from "../org/routing.ts";
-import { encodeTrigger, type Trigger } from "../org/trigger.ts";
+import { causeFloor, encodeTrigger, type Trigger } from "../org/trigger.ts";
 import { DEFAULT_REDELIVERY, dispose, redeliveryDelayMs, type Disposition, type RedeliveryPolicy, type Settle, type TurnEndKind } from "./classify.ts";
 import type { EventSink } from "./events.ts";
 import { callModel } from "./model-call.ts";
@@ -789,8 +789,9 @@ export class TurnEngine {
     const ctx: TurnContextData = { thread: null, work: null };
     let thread: Message[] | null = null;
     const work_key = [...triggers].reverse().find((t) => t.refs.work_key !== undefined)?.refs.work_key;
+    const atLeast = causeFloor(...triggers);
     if (work_key !== undefined) {
-      const got = await this.o.estate.read({ q: "work.get", key: work_key });
+      const got = await this.o.estate.read({ q: "work.get", key: work_key }, { atLeast });
       if (got) {
         const comments = got.comments.slice(-WORK_CONTEXT_COMMENTS);
         ctx.work = { item: got.item, comments, truncated: comments.length < got.comments.length };
@@ -798,7 +799,7 @@ export class TurnEngine {
     }
     const msg_id = primary.refs.message_id ?? [...triggers].reverse().find((t) => t.refs.message_id !== undefined)?.refs.message_id;
     if (msg_id !== undefined) {
-      const m = await this.o.estate.read({ q: "chat.message", id: msg_id });
+      const m = await this.o.estate.read({ q: "chat.message", id: msg_id }, { atLeast });
       if (m) {
         const root_id = m.thread_parent ?? m.id;
         const root = root_id === m.id ? m : await this.o.estate.read({ q: "chat.message", id: root_id });

@@ -85,3 +85,18 @@ export function decodeTrigger(data: Uint8Array): DecodedTrigger {
   }
   return { ok: true, trigger: parsed.data };
 }
+
+/**
+ * The estate positions a reader of these triggers' causes must see: each cause is at
+ * refs.position on its domain's log, and the reader's copy may lag the writer's. A read at
+ * this floor waits for its applier instead of missing the message that woke it.
+ */
+export function causeFloor(...triggers: Trigger[]): { chat?: number; tracker?: number } {
+  const floor: { chat?: number; tracker?: number } = {};
+  for (const t of triggers) {
+    const p = t.refs.position;
+    const domain = p === undefined ? null : t.refs.channel !== undefined ? "chat" : t.refs.work_key !== undefined ? "tracker" : null;
+    if (domain !== null) floor[domain] = Math.max(floor[domain] ?? 0, p!);
+  }
+  return floor;
+}

@@ -13,7 +13,7 @@ import { encodeSlotKey } from "../coord/bucket.ts";
 import { MAX_MESSAGE_BYTES, truncateToBytes } from "../estate/records.ts";
 import { GENERAL_CHANNEL_ID } from "../estate/seed.ts";
 import type { Logger } from "../log.ts";
-import { encodeTrigger, MAX_TRIGGER_TEXT_BYTES, type Trigger } from "../org/trigger.ts";
+import { causeFloor, encodeTrigger, MAX_TRIGGER_TEXT_BYTES, type Trigger } from "../org/trigger.ts";
 import { ack, defer, nak, type Attachment, type Delivery, type Outcome, type Queue } from "../queue/contract.ts";
 import { mailbox } from "../queue/topics.ts";
 import type { EventSink } from "../agent/events.ts";
@@ -291,7 +291,7 @@ export class SeatRuns {
    *  seat (the trigger's text is a summary for the model: "ana in #general: …"). */
   private async answerText(seat: string, t: Trigger): Promise<string> {
     if (t.refs.message_id === undefined) return t.text;
-    const m = await this.o.estate.read({ q: "chat.message", id: t.refs.message_id }).catch(() => null);
+    const m = await this.o.estate.read({ q: "chat.message", id: t.refs.message_id }, { atLeast: causeFloor(t) }).catch(() => null);
     if (!m) return t.text;
     return m.body.replace(new RegExp(`^\\s*@${seat}\\b[\\s,:]*`), "").trim() || m.body;
   }

@@ -3,7 +3,7 @@
 // delivered them in; without a position on every one, in batch order.
 import { describe, expect, test } from "bun:test";
 import { partitionByConversation } from "../../src/agent/partition.ts";
-import type { Trigger } from "../../src/org/trigger.ts";
+import { causeFloor, type Trigger } from "../../src/org/trigger.ts";
 import { mentionTrigger } from "./support.ts";
 
 /** A message `id` in the thread `conversation`, written at `position` (none: no position). */
@@ -31,5 +31,19 @@ describe("partitionByConversation: each conversation oldest written first", () =
     const parts = partitionByConversation([...batch], (t) => t);
     expect(parts.map((p) => [p.conversation, p.triggers.map((t) => t.text)])).toEqual(want.map(([c, ts]) => [c, [...ts]]));
     expect(parts.reduce((n, p) => n + p.items.length, 0)).toBe(batch.length);
+  });
+});
+
+describe("causeFloor: the positions a reader of a batch's causes must see", () => {
+  const work = (key: string, position?: number): Trigger => ({ ...msg("w", `work:${key}`), refs: { work_key: key, ...(position === undefined ? {} : { position }) } });
+  test.each([
+    ["nothing", [], {}],
+    ["one message", [msg("a", "dm", 7)], { chat: 7 }],
+    ["the highest of a thread's messages, in any order", [msg("b", "dm", 9), msg("a", "dm", 7)], { chat: 9 }],
+    ["a work item's comment is on the tracker's log", [work("ENG-1", 4)], { tracker: 4 }],
+    ["both domains", [work("ENG-1", 4), msg("a", "dm", 7)], { chat: 7, tracker: 4 }],
+    ["no position: no floor", [msg("x", "dm"), work("ENG-2")], {}],
+  ] as const)("%s", (_name, batch, want) => {
+    expect(causeFloor(...batch)).toEqual(want);
   });
 });

@@ -148,14 +148,15 @@ describe("coding runs across nodes", () => {
     expect(done).toMatchObject({ state: "done", result: { outcome: "succeeded" } });
     // Collected under a later grant than the one it started under, by the node holding it.
     expect(done.owner_epoch).toBeGreaterThan(started.owner_epoch);
-    const collector = fleet.nodes.filter((n) => n.eventsEver("sandbox_run_finished").some((e) => e.run === started.id));
-    expect(collector.map((n) => n.id)).toEqual([b.id]);
     const reports = await waitFor("the report in the thread", async () => {
       const r = (await thread(root)).filter((m) => m.author === "engineer" && m.body.startsWith("Run report:"));
       return r.length > 0 ? r : null;
     }, 60_000);
     await Bun.sleep(3_000);
     expect((await thread(root)).filter((m) => m.author === "engineer" && m.body.startsWith("Run report:"))).toHaveLength(1);
+    // Read after the settle: the event line follows the record's `reported` write.
+    const collector = fleet.nodes.filter((n) => n.eventsEver("sandbox_run_finished").some((e) => e.run === started.id));
+    expect(collector.map((n) => n.id)).toEqual([b.id]);
     expect(reports[0]!.body).toContain("long job");
     expect(reports[0]!.body).toContain(started.id);
 

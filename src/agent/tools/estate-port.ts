@@ -11,7 +11,8 @@ import type { PublishOptions, PublishResult } from "../../queue/contract.ts";
 export type { WriteOutcome };
 
 export interface EstatePort {
-  read<K extends QueryName>(input: QueryOf<K>): Promise<Results[K]>;
+  /** opts.atLeast: positions this read's answerer must have applied (a trigger's cause). */
+  read<K extends QueryName>(input: QueryOf<K>, opts?: { atLeast?: { chat?: number; tracker?: number } }): Promise<Results[K]>;
   /** opts.op_id: a write derived from its cause, so a retry or a re-run is the same write. */
   write<D extends Domain>(domain: D, body: BodyOf<D>, opts?: { op_id?: string }): Promise<WriteOutcome>;
 }
