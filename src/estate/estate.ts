@@ -7,6 +7,7 @@ import type { RouteGroup } from "../api/app.ts";
 import { chatRoutes } from "../api/routes/chat.ts";
 import { pagesRoutes } from "../api/routes/pages.ts";
 import { workRoutes } from "../api/routes/work.ts";
+import { turnsRoutes } from "../api/routes/turns.ts";
 import { estateAdminGroup } from "../api/routes/estate.ts";
 import { skipRecord } from "./skip.ts";
 import type { Clock } from "../clock.ts";
@@ -150,6 +151,7 @@ export function openEstate(o: EstateOptions): Estate {
       workRoutes(router),
       pagesRoutes(router),
       chatRoutes(router, () => company),
+      turnsRoutes(router, () => company, o.clock),
       estateAdminGroup({
         health: () => health(),
         skip: (domain, position, reason, actor) => skipRecord({ copy, stateLog, clock: o.clock, nodeId: o.nodeId }, domain, position, reason, actor),
