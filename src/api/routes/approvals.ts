@@ -63,22 +63,26 @@ export function approvalsGroup(src: ApprovalsSource): RouteGroup {
         const picked = approvals.filter((r) => q.state === undefined || verdictOf(r) === q.state).reverse();
         return c.json({ approvals: picked.slice(0, APPROVALS_LIST_MAX).map(approvalView), truncated: picked.length > APPROVALS_LIST_MAX, invalid });
       });
-      const found = async (raw: string) => {
+      const idParam = (raw: string) => {
         const parsed = approvalIdSchema.safeParse(raw);
         if (!parsed.success) throw new ApiError(400, "invalid_input", `params.id: ${parsed.error.issues[0]?.message ?? "invalid"}`, "id");
-        const r = await src.store.find(parsed.data);
-        if (!r) throw new ApiError(404, "unknown_approval", `no approval request "${parsed.data}"`, "id");
+        return parsed.data;
+      };
+      const found = async (id: string) => {
+        const r = await src.store.find(id);
+        if (!r) throw new ApiError(404, "unknown_approval", `no approval request "${id}"`, "id");
         return r;
       };
       app.get("/:id", auth.require("state:read"), async (c) => {
         parseNoQuery(c);
-        return c.json(approvalView(await found(c.req.param("id"))));
+        return c.json(approvalView(await found(idParam(c.req.param("id")))));
       });
       for (const verdict of ["approve", "reject"] as const) {
         app.post(`/:id/${verdict}`, auth.require("approvals:decide"), async (c) => {
           parseNoQuery(c);
-          const r = await found(c.req.param("id"));
+          const id = idParam(c.req.param("id"));
           const body = verdict === "approve" ? await parseOptionalJsonBody(c, approveBody) : await parseOptionalJsonBody(c, rejectBody);
+          const r = await found(id);
           const by = `token:${c.get("principal").tokenId}`;
           const why = body.reason ?? "";
           c.set("audit_detail", `${verdict === "approve" ? "approved" : "rejected"} ${r.id} (${r.seat} → ${r.tool})${why ? `: ${why}` : ""}`);
