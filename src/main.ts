@@ -16,6 +16,7 @@ Usage:
   crewlet budgets                         each spend cap, its window's spend and reset
   crewlet agents pause|resume|stop <h>    a person's controls over a seat
   crewlet runs list|show|cancel [id]       the seats' coding runs on a running node
+  crewlet approvals list|show|approve|reject [id]  calls agents parked for a person's yes
   crewlet estate status                   this node's estate copy, per domain
   crewlet estate skip <domain> <pos> --reason TEXT
                                           pass over a log record no copy can apply
@@ -63,6 +64,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import("./cli/schedules.ts")).runSchedulesCommand(rest);
     case "runs":
       return (await import("./cli/runs.ts")).runRunsCommand(rest);
+    case "approvals":
+      return (await import("./cli/approvals.ts")).runApprovalsCommand(rest);
     case "sandbox-supervise":
       return (await import("./cli/sandbox-supervise.ts")).runSandboxSupervise(rest);
     default:

@@ -19,7 +19,8 @@ import type { Trigger, TriggerType } from "../org/trigger.ts";
  * fire claim (crewlet_fires) makes the publish once per instant, and the ledger makes the
  * turn once per delivery — a redelivered fire (a NAK after the turn acted) runs nothing
  * twice. And sandbox_run: a run's result is told once, and its redelivery (the
- * collecting node died before the ack) is skipped. A type outside the set contributes nothing to the work key and is never recorded.
+ * collecting node died before the ack) is skipped; so is approval_decided, a decision's
+ * resume. A type outside the set contributes nothing to the work key and is never recorded.
  */
 export const LEDGERED_TYPES: ReadonlySet<TriggerType> = new Set<TriggerType>([
   "task_assigned",
@@ -31,6 +32,7 @@ export const LEDGERED_TYPES: ReadonlySet<TriggerType> = new Set<TriggerType>([
   "a2a_message",
   "schedule",
   "sandbox_run",
+  "approval_decided",
 ]);
 
 export function isLedgered(t: Pick<Trigger, "type">): boolean {

@@ -11,7 +11,7 @@ import { MAX_MESSAGE_BYTES, MAX_WORK_BODY_BYTES, truncateToBytes } from "../esta
 import { automaticOpId } from "../estate/wakes.ts";
 import { EstateInvalid, EstateUnavailable } from "../estate/router.ts";
 import type { Logger } from "../log.ts";
-import type { Trigger } from "../org/trigger.ts";
+import { CHAT_TOLD_TYPES, WORK_TOLD_TYPES, type Trigger } from "../org/trigger.ts";
 import type { CompletionLedger } from "./ledger.ts";
 import type { EventSink } from "./events.ts";
 import { ProviderError } from "./providers/contract.ts";
@@ -106,8 +106,6 @@ export function noticeText(f: NoticeFacts): string {
 }
 
 /** Trigger types that come from a person and have a thread to answer in. */
-const CHAT_TYPES = new Set(["chat_mention", "chat_direct", "sandbox_run"]);
-const WORK_TYPES = new Set(["task_assigned", "task_comment", "sandbox_run"]);
 
 export type TellOutcome = "posted" | "already_told" | "no_thread" | "failed";
 
@@ -128,8 +126,8 @@ export class Notifier {
    * as `seat`. Never throws: a notice that cannot be posted is logged (turn_notice_failed).
    */
   async tell(seat: string, turn_id: string, triggers: readonly Trigger[], text: string): Promise<TellOutcome> {
-    const chat = [...triggers].reverse().find((t) => CHAT_TYPES.has(t.type) && t.refs.channel !== undefined && (t.refs.message_id !== undefined || t.refs.thread_root !== undefined));
-    const work = [...triggers].reverse().find((t) => WORK_TYPES.has(t.type) && t.refs.work_key !== undefined);
+    const chat = [...triggers].reverse().find((t) => CHAT_TOLD_TYPES.has(t.type) && t.refs.channel !== undefined && (t.refs.message_id !== undefined || t.refs.thread_root !== undefined));
+    const work = [...triggers].reverse().find((t) => WORK_TOLD_TYPES.has(t.type) && t.refs.work_key !== undefined);
     const target = chat ?? work;
     if (!target) {
       this.o.log.info("turn_notice_skipped", { seat, turn_id, reason: "no person's thread among the triggers", types: triggers.map((t) => t.type) });

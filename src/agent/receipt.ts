@@ -21,7 +21,7 @@ import {
   workKey,
   type TurnReceipt,
 } from "../estate/records.ts";
-import { conversationTarget } from "../sandbox/seat-runs.ts";
+import { conversationTarget } from "./conversation-post.ts";
 import type { Disposition } from "./classify.ts";
 import type { EstatePort } from "./tools/estate-port.ts";
 import type { TurnTranscript } from "./transcript.ts";

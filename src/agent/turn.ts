@@ -18,7 +18,7 @@ import type { Message } from "../estate/queries.ts";
 import type { Logger } from "../log.ts";
 import type { Org, Seat } from "../org/org.ts";
 import { routeFor } from "../org/routing.ts";
-import { causeFloor, encodeTrigger, type Trigger } from "../org/trigger.ts";
+import { causeFloor, CHAT_TOLD_TYPES, encodeTrigger, type Trigger } from "../org/trigger.ts";
 import { DEFAULT_REDELIVERY, dispose, redeliveryDelayMs, type Disposition, type RedeliveryPolicy, type Settle, type TurnEndKind } from "./classify.ts";
 import type { EventSink } from "./events.ts";
 import { callModel } from "./model-call.ts";
@@ -67,7 +67,6 @@ export const REPLY_WRITE_ATTEMPTS = 3;
 
 /** Trigger types that oblige a reply in their chat thread: a person's mention or DM, and
  * a coding run's result told where the run was asked for. */
-const CHAT_TYPES = new Set(["chat_mention", "chat_direct", "sandbox_run"]);
 
 export interface TurnEngineOptions {
   org: () => Org;
@@ -99,6 +98,36 @@ export interface TurnEngineOptions {
   /** Replies that answer a parked coding run (src/sandbox/seat-runs.ts): each is handed to
    *  its run under this turn's grant and recorded in the ledger instead of running a turn. */
   runAnswers?: RunAnswers | null;
+  /** Calls a rule says need a person's yes (src/approvals): parked instead of run, and
+   *  resumed by a decision's trigger under this turn's grant. */
+  approvals?: ApprovalPort | null;
+}
+
+/** A tool call as the approval rules judge it, and what its request records. */
+export interface ParkRequest {
+  seat: string;
+  epoch: number;
+  turn_id: string;
+  /** The triggers the turn runs for: with the call, its request's identity. */
+  trigger_ids: readonly string[];
+  conversation: string;
+  from: string;
+  tool: string;
+  source: "builtin" | "mcp";
+  readOnly: boolean;
+  args: Record<string, unknown>;
+  /** The model's words in the round that made the call. */
+  summary: string;
+  /** What the turn has spent so far in pricing's currency (null: unpriced). */
+  spent: number | null;
+}
+
+/** What the turn engine asks of approvals. */
+export interface ApprovalPort {
+  /** Null: run the call. Otherwise it parked, and this is what the model reads instead. */
+  intercept(p: ParkRequest): Promise<ToolResult | null>;
+  /** The batch with each decided request's words; an approved call is run (once) by `run`. */
+  resume(seat: string, epoch: number, triggers: Trigger[], run: (tool: string, args: Record<string, unknown>) => Promise<ToolResult>): Promise<Trigger[]>;
 }
 
 /** What the turn engine asks of the seat's coding runs. */
@@ -229,6 +258,10 @@ interface RunState {
   retry: RetrySpend;
   /** The turn's transcript as it runs (when transcripts are kept). */
   transcript?: TranscriptRecorder;
+  /** The triggers it runs for (an approval request's identity). */
+  trigger_ids?: readonly string[];
+  /** Model spend so far in micro-units of pricing's currency; null: unpriced. */
+  cost_micros?: number | null;
 }
 
 function isExpected(err: unknown): boolean {
@@ -329,6 +362,7 @@ export class TurnEngine {
     };
     const work_key = workKeyOf(toRun);
     const ran = toRun.map((t) => t.event_id);
+    state.trigger_ids = ran;
     const conversation = toRun[toRun.length - 1]!.conversation;
     if (this.o.transcripts) {
       const last = toRun[toRun.length - 1]!;
@@ -514,15 +548,16 @@ export class TurnEngine {
   }
 
   /** The rounds. Returns the waiting chat messages the thread showed (ledger's second key). */
-  private async converse(req: TurnRequest, seat: Seat, provider: Provider, triggers: Trigger[], state: RunState): Promise<string[]> {
-    const { ctx, woke, thread } = await this.readContext(triggers);
-    const answered = thread ? waitingMessages(seat.handle, thread, woke) : [];
+  private async converse(req: TurnRequest, seat: Seat, provider: Provider, batch: Trigger[], state: RunState): Promise<string[]> {
     const abort = new AbortController();
     const cancel = () => abort.abort(req.signal?.reason ?? new Error("cancelled"));
     if (req.signal?.aborted) cancel();
     req.signal?.addEventListener("abort", cancel, { once: true });
     const live = this.liveText(seat.handle, state.turn_id);
     try {
+      const triggers = await this.resumeApprovals(req, seat, batch, state, abort.signal);
+      const { ctx, woke, thread } = await this.readContext(triggers);
+      const answered = thread ? waitingMessages(seat.handle, thread, woke) : [];
       return await this.rounds(req, seat, provider, triggers, state, { ctx, thread, answered, abort, live });
     } finally {
       req.signal?.removeEventListener("abort", cancel);
@@ -599,7 +634,9 @@ export class TurnEngine {
       const answer = await callModel(provider, { system, messages, tools: specs, facts, signal: abort.signal, retry: state.retry, onText: r.live.onText }, { clock: this.o.clock, log: this.o.log, seat: seat.handle, round });
       state.usage.input_tokens += answer.usage.input_tokens;
       state.usage.output_tokens += answer.usage.output_tokens;
-      state.transcript?.round({ n: round, started_at: round_at, model_ms: this.o.clock.now() - round_at, sent: messages, text: answer.text, usage: answer.usage, cost_micros: this.o.transcripts?.costOf(provider.name, answer.usage) ?? null });
+      const cost_micros = this.o.transcripts?.costOf(provider.name, answer.usage) ?? null;
+      state.cost_micros = cost_micros === null ? null : (state.cost_micros ?? 0) + cost_micros;
+      state.transcript?.round({ n: round, started_at: round_at, model_ms: this.o.clock.now() - round_at, sent: messages, text: answer.text, usage: answer.usage, cost_micros });
       await this.o.spend?.charge(seat.handle, provider.name, answer.usage);
       if (answer.toolCalls.length === 0) {
         state.transcript?.roundEnded(this.o.clock.now());
@@ -611,7 +648,7 @@ export class TurnEngine {
       for (const [i, call] of answer.toolCalls.entries()) {
         this.fenceCheck(req, state);
         const call_at = this.o.clock.now();
-        const result: ToolResult = i < MAX_TOOL_CALLS_PER_ROUND ? await this.callTool(byName, call, toolCtx, state, round) : { content: `not run: at most ${MAX_TOOL_CALLS_PER_ROUND} tool calls per answer`, is_error: true };
+        const result: ToolResult = i < MAX_TOOL_CALLS_PER_ROUND ? await this.callTool(byName, call, toolCtx, state, round, answer.text) : { content: `not run: at most ${MAX_TOOL_CALLS_PER_ROUND} tool calls per answer`, is_error: true };
         messages.push({ role: "tool", tool_call_id: call.id, name: call.name, content: cut(result.content), is_error: result.is_error });
         state.transcript?.toolCalled(call, cut(result.content), result.is_error, result.reached ?? false, this.o.clock.now() - call_at);
       }
@@ -644,36 +681,91 @@ export class TurnEngine {
     return toRun.filter((t) => !ids.has(t.event_id));
   }
 
+  /**
+   * Decisions on calls this seat parked: each is taken under this turn's grant, an approved
+   * call runs here (once, through the same tool path as any call, past the gate), and the
+   * turn reads the decision and the result as its trigger's words.
+   */
+  private async resumeApprovals(req: TurnRequest, seat: Seat, triggers: Trigger[], state: RunState, signal: AbortSignal): Promise<Trigger[]> {
+    if (!this.o.approvals || !triggers.some((t) => t.type === "approval_decided")) return triggers;
+    const byName = new Map(this.toolsFor(seat.handle).map((t) => [t.name, t]));
+    const last = triggers[triggers.length - 1]!;
+    const ctx: ToolContext = { seat: seat.handle, epoch: req.epoch, turn_id: state.turn_id, signal, conversation: last.conversation, from: last.from };
+    return this.o.approvals.resume(seat.handle, req.epoch, triggers, async (tool, args) => {
+      this.fenceCheck(req, state);
+      const call: ToolCall = { id: `approved-${state.turn_id}`, name: tool, arguments: args, raw_arguments: JSON.stringify(args) };
+      const result = await this.callTool(byName, call, ctx, state, 0, null);
+      state.transcript?.toolCalled(call, cut(result.content), result.is_error, result.reached ?? false, 0);
+      return result;
+    });
+  }
+
   /** The fence check: the seat moved (Fenced), or a person stopped the turn (Refused). */
   private fenceCheck(req: TurnRequest, state: RunState): void {
     if (!req.fence()) throw new Fenced();
     if (state.stopped_by !== undefined) throw new Refused("stopped", `stopped by ${state.stopped_by}`);
   }
 
-  private async callTool(byName: Map<string, Tool>, call: ToolCall, ctx: ToolContext, state: RunState, round: number): Promise<ToolResult> {
+  /** Runs one call; `said` (the model's words that round) is given when the call may need
+   *  a person's yes first — null for a call a decision already approved. */
+  private async callTool(byName: Map<string, Tool>, call: ToolCall, ctx: ToolContext, state: RunState, round: number, said: string | null): Promise<ToolResult> {
     const tool = byName.get(call.name);
     let result: ToolResult;
     if (!tool) result = { content: `unknown tool ${call.name}`, is_error: true, reached: false };
     else if (call.arguments === null) result = { content: `arguments are not a JSON object: ${call.raw_arguments.slice(0, 200)}`, is_error: true, reached: false };
     else {
-      state.tool_calls += 1;
-      try {
-        result = await tool.call(call.arguments, ctx);
-      } catch (err) {
-        if (!isExpected(err)) throw err;
-        // A read the estate could not answer: the model hears it; nothing was written.
-        result = { content: (err as Error).message, is_error: true, reached: false };
-      }
-      const reached = result.reached ?? reachesOutside(tool.annotations);
-      if (reached) {
-        state.reached_outside = true;
-        state.outside.push(call.name);
-      }
-      if (!result.is_error && call.name.startsWith("work_")) noteWorkItem(state, call.arguments, result.content);
-      result = { ...result, reached };
+      const parked = said === null ? null : await this.gate(tool, call.arguments, ctx, state, said);
+      if (parked) this.o.events.emit("tool_parked", { seat: state.seat, node: this.o.node_id, turn_id: state.turn_id, round, tool: call.name });
+      result = parked ?? (await this.runTool(tool, call.name, call.arguments, ctx, state));
     }
     this.o.events.emit("tool_called", { seat: state.seat, node: this.o.node_id, turn_id: state.turn_id, round, tool: call.name, ok: !result.is_error, reached: result.reached ?? false });
     return result;
+  }
+
+  private async runTool(tool: Tool, name: string, args: Record<string, unknown>, ctx: ToolContext, state: RunState): Promise<ToolResult> {
+    state.tool_calls += 1;
+    let result: ToolResult;
+    try {
+      result = await tool.call(args, ctx);
+    } catch (err) {
+      if (!isExpected(err)) throw err;
+      // A read the estate could not answer: the model hears it; nothing was written.
+      result = { content: (err as Error).message, is_error: true, reached: false };
+    }
+    const reached = result.reached ?? reachesOutside(tool.annotations);
+    if (reached) {
+      state.reached_outside = true;
+      state.outside.push(name);
+    }
+    if (!result.is_error && name.startsWith("work_")) noteWorkItem(state, args, result.content);
+    return { ...result, reached };
+  }
+
+  /**
+   * Whether a person must say yes first (src/approvals): null runs the call; otherwise it
+   * parked and the model reads why. A gate that cannot be asked runs nothing: the turn
+   * fails as transient and its trigger comes back.
+   */
+  private async gate(tool: Tool, args: Record<string, unknown>, ctx: ToolContext, state: RunState, said: string): Promise<ToolResult | null> {
+    if (!this.o.approvals) return null;
+    try {
+      return await this.o.approvals.intercept({
+        seat: state.seat,
+        epoch: ctx.epoch,
+        turn_id: state.turn_id,
+        trigger_ids: state.trigger_ids ?? [],
+        conversation: ctx.conversation ?? `turn:${state.turn_id}`,
+        from: ctx.from ?? state.seat,
+        tool: tool.name,
+        source: tool.annotations.source,
+        readOnly: tool.annotations.readOnly,
+        args,
+        summary: said,
+        spent: state.cost_micros === undefined || state.cost_micros === null ? null : state.cost_micros / 1_000_000,
+      });
+    } catch (err) {
+      throw new Broken(`could not ask whether ${tool.name} needs approval: ${(err as Error).message}`, "transient");
+    }
   }
 
   /** A chat mention obliges a reply in its thread; an a2a_request obliges an answer. */
@@ -694,7 +786,7 @@ export class TurnEngine {
     }
     if (text === "") return;
     const org = this.o.org();
-    const chat = [...triggers].reverse().find((t) => CHAT_TYPES.has(t.type) && t.refs.channel !== undefined);
+    const chat = [...triggers].reverse().find((t) => CHAT_TOLD_TYPES.has(t.type) && t.refs.channel !== undefined);
     if (chat) {
       const root = thread?.find((m) => m.id === chat.refs.message_id);
       const root_id = root ? (root.thread_parent ?? root.id) : (chat.refs.message_id ?? chat.refs.thread_root ?? null);

@@ -38,7 +38,7 @@ export interface AppOptions {
   /** Where first answers to Idempotency-Key requests are remembered (fleet-wide); null: op ids only. */
   idempotencySlot?: KvSlot | null;
   /** Every write request's who/what/outcome, once answered (src/node/audit.ts). */
-  audit?: (e: { token_id: string | null; method: string; path: string; status: number }) => void;
+  audit?: (e: { token_id: string | null; method: string; path: string; status: number; detail?: string | null }) => void;
 }
 
 /**
@@ -112,7 +112,7 @@ export function createApp(opts: AppOptions): Hono<AuthEnv> {
       try {
         // A request no route took (404, 405) still names the token it presented, if valid.
         const tokenId = c.get("principal")?.tokenId ?? opts.auth.identify(c.req.header("authorization"))?.tokenId ?? null;
-        audit({ token_id: tokenId, method: c.req.method, path: c.req.path, status: c.res.status });
+        audit({ token_id: tokenId, method: c.req.method, path: c.req.path, status: c.res.status, detail: c.get("audit_detail") ?? null });
       } catch (err) {
         opts.log.error("audit_append_failed", { method: c.req.method, path: c.req.path, error: err as Error });
       }

@@ -28,7 +28,12 @@ export interface AuditEntry {
   path: string;
   status: number;
   outcome: "ok" | "refused" | "failed";
+  /** Why, when the action carries a reason (an approval's decision); null otherwise. */
+  detail: string | null;
 }
+
+/** A detail's bytes in the log: a decision's reason, cut like the record keeps it. */
+export const AUDIT_DETAIL_MAX_CHARS = 4_096;
 
 /** Operator actions by route, named; any other write is `write` (token use for writes). Pure. */
 const ACTIONS: [string, RegExp, string][] = [
@@ -43,6 +48,8 @@ const ACTIONS: [string, RegExp, string][] = [
   ["POST", /^\/estate\/[^/]+\/skip$/, "estate.skip"],
   ["POST", /^\/estate\/[^/]+\/hold$/, "estate.hold"],
   ["POST", /^\/estate\/[^/]+\/release$/, "estate.release"],
+  ["POST", /^\/approvals\/[^/]+\/approve$/, "approval.approve"],
+  ["POST", /^\/approvals\/[^/]+\/reject$/, "approval.reject"],
 ];
 
 export function actionOf(method: string, path: string): string {
@@ -78,6 +85,7 @@ export class AuditLog {
     // published: 0 until the entry is on the fleet's stream (a column added to older files).
     const cols = db.query<{ name: string }, []>("PRAGMA table_info(audit)").all();
     if (!cols.some((c) => c.name === "published")) db.exec("ALTER TABLE audit ADD COLUMN published INTEGER NOT NULL DEFAULT 0");
+    if (!cols.some((c) => c.name === "detail")) db.exec("ALTER TABLE audit ADD COLUMN detail TEXT");
     db.exec("CREATE INDEX IF NOT EXISTS audit_unpublished ON audit(published, id)");
     // This file's name in the stream's message ids: a scratch wipe starts ids again at 1.
     const meta = db.query<{ id: string }, []>("SELECT id FROM audit_meta LIMIT 1").get();
@@ -94,7 +102,7 @@ export class AuditLog {
   /** Entries not yet on the fleet's stream, oldest first. */
   unpublished(limit: number): AuditEntry[] {
     return this.db
-      .query<AuditEntry, [number]>("SELECT id, at, token_id, action, method, path, status, outcome FROM audit WHERE published = 0 ORDER BY id LIMIT ?")
+      .query<AuditEntry, [number]>("SELECT id, at, token_id, action, method, path, status, outcome, detail FROM audit WHERE published = 0 ORDER BY id LIMIT ?")
       .all(limit);
   }
 
@@ -102,17 +110,19 @@ export class AuditLog {
     this.db.query("UPDATE audit SET published = 1 WHERE id = ?").run(id);
   }
 
-  append(e: Omit<AuditEntry, "id" | "action" | "outcome">): void {
+  /** An entry; `action` is named from the route unless given (an action no request made,
+   *  such as an agent's request for approval). */
+  append(e: Omit<AuditEntry, "id" | "action" | "outcome" | "detail"> & { action?: string; detail?: string | null }): void {
     this.db
-      .query("INSERT INTO audit (at, token_id, action, method, path, status, outcome) VALUES (?, ?, ?, ?, ?, ?, ?)")
-      .run(e.at, e.token_id, actionOf(e.method, e.path), e.method.toUpperCase(), e.path.slice(0, 1024), e.status, outcomeOf(e.status));
+      .query("INSERT INTO audit (at, token_id, action, method, path, status, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+      .run(e.at, e.token_id, e.action ?? actionOf(e.method, e.path), e.method.toUpperCase(), e.path.slice(0, 1024), e.status, outcomeOf(e.status), e.detail?.slice(0, AUDIT_DETAIL_MAX_CHARS) ?? null);
   }
 
   /** Newest first; `before` is the previous page's `next` (an id). */
   page(opts: { before?: number; limit: number }): { entries: AuditEntry[]; next: number | null } {
     const limit = Math.max(1, Math.min(AUDIT_PAGE_MAX, opts.limit));
     const rows = this.db
-      .query<AuditEntry, [number, number]>("SELECT id, at, token_id, action, method, path, status, outcome FROM audit WHERE id < ? ORDER BY id DESC LIMIT ?")
+      .query<AuditEntry, [number, number]>("SELECT id, at, token_id, action, method, path, status, outcome, detail FROM audit WHERE id < ? ORDER BY id DESC LIMIT ?")
       .all(opts.before ?? Number.MAX_SAFE_INTEGER, limit + 1);
     const more = rows.length > limit;
     const entries = rows.slice(0, limit);

@@ -19,7 +19,8 @@ export interface Principal {
 }
 
 /** `op_id`: the estate operation id an Idempotency-Key names (see idempotency.ts), when one was sent. */
-export type AuthEnv = { Variables: { principal: Principal; op_id: string | undefined } };
+/** audit_detail: why, for the audit log (a route that takes a reason sets it). */
+export type AuthEnv = { Variables: { principal: Principal; op_id: string | undefined; audit_detail?: string } };
 
 /** 32 random bytes: far past guessing, and comfortably over the 24-char floor. */
 const MINTED_TOKEN_BYTES = 32;

@@ -2,6 +2,7 @@
 // places), units group them and own a project, a knowledge space and a channel.
 // Cross-references (manages, lead, unit roles) are checked here so a bad file is refused
 // at load with the field named, never discovered by a seat at runtime.
+import { approvalReferenceProblems, approvalsSchema } from "./approvals.ts";
 import { z } from "zod";
 import { patternProblem } from "./pattern.ts";
 import { checkIntegrations, integrationsSchema } from "../integrations/config.ts";
@@ -164,6 +165,8 @@ const companyShape = z.strictObject({
   budgets: budgetsSchema,
   /** What the dashboard's Today view calls stuck (src/config/today.ts). */
   today: todaySchema,
+  /** What needs a person's yes before it happens (src/config/approvals.ts, src/approvals/). */
+  approvals: approvalsSchema,
 });
 
 export const companySchema = companyShape.transform((c, ctx) => {
@@ -193,6 +196,7 @@ function checkReferences(c: Omit<ShapeOut, "roles"> & { roles: HandledRole[] }, 
     } else index.set(r.handle, i);
   });
   for (const p of sandboxReferenceProblems(c.providers.sandbox, c.roles)) ctx.addIssue({ code: "custom", ...p });
+  for (const p of approvalReferenceProblems(c.approvals, new Set(index.keys()), unitIdsOf(c.units))) ctx.addIssue({ code: "custom", ...p });
   const providers = c.providers.llm;
   if (c.default_llm !== undefined && !(c.default_llm in providers)) {
     ctx.addIssue({ code: "custom", path: ["default_llm"], message: `unknown provider "${c.default_llm}"` });
@@ -275,4 +279,17 @@ function checkReferences(c: Omit<ShapeOut, "roles"> & { roles: HandledRole[] }, 
 /** `spawns`: the MCP servers its acquire starts, which the claim ramp charges (placement.ts). */
 export function agentSeats(c: Company): { handle: string; placement: Placement; spawns: number }[] {
   return c.roles.filter((r) => r.kind === "agent").map((r) => ({ handle: r.handle, placement: r.placement, spawns: Object.keys(r.mcp_servers).length }));
+}
+
+/** Every unit's id, however deep. */
+function unitIdsOf(units: readonly UnitInput[]): Set<string> {
+  const out = new Set<string>();
+  const walk = (list: readonly UnitInput[]) => {
+    for (const u of list) {
+      out.add(u.id ?? handleFromName(u.name));
+      walk(u.units ?? []);
+    }
+  };
+  walk(units);
+  return out;
 }

@@ -19,6 +19,8 @@ export const GRANTS = [
   "fleet:operate",
   /** Pause, resume and stop a seat (POST /agents/{handle}/pause|resume|stop). */
   "agents:operate",
+  /** Approve or reject a call an agent parked for a person's yes (POST /approvals/{id}/…). */
+  "approvals:decide",
 ] as const;
 export type Grant = (typeof GRANTS)[number];
 
@@ -125,6 +127,7 @@ export const TESTING_ENV = "CREWLET_TESTING";
 export const testingSchema = z.strictObject({
   mailbox_grace_seconds: z.number().min(1).optional().describe("Removed-seat mailbox grace (shipped: 24 h)"),
   maintenance_tick_seconds: z.number().min(1).optional().describe("Maintenance sweep tick (shipped: 15 min)"),
+  approvals_tick_seconds: z.number().min(1).optional().describe("Approvals expiry sweep tick (shipped: 1 min)"),
   retention_tick_seconds: z.number().min(1).optional().describe("State-log trim tick (shipped: 15 min)"),
   retention_margin_records: z.number().int().min(0).optional().describe("Records the trim keeps below the floor (shipped: 1,000)"),
   retention_unheard_hold_seconds: z.number().min(1).optional().describe("How long a copy unheard from holds the log (shipped: 24 h)"),

@@ -108,6 +108,10 @@ export const SLOT_BUCKETS: Record<SlotName, BucketSpec> = {
   // a parked one waits on a person for days, so none; a settled run's record is deleted by
   // the sandbox-waiter duty once it is RUN_KEEP_MS old.
   runs: { name: "crewlet_runs", max_age_ms: 0 },
+  // Calls parked for a person's yes (src/approvals/records.ts): a request waits up to
+  // approvals.expires_after_hours (a month at most), so none; the approvals duty deletes a
+  // settled one once it is APPROVAL_KEEP_MS old.
+  approvals: { name: "crewlet_approvals", max_age_ms: 0 },
 };
 
 export { DEFAULT_LEASE_TTL_MS };

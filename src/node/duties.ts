@@ -18,6 +18,8 @@ import type { Estate } from "../estate/estate.ts";
 import { publishEventSink } from "../agent/events.ts";
 import { RunStore } from "../sandbox/runs.ts";
 import { SandboxWaiter } from "../duty/sandbox-waiter.ts";
+import { ApprovalsDuty } from "../duty/approvals.ts";
+import type { ApprovalDesk } from "../approvals/desk.ts";
 
 export interface NodeDutiesOptions {
   nodeId: string;
@@ -26,6 +28,8 @@ export interface NodeDutiesOptions {
   takeover: (owner: string) => boolean;
   coord: CoordinationHandle;
   queue: Queue;
+  /** Where requests for approval expire and untold decisions are told (the approvals duty). */
+  approvals: ApprovalDesk;
   /** Whether a coding run's supervisor answers (the sandbox-waiter's ask). */
   pingSupervisor: (run_id: string) => Promise<boolean>;
   company: () => Company | null;
@@ -105,6 +109,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
       : null;
   const runs = new RunStore(o.coord.slot("runs"), o.clock);
   const waiter = new SandboxWaiter({ store: runs, queue: o.queue, ping: o.pingSupervisor, clock: o.clock, log, call_bound_ms: callBound });
+  const approvals = new ApprovalsDuty({ desk: o.approvals, clock: o.clock, log, call_bound_ms: callBound, ...(testing.approvals_tick_seconds !== undefined ? { tick_ms: testing.approvals_tick_seconds * 1000 } : {}) });
   const runner = new DutyRunner({
     node_id: o.nodeId,
     owner,
@@ -115,7 +120,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     takeover: o.takeover,
     claim_bound_ms: callBound,
     ...(o.watchdog ? { watchdog: o.watchdog } : {}),
-    duties: [scheduler, maintenance, waiter, ...(trim ? [trim] : [])],
+    duties: [scheduler, maintenance, waiter, approvals, ...(trim ? [trim] : [])],
   });
   runner.start();
   return {

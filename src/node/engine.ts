@@ -29,6 +29,8 @@ import { TranscriptStore } from "../agent/transcripts.ts";
 import { ReceiptWriter } from "../agent/receipt.ts";
 import type { RunStore } from "../sandbox/runs.ts";
 import { SeatRuns, type BrokerAccess } from "../sandbox/seat-runs.ts";
+import { ApprovalGate, type ApprovalAudit } from "../approvals/gate.ts";
+import type { ApprovalStore } from "../approvals/records.ts";
 import {
   buildProviders,
   CompletionLedger,
@@ -69,6 +71,8 @@ export interface EngineOptions {
   budgets?: KvSlot | null;
   /** The seats' coding runs (src/sandbox): null or absent, no seat here starts or collects one. */
   runs?: { store: RunStore; owner: string; runs_bucket: string; broker: () => BrokerAccess | null } | null;
+  /** Calls parked for a person's yes (src/approvals): null or absent, nothing is parked. */
+  approvals?: { store: ApprovalStore; owner: string; audit?: (e: ApprovalAudit) => void } | null;
   /** Secrets configured elsewhere (API tokens, broker secrets) that a provider's error
    * body must never carry into a log line, an event or /agents. */
   secrets?: readonly string[];
@@ -146,6 +150,9 @@ export class NodeEngine {
           events,
         })
       : null;
+    const approvals = o.approvals
+      ? new ApprovalGate({ store: o.approvals.store, estate: o.estate, config: () => this.company.approvals, org: () => this.org, owner: o.approvals.owner, node_id: o.nodeId, clock: o.clock, log: o.log, events, ...(o.approvals.audit ? { audit: o.approvals.audit } : {}) })
+      : null;
     const runTool = this.runs?.tool() ?? null;
     const runs = this.runs;
     this.turns = new TurnEngine({
@@ -161,6 +168,7 @@ export class NodeEngine {
       extraTools: (h) => [...(o.extraTools?.(h) ?? []), ...(runTool && runs?.mayRun(h) ? [runTool] : [])],
       answerBack: o.answerBack,
       runAnswers: runs,
+      approvals,
       ledger: new CompletionLedger(o.ledger, o.clock, o.log),
       // The seat's episodes are its memory's (src/memory), written before the completion.
       memory: new TurnMemory({ store: this.memoryStore, sync: this.memorySync, estate: o.estate, queue: o.queue, claims: o.claims, node_id: o.nodeId, clock: o.clock, log: o.log }),

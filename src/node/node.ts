@@ -97,6 +97,10 @@ import { runsGroup } from "../api/routes/runs.ts";
 import { dutyHoldings } from "../duty/view.ts";
 import { supervisorCredential } from "../sandbox/credential.ts";
 import { RunStore } from "../sandbox/runs.ts";
+import { ApprovalStore } from "../approvals/records.ts";
+import { ApprovalDesk } from "../approvals/desk.ts";
+import type { ApprovalAudit } from "../approvals/gate.ts";
+import { approvalsGroup } from "../api/routes/approvals.ts";
 import { SLOT_BUCKETS } from "../coord/buckets.ts";
 import { PING_SUBJECT_PREFIX, SUPERVISOR_PING_TIMEOUT_MS } from "../duty/sandbox-waiter.ts";
 
@@ -456,6 +460,21 @@ export class CrewletNode {
     const cooldowns = new SharedCooldowns({ slot: coord.slot("cooldowns"), clock: this.clock, log: this.log, events: publishEventSink(queue, this.log, () => this.clock.now()), node_id: this.nodeId });
     await cooldowns.start();
     this.onStop("cooldowns", () => cooldowns.stop());
+    // Approvals: their records are the fleet's; their audit lines are written to this node's
+    // audit table (node.db) from here on, and shared with the rest once the API step starts
+    // the publisher (it publishes whatever the table holds unpublished).
+    const approvalStore = new ApprovalStore(coord.slot("approvals"), this.clock);
+    const approvalAuditDb = new Database(join(storeDir, NODE_DB_FILE), { create: true, strict: true });
+    approvalAuditDb.exec("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000;");
+    this.onStop("approval-audit", () => approvalAuditDb.close());
+    const approvalAuditLog = new AuditLog(approvalAuditDb);
+    const approvalAudit = (e: ApprovalAudit) => {
+      try {
+        approvalAuditLog.append({ at: this.clock.now(), token_id: null, method: "AGENT", path: `/approvals/${e.id}`, status: 200, action: e.action, detail: e.detail });
+      } catch (err) {
+        this.log.error("audit_append_failed", { action: e.action, id: e.id, error: err as Error });
+      }
+    };
     this.engine = new NodeEngine({
       cooldowns,
       nodeId: this.nodeId,
@@ -478,6 +497,7 @@ export class CrewletNode {
         runs_bucket: SLOT_BUCKETS.runs.name,
         broker: () => (plan.kind !== "none" && plan.supervisor ? { servers: this.broker!.clientUrls, user: plan.supervisor.user, pass: plan.supervisor.password } : null),
       },
+      approvals: { store: approvalStore, owner, audit: approvalAudit },
       secrets: [...c.api.tokens.map((t) => t.token), ...[c.stream.cluster?.secret, c.stream.leaf?.secret].filter((x): x is string => x !== undefined)],
     });
     const engine = this.engine;
@@ -629,6 +649,7 @@ export class CrewletNode {
         takeover,
         coord,
         queue,
+        approvals: new ApprovalDesk({ store: approvalStore, queue, estate: estate.router, clock: this.clock, log: this.log, audit: approvalAudit }),
         pingSupervisor: async (run) => {
           try {
             await nc.request(`${PING_SUBJECT_PREFIX}${run}`, new Uint8Array(), { timeout: SUPERVISOR_PING_TIMEOUT_MS });
@@ -717,6 +738,7 @@ export class CrewletNode {
       ...(roles.includes("ingress") && engine.budgets ? [budgetsGroup({ seats: () => (this.company ? agentSeats(this.company).map((s) => s.handle) : []), status: (h) => engine.budgets!.status(h), softAlert: () => this.company?.budgets.soft_alert ?? DEFAULT_SOFT_ALERT, history: (scope, days) => engine.budgets!.history(scope, days) })] : []),
       ...(roles.includes("ingress") ? [schedulesGroup({ company: () => this.company, cursors: coord.slot("schedules"), clock: this.clock })] : []),
       ...(roles.includes("ingress") ? [runsGroup({ store: new RunStore(coord.slot("runs"), this.clock) })] : []),
+      ...(roles.includes("ingress") ? [approvalsGroup({ store: approvalStore, desk: new ApprovalDesk({ store: approvalStore, queue, estate: estate.router, clock: this.clock, log: this.log }) })] : []),
       ...fleetGroups({
         fleet: async () => ({ ...(await seats.fleet()), duties: await dutyHoldings(coord.duties).catch(() => null) }),
         drain: () => void this.stop(EXIT_OK, "drain requested"),

@@ -22,7 +22,14 @@ export const TRIGGER_TYPES = [
   "schedule",
   /** A coding run the seat started has a result (src/sandbox/seat-runs.ts). */
   "sandbox_run",
+  /** A person decided a call the seat parked for approval (src/approvals/). */
+  "approval_decided",
 ] as const;
+
+/** Triggers told in a chat thread when their refs name one (a reply goes there). */
+export const CHAT_TOLD_TYPES: ReadonlySet<TriggerType> = new Set<TriggerType>(["chat_mention", "chat_direct", "sandbox_run", "approval_decided"]);
+/** Triggers told on a work item when their refs name one. */
+export const WORK_TOLD_TYPES: ReadonlySet<TriggerType> = new Set<TriggerType>(["task_assigned", "task_comment", "sandbox_run", "approval_decided"]);
 export type TriggerType = (typeof TRIGGER_TYPES)[number];
 
 /** What a trigger points at in the estate, so the agent can read the rest itself. */

@@ -6,7 +6,8 @@
 // run it no longer owns bounces and two writers never both win one flip.
 import { z } from "zod";
 import type { Clock } from "../clock.ts";
-import { CasConflict, type KvEntry, type KvSlot } from "../coord/contract.ts";
+import type { KvSlot } from "../coord/contract.ts";
+import { FencedRecords, fenceRefuses, type Change, type RecordKind, type SeatWriter } from "../coord/fenced-records.ts";
 import { decodeWith, encodeWith, type Decoded } from "./wire.ts";
 
 /** Bytes of a run's task kept: a coding CLI's prompt; longer work belongs in a work item. */
@@ -20,9 +21,6 @@ export const RECORD_DIFF_MAX_BYTES = 256 * 1024;
 export const RECORD_TAIL_MAX_BYTES = 64 * 1024;
 /** Commits a record names. */
 export const RECORD_COMMITS_MAX = 200;
-/** A write that loses its compare-and-set re-reads and tries again this many times: each
- * loss means another writer moved the record, and a fenced writer stops at its first read. */
-const CAS_ATTEMPTS = 5;
 
 const bytes = (max: number) => z.string().refine((s) => Buffer.byteLength(s, "utf8") <= max, `is over ${max} bytes`);
 
@@ -96,15 +94,8 @@ export function decodeRun(data: Uint8Array): Decoded<RunRecord> {
 }
 
 /** Who is writing: the seat's holder, under the grant it holds. */
-export interface RunWriter {
-  owner: string;
-  epoch: number;
-}
-
-/** The fence, pure: a writer whose epoch the record's outranks may not touch it. */
-export function fenceRefuses(rec: Pick<RunRecord, "owner_epoch">, writer: RunWriter): boolean {
-  return rec.owner_epoch > writer.epoch;
-}
+export type RunWriter = SeatWriter;
+export { fenceRefuses };
 
 /** A run the seat still has: not yet done, or done and its seat not yet told. */
 export function isLive(r: RunRecord): boolean {
@@ -126,125 +117,69 @@ export class RunNotFound extends Error {
 }
 
 /** A change to a record: null leaves it as it is (the write is not needed). */
-export type RunChange = (r: RunRecord) => RunRecord | null;
+export type RunChange = Change<RunRecord>;
 
+const RUN_KIND: RecordKind<RunRecord> = {
+  encode: encodeRun,
+  decode: decodeRun,
+  fenced: (id, record_epoch, writer_epoch) => new RunFenced(id, record_epoch, writer_epoch),
+  notFound: (id) => new RunNotFound(id),
+  created_at: (r) => r.created_at,
+};
+
+/** The fleet's run records: the fenced-records store (src/coord/fenced-records.ts) with
+ *  the run's own rules for a cancel and for forgetting. */
 export class RunStore {
-  constructor(
-    private readonly slot: KvSlot,
-    private readonly clock: Clock,
-  ) {}
+  private readonly records: FencedRecords<RunRecord>;
 
-  async create(r: RunRecord): Promise<void> {
-    await this.slot.create(runKey(r.seat, r.id), encodeRun(r));
+  constructor(slot: KvSlot, clock: Clock) {
+    this.records = new FencedRecords(slot, clock, RUN_KIND);
   }
 
-  async get(seat: string, id: string): Promise<RunRecord | null> {
-    const e = await this.slot.get(runKey(seat, id));
-    return e ? this.decodeEntry(e) : null;
+  create(r: RunRecord): Promise<void> {
+    return this.records.create(r);
+  }
+
+  get(seat: string, id: string): Promise<RunRecord | null> {
+    return this.records.get(seat, id);
   }
 
   /** Every run of one seat (or of every seat), oldest first; an undecodable record is
    *  reported, not skipped silently. */
   async list(seat?: string): Promise<{ runs: RunRecord[]; invalid: { key: string; error: string }[] }> {
-    const entries = await this.slot.entries(seat ? `${seat}.*` : undefined);
-    const runs: RunRecord[] = [];
-    const invalid: { key: string; error: string }[] = [];
-    for (const e of entries) {
-      const d = decodeRun(e.value);
-      if (d.ok) runs.push(d.value);
-      else invalid.push({ key: e.key, error: d.error });
-    }
-    runs.sort((a, b) => a.created_at - b.created_at || a.id.localeCompare(b.id));
-    return { runs, invalid };
+    const { records, invalid } = await this.records.list(seat);
+    return { runs: records, invalid };
+  }
+
+  /** Applies `change` under the fence, as writer (FencedRecords.mutate); RunFenced when the
+   *  record's epoch outranks the writer's. */
+  mutate(seat: string, id: string, writer: RunWriter, change: RunChange): Promise<RunRecord> {
+    return this.records.mutate(seat, id, writer, change);
   }
 
   /**
-   * Applies `change` under the fence, as writer: the record's owner and owner_epoch become
-   * the writer's. Refused (RunFenced) when the record's epoch outranks the writer's; a lost
-   * compare-and-set re-reads and re-judges. Returns the record as written (or as found, when
-   * the change needed no write).
-   */
-  async mutate(seat: string, id: string, writer: RunWriter, change: RunChange): Promise<RunRecord> {
-    const key = runKey(seat, id);
-    for (let attempt = 1; ; attempt++) {
-      const e = await this.slot.get(key);
-      if (!e) throw new RunNotFound(id);
-      const cur = this.decodeEntry(e);
-      if (fenceRefuses(cur, writer)) throw new RunFenced(id, cur.owner_epoch, writer.epoch);
-      const next = change(cur);
-      if (next === null) return cur;
-      const written = { ...next, owner: writer.owner, owner_epoch: writer.epoch, updated_at: this.clock.now() };
-      try {
-        await this.slot.update(key, encodeRun(written), e.revision);
-        return written;
-      } catch (err) {
-        if (!(err instanceof CasConflict) || attempt >= CAS_ATTEMPTS) throw err;
-      }
-    }
-  }
-
-  /**
-   * A person's request to end a run: written beside the owner's fields, not over them (a
-   * request holds no seat, so it takes no epoch), and only on a run not yet done. The run's
-   * supervisor acts on it; its result reaches the seat like any other. False: already done.
+   * A person's request to end a run, written beside the owner's fields, and only on a run
+   * not yet done. The run's supervisor acts on it; its result reaches the seat like any
+   * other. Null: already done.
    */
   async requestCancel(seat: string, id: string, by: string, reason: string): Promise<RunRecord | null> {
-    const key = runKey(seat, id);
-    for (let attempt = 1; ; attempt++) {
-      const e = await this.slot.get(key);
-      if (!e) throw new RunNotFound(id);
-      const cur = this.decodeEntry(e);
-      if (cur.state === "done") return null;
-      if (cur.cancel) return cur;
-      const next = { ...cur, cancel: { reason, by }, updated_at: this.clock.now() };
-      try {
-        await this.slot.update(key, encodeRun(next), e.revision);
-        return next;
-      } catch (err) {
-        if (!(err instanceof CasConflict) || attempt >= CAS_ATTEMPTS) throw err;
-      }
-    }
+    const after = await this.records.request(seat, id, (cur) => (cur.state === "done" || cur.cancel ? null : { ...cur, cancel: { reason, by } }));
+    return after.state === "done" ? null : after;
   }
 
   /** A run by id alone (the API's and the CLI's name for it). */
-  async find(id: string): Promise<RunRecord | null> {
-    const entries = await this.slot.entries(`*.${id}`);
-    const d = entries[0] ? decodeRun(entries[0].value) : null;
-    return d?.ok ? d.value : null;
+  find(id: string): Promise<RunRecord | null> {
+    return this.records.find(id);
   }
 
-  /**
-   * Deletes a run's record once it is history: done and told, so no holder will write it
-   * again (the fence has nothing left to guard). False when it is not (any more) that.
-   */
-  async forget(seat: string, id: string): Promise<boolean> {
-    const key = runKey(seat, id);
-    const e = await this.slot.get(key);
-    if (!e) return false;
-    const cur = this.decodeEntry(e);
-    if (cur.state !== "done" || !cur.reported) return false;
-    try {
-      await this.slot.delete(key, e.revision);
-      return true;
-    } catch (err) {
-      if (err instanceof CasConflict) return false;
-      throw err;
-    }
+  /** Deletes a run's record once it is history: done and told, so no holder will write it
+   *  again (the fence has nothing left to guard). False when it is not (any more) that. */
+  forget(seat: string, id: string): Promise<boolean> {
+    return this.records.forget(seat, id, (r) => r.state === "done" && r.reported);
   }
 
   /** Deletes a run's record under the fence (a retirement, the waiter's sweep of old runs). */
-  async remove(seat: string, id: string, writer: RunWriter): Promise<void> {
-    const key = runKey(seat, id);
-    const e = await this.slot.get(key);
-    if (!e) return;
-    const cur = this.decodeEntry(e);
-    if (fenceRefuses(cur, writer)) throw new RunFenced(id, cur.owner_epoch, writer.epoch);
-    await this.slot.delete(key, e.revision);
-  }
-
-  private decodeEntry(e: KvEntry): RunRecord {
-    const d = decodeRun(e.value);
-    if (!d.ok) throw new Error(`run record ${e.key} cannot be read: ${d.error}`);
-    return d.value;
+  remove(seat: string, id: string, writer: RunWriter): Promise<void> {
+    return this.records.remove(seat, id, writer);
   }
 }

@@ -13,6 +13,7 @@ import { encodeSlotKey } from "../coord/bucket.ts";
 import { MAX_MESSAGE_BYTES, truncateToBytes } from "../estate/records.ts";
 import { GENERAL_CHANNEL_ID } from "../estate/seed.ts";
 import type { Logger } from "../log.ts";
+import { conversationRefs, conversationTarget, postInConversation } from "../agent/conversation-post.ts";
 import { causeFloor, encodeTrigger, MAX_TRIGGER_TEXT_BYTES, type Trigger } from "../org/trigger.ts";
 import { ack, defer, nak, type Attachment, type Delivery, type Outcome, type Queue } from "../queue/contract.ts";
 import { mailbox } from "../queue/topics.ts";
@@ -220,24 +221,10 @@ export class SeatRuns {
     this.o.events.emit("sandbox_run_parked", { seat: rec.seat, run: rec.id, seq: q.seq, node: this.o.node_id });
   }
 
-  /** Posts once (op_id) in a chat thread or on a work item, as the conversation key says (a
-   *  chat key whose root is op_id itself is a new thread). False: there is nowhere to post,
-   *  or it was refused. */
-  private async postTo(rec: RunRecord, body: string, op_id: string, conversation = rec.conversation): Promise<boolean> {
-    const target = conversationTarget(conversation);
-    if (!target) return false;
-    const out =
-      target.kind === "chat"
-        ? await this.o.estate.write("chat", { op: "chat.post", channel: target.channel, author: rec.seat, body, thread_parent: target.root === op_id ? null : target.root, mentions: [], dm: null }, { op_id })
-        : await this.o.estate.write("tracker", { op: "work.comment", key: target.key, author: rec.seat, body }, { op_id });
-    // Refused for good (the work item or channel is gone): there is nowhere to say it, and
-    // it stays on the run for GET /runs; an unknown outcome is tried again.
-    if (out.status === "applied" && !out.outcome.ok) {
-      this.o.log.warn("sandbox_post_refused", { seat: rec.seat, run: rec.id, op_id, outcome: out.outcome });
-      return false;
-    }
-    if (out.status === "unknown") throw new Error(`the post's outcome is unknown: ${out.error}`);
-    return true;
+  /** Posts once (op_id) where the run's work came from, or in `conversation` (a question
+   *  asked about work from no thread); false when there is nowhere to say it. */
+  private postTo(rec: RunRecord, body: string, op_id: string, conversation = rec.conversation): Promise<boolean> {
+    return postInConversation(this.o, { seat: rec.seat, conversation, body, op_id });
   }
 
   /** The result as a turn: a ledgered trigger on the seat's inbox, then the record says so. */
@@ -366,21 +353,9 @@ function abandonedResult() {
   return { outcome: "failed" as const, exit_code: null, reason: "the node that started the run stopped before the run began", output_tail: "", output_bytes: 0, diff: "", commits: [], summary: "" };
 }
 
-export type ConversationTarget = { kind: "chat"; channel: string; root: string } | { kind: "work"; key: string };
-
-/** Where a conversation key says to post: `chat:{channel}:{root}` or `work:{key}`. Pure. */
-export function conversationTarget(conversation: string): ConversationTarget | null {
-  const chat = /^chat:([^:]+):(.+)$/.exec(conversation);
-  if (chat) return { kind: "chat", channel: chat[1]!, root: chat[2]! };
-  const work = /^work:(.+)$/.exec(conversation);
-  return work ? { kind: "work", key: work[1]! } : null;
-}
-
 /** The trigger that tells the seat a run's result: one per run (its event id is the
  * inbox message id and the ledger key), in the run's own conversation. Pure. */
 export function runTrigger(rec: RunRecord, now: number): Trigger {
-  const target = conversationTarget(rec.conversation);
-  const refs = target?.kind === "chat" ? { channel: target.channel, thread_root: target.root } : target?.kind === "work" ? { work_key: target.key } : {};
   return {
     type: "sandbox_run",
     event_id: `run.${rec.id}.done`,
@@ -388,7 +363,7 @@ export function runTrigger(rec: RunRecord, now: number): Trigger {
     conversation: rec.conversation,
     from: `run:${rec.id}`,
     text: truncateToBytes(resultWords(rec), MAX_TRIGGER_TEXT_BYTES),
-    refs,
+    refs: conversationRefs(rec.conversation),
     created_at: now,
   };
 }

@@ -69,6 +69,7 @@ function validParam(path: string, name: string, facts: { digest: string; workKey
   if (path.startsWith("/deadletters/")) return name === "id" ? "1" : undefined;
   // A run id the shape allows and no run has: a 404, never a 5xx.
   if (path.startsWith("/runs/")) return name === "id" ? "run-no-such-run" : undefined;
+  if (path.startsWith("/approvals/")) return name === "id" ? "ap-00000000000000000000" : undefined;
   if (path.startsWith("/agents/:handle/turns/")) return name === "id" ? "no-such-turn" : name === "handle" ? "worker" : undefined;
   const byName: Record<string, string> = {
     key: facts.workKey,
@@ -97,6 +98,8 @@ const VALID_BODIES: Record<string, Record<string, unknown>> = {
   "POST /agents/:handle/resume": {},
   "POST /agents/:handle/stop": {},
   "POST /runs/:id/cancel": { reason: "fuzz" },
+  "POST /approvals/:id/approve": { reason: "fuzz" },
+  "POST /approvals/:id/reject": { reason: "fuzz" },
   "POST /fleet/drain": {},
   "POST /query/fleet/drain": {},
   "POST /config/revisions/:digest/activate": {},

@@ -15,6 +15,7 @@ import orgJs from "./client/org.client.js" with { type: "text" };
 import agentJs from "./client/agent.client.js" with { type: "text" };
 import seatControlsJs from "./client/seat-controls.client.js" with { type: "text" };
 import runsJs from "./client/runs.client.js" with { type: "text" };
+import approvalsJs from "./client/approvals.client.js" with { type: "text" };
 import turnJs from "./client/turn.client.js" with { type: "text" };
 import spendJs from "./client/spend.client.js" with { type: "text" };
 import chatJs from "./client/chat.client.js" with { type: "text" };
@@ -66,6 +67,7 @@ const PARTS: ReadonlyArray<readonly [string, unknown]> = [
   ["events", eventsJs],
   ["ops", opsJs],
   ["knowledge", knowledgeJs],
+  ["approvals", approvalsJs],
   ["boot", bootJs],
 ];
 /** A library's module as served: its source-map comment dropped (the map is not served). */

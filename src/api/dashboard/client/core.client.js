@@ -19,7 +19,7 @@
 //   event-sentences.js and company-diff.js (pure, table-tested).
 // - One file per view, each ending with registerView("name", makeView): fleet, agents,
 //   org, agent, turn (#turn/{handle}/{id}: a transcript), spend, chat, work, events, ops,
-//   knowledge. A view is { title, root, refresh(), select?(arg), pause?(), resume?(),
+//   knowledge, approvals. A view is { title, root, refresh(), select?(arg), pause?(), resume?(),
 //   leave?() }; refresh() is called every REFRESH_MS while shown. Note: DOM
 //   replaceChildren() prints a null argument as "null" (h() skips null children).
 // - boot.client.js (last): wires the sign-in form and hash routing and starts.

@@ -1,0 +1,111 @@
+// Where decisions are taken: a person's yes or no (the API, the CLI, the dashboard) and
+// the expiry of a request nobody decided. A decision is written beside the owner's fields
+// (the first one wins), then told to the seat as an `approval_decided` trigger on its
+// inbox — owner-routed, so whichever node holds the seat then resumes it — and only then
+// marked told. A decision written but not told (the node died between) is told again by
+// the approvals duty's sweep; the trigger's message id and the completion ledger make the
+// retelling harmless.
+import type { Clock } from "../clock.ts";
+import { conversationRefs, postInConversation } from "../agent/conversation-post.ts";
+import type { EstatePort } from "../agent/tools/estate-port.ts";
+import type { Logger } from "../log.ts";
+import { encodeTrigger, MAX_TRIGGER_TEXT_BYTES, type Trigger } from "../org/trigger.ts";
+import { truncateToBytes } from "../estate/records.ts";
+import { mailbox } from "../queue/topics.ts";
+import type { ApprovalAudit } from "./gate.ts";
+import { DECIDED_TRIGGER } from "./gate.ts";
+import type { ApprovalRecord, ApprovalStore, Decision } from "./records.ts";
+import { expiredNotice } from "./words.ts";
+
+/** A decision written this long ago and still not told is told again by the sweep: longer
+ *  than a decide call's own publish (one broker round trip, 5 s at worst in an election). */
+export const RETELL_AFTER_MS = 30_000;
+/** A settled request is kept this long for GET /approvals and the Today view, then deleted. */
+export const APPROVAL_KEEP_MS = 7 * 24 * 3_600_000;
+/** Who decides a request nobody decided. */
+export const EXPIRY_ACTOR = "crewlet";
+
+export interface DeskPublisher {
+  publish(subject: string, data: Uint8Array, opts?: { msgId?: string }): Promise<unknown>;
+}
+
+export interface ApprovalDeskOptions {
+  store: ApprovalStore;
+  queue: DeskPublisher;
+  estate: EstatePort;
+  clock: Clock;
+  log: Logger;
+  audit?: (e: ApprovalAudit) => void;
+}
+
+/** The trigger that resumes the seat with a decision: one per request. Pure. */
+export function decidedTrigger(r: ApprovalRecord, now: number): Trigger {
+  const d = r.decision!;
+  return {
+    type: DECIDED_TRIGGER,
+    event_id: `approval.${r.id}.decided`,
+    seat: r.seat,
+    conversation: r.conversation,
+    from: d.by,
+    text: truncateToBytes(`Request ${r.id} to call ${r.tool}: ${d.verdict} by ${d.by}.`, MAX_TRIGGER_TEXT_BYTES),
+    refs: conversationRefs(r.conversation),
+    created_at: now,
+  };
+}
+
+export class ApprovalDesk {
+  constructor(private readonly o: ApprovalDeskOptions) {}
+
+  /** A person's decision. `decided` false: someone (or the expiry) decided first. */
+  async decide(r: ApprovalRecord, d: Decision): Promise<{ record: ApprovalRecord; decided: boolean }> {
+    const out = await this.o.store.decide(r.seat, r.id, d);
+    if (out.decided) this.o.audit?.({ action: d.verdict === "approved" ? "approval.approve" : d.verdict === "rejected" ? "approval.reject" : "approval.expire", id: r.id, detail: `${d.by}: ${d.reason}` });
+    if (!out.record.told && out.record.decision !== null) return { record: await this.tell(out.record), decided: out.decided };
+    return out;
+  }
+
+  /** Publishes the decision to the seat's inbox, then marks it told. */
+  async tell(r: ApprovalRecord): Promise<ApprovalRecord> {
+    const t = decidedTrigger(r, this.o.clock.now());
+    await this.o.queue.publish(mailbox(r.seat, "inbox").subject, encodeTrigger(t), { msgId: t.event_id });
+    this.o.log.info("approval_decision_told", { seat: r.seat, id: r.id, verdict: r.decision?.verdict ?? null });
+    return this.o.store.markTold(r.seat, r.id);
+  }
+
+  /**
+   * One sweep (the approvals duty): expires requests past their time — the person is told
+   * in the thread, and the seat by its trigger — retells decisions not yet told, and
+   * forgets settled requests older than APPROVAL_KEEP_MS. Returns what it did.
+   */
+  async sweep(): Promise<{ expired: number; retold: number; forgotten: number }> {
+    const now = this.o.clock.now();
+    const { approvals, invalid } = await this.o.store.list();
+    for (const bad of invalid) this.o.log.error("approval_record_invalid", { key: bad.key, error: bad.error });
+    let expired = 0;
+    let retold = 0;
+    let forgotten = 0;
+    for (const r of approvals) {
+      if (r.decision === null && now >= r.expires_at) {
+        const out = await this.decide(r, { verdict: "expired", by: EXPIRY_ACTOR, reason: "no decision before it expired" });
+        if (out.decided) {
+          expired++;
+          await this.tellExpired(out.record);
+        }
+      } else if (r.decision !== null && !r.told && now - r.decision.at >= RETELL_AFTER_MS) {
+        await this.tell(r);
+        retold++;
+      } else if (r.state === "done" && now - r.updated_at >= APPROVAL_KEEP_MS && (await this.o.store.forget(r.seat, r.id))) {
+        forgotten++;
+      }
+    }
+    return { expired, retold, forgotten };
+  }
+
+  private async tellExpired(r: ApprovalRecord): Promise<void> {
+    try {
+      await postInConversation(this.o, { seat: r.seat, conversation: r.conversation, body: expiredNotice(r), op_id: `approval-${r.id}-expired` });
+    } catch (err) {
+      this.o.log.warn("approval_expiry_not_posted", { seat: r.seat, id: r.id, error: (err as Error).message });
+    }
+  }
+}

@@ -1,0 +1,35 @@
+// The `approvals` singleton duty: once a minute, a request nobody decided in time is
+// rejected as expired (the person told in the thread, the seat by its trigger), a decision
+// written but never told to its seat is told, and settled requests a week old are deleted.
+// One node does it: two would race to expire one request (the first decision wins, so it
+// would be safe, but each loser would re-read for nothing).
+import type { Clock } from "../clock.ts";
+import type { Logger } from "../log.ts";
+import type { ApprovalDesk } from "../approvals/desk.ts";
+import { bounded } from "./bound.ts";
+import type { DutyContext, DutyWork } from "./runner.ts";
+
+/** A request expires within a minute of its time: expiries are hours long, a minute is noise. */
+export const APPROVALS_TICK_MS = 60_000;
+/** Three ticks: one slow claim never moves the duty. */
+export const APPROVALS_TTL_MS = 3 * APPROVALS_TICK_MS;
+
+export class ApprovalsDuty implements DutyWork {
+  readonly name = "approvals";
+  readonly ttl_ms = APPROVALS_TTL_MS;
+
+  constructor(private readonly o: { desk: Pick<ApprovalDesk, "sweep">; clock: Clock; log: Logger; call_bound_ms?: () => number; tick_ms?: number }) {}
+
+  nextTickIn(): number {
+    return this.o.tick_ms ?? APPROVALS_TICK_MS;
+  }
+
+  async tick(ctx: DutyContext): Promise<string> {
+    ctx.beat();
+    // The sweep is a listing and a few writes per request it acts on; its bound is the
+    // duty's, so a hung broker is a failed tick rather than a wedged loop.
+    const done = await bounded(this.o.desk.sweep(), Math.max(this.o.call_bound_ms?.() ?? 10_000, 10_000), this.o.clock, "approvals sweep");
+    if (done.expired > 0) this.o.log.info("approvals_expired", { count: done.expired });
+    return `approvals: ${done.expired} expired, ${done.retold} retold, ${done.forgotten} forgotten`;
+  }
+}
