@@ -140,6 +140,11 @@ export const RECEIPT_WRITE_ATTEMPTS = 3;
 /** The wait before another attempt after the estate could not be reached. */
 export const RECEIPT_RETRY_MS = 2_000;
 
+/** How long a stopping node waits for the receipts still being written: a write that is
+ *  applied answers in milliseconds; one the store cannot take is logged as lost rather than
+ *  holding the drain (the transcript on this node still has the turn). */
+export const RECEIPT_STOP_WAIT_MS = 5_000;
+
 /** Writes each finished turn's receipt through the estate router, off the turn's path. */
 export class ReceiptWriter {
   private readonly pending = new Set<Promise<void>>();
@@ -161,9 +166,14 @@ export class ReceiptWriter {
     this.pending.add(p);
   }
 
-  /** Waits for the receipts being written (a stop, a test). */
-  async settled(): Promise<void> {
-    await Promise.all([...this.pending]);
+  /** Waits for the receipts being written (a stop, a test), at most `max_ms` when given. */
+  async settled(clock?: Clock, max_ms?: number): Promise<void> {
+    if (this.pending.size === 0) return;
+    const all = Promise.all([...this.pending]).then(() => undefined);
+    if (clock === undefined || max_ms === undefined) return all;
+    const abort = new AbortController();
+    await Promise.race([all, clock.sleep(max_ms, abort.signal).catch(() => undefined)]);
+    abort.abort();
   }
 
   /** The write, tried up to `attempts` times under the turn id. */

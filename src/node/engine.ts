@@ -26,7 +26,7 @@ import { BudgetCounters } from "../spend/counters.ts";
 import { BudgetGate } from "../spend/gate.ts";
 import { costMicros } from "../spend/budget.ts";
 import { TranscriptStore } from "../agent/transcripts.ts";
-import { ReceiptWriter } from "../agent/receipt.ts";
+import { RECEIPT_STOP_WAIT_MS, ReceiptWriter } from "../agent/receipt.ts";
 import type { RunStore } from "../sandbox/runs.ts";
 import { SeatRuns, type BrokerAccess } from "../sandbox/seat-runs.ts";
 import { ApprovalGate, type ApprovalAudit } from "../approvals/gate.ts";
@@ -266,6 +266,9 @@ export class NodeEngine {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    // The last turns' receipts, while the router can still write them (bounded: a store
+    // that is away keeps the stop waiting no longer than RECEIPT_STOP_WAIT_MS).
+    await this.receipts.settled(this.o.clock, RECEIPT_STOP_WAIT_MS);
     this.retention.cancel();
     this.budgets?.stop();
     await this.reflect.detachAll();

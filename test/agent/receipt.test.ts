@@ -149,4 +149,26 @@ describe("ReceiptWriter", () => {
     await w.settled();
     expect(sink.events("turn_receipt_write_failed").map((l) => l.fields.attempts)).toEqual([2]);
   });
+
+  test("a stop waits for the receipts in flight, but no longer than its bound", async () => {
+    let release: () => void = () => undefined;
+    const hung = new Promise<void>((r) => (release = r));
+    const estate = {
+      write: async () => {
+        await hung;
+        return { status: "unknown" as const, domain: "tracker" as const, op_id: TURN, error: "never answered" };
+      },
+    };
+    const w = new ReceiptWriter({ estate, clock: systemClock, log: memoryLogger().log, timezone: () => "UTC", attempts: 1 });
+    w.keep(transcript());
+    const t0 = Date.now();
+    await w.settled(systemClock, 100);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    release();
+    await w.settled();
+    // With nothing in flight, a stop does not wait at all.
+    const t1 = Date.now();
+    await w.settled(systemClock, 60_000);
+    expect(Date.now() - t1).toBeLessThan(1_000);
+  });
 });
