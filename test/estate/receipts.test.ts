@@ -12,7 +12,8 @@ import { systemClock } from "../../src/clock.ts";
 import { GRANTS } from "../../src/config/tier-a.ts";
 import { makeRecord, type TurnReceipt } from "../../src/estate/records.ts";
 import type { WriteOutcome } from "../../src/estate/router.ts";
-import { TURN_RECEIPT_HORIZON_MS } from "../../src/estate/turn-receipts.ts";
+import { openEstateDb } from "../../src/estate/migrate.ts";
+import { listReceipts, TURN_RECEIPT_HORIZON_MS } from "../../src/estate/turn-receipts.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
 import { removeTempDirs, startTestEstate, type TestEstate } from "./support.ts";
@@ -189,3 +190,15 @@ test("GET /turns/stuck: work in progress no turn moved for the limit, until a tu
   expect(after.work).toEqual([]);
   expect((await get("/turns/stuck?x=1")).status).toBe(400);
 }, TEST_TIMEOUT_MS);
+
+test("every read decodes the receipt against its schema: a row this build cannot read is an error that says where, never a half receipt", () => {
+  const { sqlite } = openEstateDb(":memory:");
+  const good = receipt({ seat: "alice" });
+  const { op: _op, ...stored } = good;
+  const insert = sqlite.query("INSERT INTO turn_receipts (turn_id, seat, day, ended_at, outcome, work_key, body, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  insert.run(good.turn_id, "alice", good.day, good.ended_at, "completed", null, JSON.stringify(stored), 7);
+  expect(listReceipts(sqlite, { limit: 10 }).turns.map((t) => [t.turn_id, t.position])).toEqual([[good.turn_id, 7]]);
+  insert.run("turn-bad-0001", "alice", good.day, good.ended_at, "completed", null, JSON.stringify({ ...stored, turn_id: "turn-bad-0001", input_tokens: -1 }), 8);
+  expect(() => listReceipts(sqlite, { limit: 10 })).toThrow(/turn receipt at position 8 cannot be read by this build: input_tokens/);
+  sqlite.close();
+});
