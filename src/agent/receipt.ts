@@ -44,9 +44,18 @@ export function dayIn(at_ms: number, timezone: string): string {
 
 const WORK_KEY_IN_JSON = /"key"\s*:\s*"([A-Z][A-Z0-9]{1,9}-[1-9][0-9]{0,9})"/;
 
+/** What the turn engine knows of a finished turn beyond its transcript. */
+export interface ReceiptFacts {
+  /** Why it did not finish, in words an operator acts on (notice.ts causeOf); null when it did. */
+  error_words: string | null;
+  /** The work item that woke it, then those its tools named. */
+  work_items: readonly string[];
+}
+
 /** Where a receipt links to: the thread of a chat conversation, the work item of a work one,
- *  else the first work item a work_* tool named. Only values the schema takes. Pure. */
-export function receiptLinks(t: Pick<TurnTranscript, "trigger" | "rounds">): TurnReceipt["links"] {
+ *  else the first work item the turn named (`work_items`, or failing those, the first a
+ *  work_* tool's input or output names). Only values the schema takes. Pure. */
+export function receiptLinks(t: Pick<TurnTranscript, "trigger" | "rounds">, work_items?: readonly string[]): TurnReceipt["links"] {
   const target = conversationTarget(t.trigger.conversation);
   const links: TurnReceipt["links"] = { channel: null, thread_root: null, work_key: null };
   if (target?.kind === "chat" && channelId.safeParse(target.channel).success) {
@@ -54,7 +63,8 @@ export function receiptLinks(t: Pick<TurnTranscript, "trigger" | "rounds">): Tur
     if (opId.safeParse(target.root).success) links.thread_root = target.root;
   }
   if (target?.kind === "work" && workKey.safeParse(target.key).success) links.work_key = target.key;
-  if (links.work_key === null) {
+  if (links.work_key === null && work_items) links.work_key = work_items.find((k) => workKey.safeParse(k).success) ?? null;
+  if (links.work_key === null && !work_items) {
     for (const call of t.rounds.flatMap((r) => r.tool_calls)) {
       if (!call.name.startsWith("work_")) continue;
       const m = WORK_KEY_IN_JSON.exec(call.output) ?? WORK_KEY_IN_JSON.exec(call.input);
@@ -96,10 +106,13 @@ export function finalWords(t: Pick<TurnTranscript, "rounds">): string {
 const word = (s: string, fallback: string) => (/^[a-z][a-z0-9_]{0,63}$/.test(s) ? s : fallback);
 
 /**
- * The receipt of a finished turn, from its transcript and the company's time zone, decoded
- * against the one schema (throws naming the field if it would not be a record). Pure.
+ * The receipt of a finished turn, from its transcript, what the engine knew of its end and
+ * the company's time zone, decoded against the one schema (throws naming the field if it
+ * would not be a record). The error is the engine's words when it gave them, else the
+ * transcript's (the raw error stays in the transcript). Pure.
  */
-export function buildReceipt(t: TurnTranscript, timezone: string): TurnReceipt {
+export function buildReceipt(t: TurnTranscript, timezone: string, facts?: ReceiptFacts): TurnReceipt {
+  const error = facts?.error_words ?? t.error;
   const parsed = turnReceipt.safeParse({
     op: "turn.receipt",
     seat: t.handle,
@@ -121,8 +134,8 @@ export function buildReceipt(t: TurnTranscript, timezone: string): TurnReceipt {
     output_tokens: t.usage.output_tokens,
     cost_micros: t.cost_micros,
     outcome: word(t.outcome, "unknown"),
-    error: t.error === null ? null : truncateToBytes(t.error, MAX_RECEIPT_ERROR_BYTES, CUT),
-    links: receiptLinks(t),
+    error: error === null ? null : truncateToBytes(error, MAX_RECEIPT_ERROR_BYTES, CUT),
+    links: receiptLinks(t, facts?.work_items),
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -154,10 +167,10 @@ export class ReceiptWriter {
   ) {}
 
   /** Starts writing `t`'s receipt; never throws (a turn is never failed by its receipt). */
-  keep(t: TurnTranscript): void {
+  keep(t: TurnTranscript, facts?: ReceiptFacts): void {
     let receipt: TurnReceipt;
     try {
-      receipt = buildReceipt(t, this.o.timezone());
+      receipt = buildReceipt(t, this.o.timezone(), facts);
     } catch (err) {
       this.o.log.warn("turn_receipt_invalid", { seat: t.handle, turn_id: t.id, error: (err as Error).message });
       return;

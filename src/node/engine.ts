@@ -175,8 +175,8 @@ export class NodeEngine {
       events,
       transcripts: {
         // The fleet's receipt first (it never throws), then this node's transcript.
-        keep: (t) => {
-          this.receipts.keep(t);
+        keep: (t, facts) => {
+          this.receipts.keep(t, facts);
           this.transcripts.insert(t, o.clock.now());
         },
         costOf: (name, usage) => {

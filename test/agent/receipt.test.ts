@@ -8,7 +8,14 @@ import { memoryLogger } from "../../src/log.ts";
 import { buildReceipt, dayIn, finalWords, receiptLinks, ReceiptWriter, toolsCalled } from "../../src/agent/receipt.ts";
 import type { TurnTranscript } from "../../src/agent/transcript.ts";
 import { MAX_RECEIPT_ERROR_BYTES, MAX_RECEIPT_SUMMARY_BYTES, MAX_RECEIPT_TOOLS, turnReceipt } from "../../src/estate/records.ts";
-import { LocalEstate, rootCompany } from "./support.ts";
+import { LocalEstate, mentionTrigger, rootCompany } from "./support.ts";
+import { MemoryEventSink } from "../../src/agent/events.ts";
+import { CompletionLedger } from "../../src/agent/ledger.ts";
+import { buildProviders } from "../../src/agent/providers/index.ts";
+import { TurnEngine } from "../../src/agent/turn.ts";
+import { MemoryCoordination } from "../../src/coord/index.ts";
+import { buildOrg } from "../../src/org/org.ts";
+import { MemoryQueue } from "../../src/queue/memory.ts";
 
 const TURN = "0b6f2a8e-0d1c-4c55-9a37-1f0e9d1c2b3a";
 const ROOT = "5c1d7f3e-2a4b-4c6d-8e9f-0a1b2c3d4e5f";
@@ -116,6 +123,15 @@ describe("buildReceipt: what a receipt says of a turn", () => {
     expect(r.tools.length).toBe(MAX_RECEIPT_TOOLS);
   });
 
+  test("the engine's facts: its words for a failure over the raw error, the work items it named", () => {
+    const t = transcript({ outcome: "failed", error: "provider s: HTTP 401 from http://x/v1: {\"error\":…}", trigger: { type: "a2a_request", from: "ceo", conversation: "a2a:x", text: "", count: 1 } });
+    const r = buildReceipt(t, "UTC", { error_words: "my model endpoint refused the API key (401) — check providers.llm.s.api_keys", work_items: ["not a key", "ENG-9", "ENG-7"] });
+    expect(r.error).toBe("my model endpoint refused the API key (401) — check providers.llm.s.api_keys");
+    expect(r.links.work_key).toBe("ENG-9");
+    // The conversation's own work item comes first.
+    expect(buildReceipt(transcript({ trigger: { type: "task_assigned", from: "x", conversation: "work:ENG-3", text: "", count: 1 } }), "UTC", { error_words: null, work_items: ["ENG-9"] }).links.work_key).toBe("ENG-3");
+  });
+
   test("the parts: final words skip a silent last round; tools in order of first call; links only what the schema takes", () => {
     expect(finalWords({ rounds: [round(1, "said this"), round(2, "  ")] })).toBe("said this");
     expect(toolsCalled({ rounds: [round(1, "", [call("b"), call("a"), call("b")])] }).map((t) => [t.name, t.calls])).toEqual([["b", 2], ["a", 1]]);
@@ -170,5 +186,45 @@ describe("ReceiptWriter", () => {
     const t1 = Date.now();
     await w.settled(systemClock, 60_000);
     expect(Date.now() - t1).toBeLessThan(1_000);
+  });
+});
+
+describe("the turn engine hands each finished turn to the ledger", () => {
+  test("a real turn of the scripted @ceo, and a seat with no model: one receipt each, the failure in words", async () => {
+    const company = rootCompany();
+    const org = buildOrg(company);
+    const estate = new LocalEstate(company);
+    const { log } = memoryLogger();
+    const coord = new MemoryCoordination({ clock: systemClock, log });
+    const scripted = buildProviders(company.providers.llm, systemClock);
+    const writer = new ReceiptWriter({ estate, clock: systemClock, log, timezone: () => company.timezone, retry_ms: 0 });
+    const engine = new TurnEngine({
+      org: () => org,
+      node_id: "node-a",
+      clock: systemClock,
+      log,
+      estate,
+      queue: new MemoryQueue({ clock: systemClock, log }),
+      providerFor: (seat) => (seat.handle === "cto" ? undefined : scripted.get(seat.llm ?? "")),
+      ledger: new CompletionLedger(coord.node({}).slot("ledger"), systemClock, log),
+      events: new MemoryEventSink(),
+      transcripts: { keep: (t, facts) => writer.keep(t, facts), costOf: () => null, modelOf: () => "scripted" },
+    });
+    const asked = await estate.post("general", "founder", "@ceo we need a plan for the Q3 launch");
+    const ok = await engine.run({ seat: "ceo", epoch: 1, fence: () => true, triggers: [mentionTrigger("ceo", "general", asked, "@ceo we need a plan for the Q3 launch")] });
+    const broken = await estate.post("general", "founder", "@cto status?");
+    const failed = await engine.run({ seat: "cto", epoch: 1, fence: () => true, triggers: [mentionTrigger("cto", "general", broken, "@cto status?")] });
+    await writer.settled();
+    const page = await estate.read({ q: "turns.list", limit: 10 });
+    expect(page.turns.map((t) => [t.seat, t.turn_id, t.outcome])).toEqual([
+      ["cto", failed.turn_id!, "failed"],
+      ["ceo", ok.turn_id!, "completed"],
+    ]);
+    const [cto, ceo] = page.turns;
+    // The summary is the turn's final words, as its reply said them.
+    expect(ok.final_text.trim().length).toBeGreaterThan(0);
+    expect(ceo!).toMatchObject({ summary: ok.final_text.trim(), error: null, links: { channel: "general", thread_root: asked } });
+    expect(ceo!.tools.reduce((n, x) => n + x.calls, 0)).toBe(ok.tool_calls);
+    expect(cto!.error).toStartWith("I have no model configured");
   });
 });

@@ -148,7 +148,7 @@ test("Today answers what waits on me, what my agents did and what it cost, and w
 
   const pm = agent("pm").locator("li.receipt").first();
   await until("@pm's failed receipt", async () => (await pm.getAttribute("data-outcome")) === "failed");
-  expect(await pm.locator(".receipt-error").textContent()).toMatch(/^Why: .*401/);
+  expect(await pm.locator(".receipt-error").textContent()).toBe("Why: my model endpoint refused the API key (401) — check providers.llm.refusing.api_keys");
   expect(await pm.locator(".receipt-head .badge").textContent()).toBe("failed");
   expect(await page.content()).not.toContain("sk-refused-0000");
 
