@@ -82,6 +82,7 @@ test("Today answers what waits on me, what my agents did and what it cost, and w
       { name: "Engineer", handle: "engineer", sandbox: { engines: ["fake"] } },
       { name: "Analyst", handle: "analyst", llm: "priced" },
       { name: "PM", handle: "pm", llm: "refusing" },
+      { name: "Designer", handle: "designer" },
       { name: "Founder", handle: "founder", kind: "human" },
     ],
   };
@@ -154,6 +155,10 @@ test("Today answers what waits on me, what my agents did and what it cost, and w
 
   // The engineer's turn on the work in progress links its work item.
   await until("@engineer's receipt on the work in progress", async () => (await agent("engineer").getByRole("link", { name: `Work item ${wipKey}` }).count()) >= 1);
+
+  // An agent that ran nothing today is named once, not given an empty section.
+  expect(await page.locator(".idle-agents").textContent()).toBe("No turns today: @designer.");
+  expect(await agent("designer").count()).toBe(0);
 
   // The day's total, in money for what is priced.
   const total = await until("the day's total", async () => {

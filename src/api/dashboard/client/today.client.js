@@ -14,6 +14,12 @@ const TODAY_SLOW_MS = 15_000;
 /** Week chart geometry: a label column and a column per day. */
 const WEEK_LABEL_W = 130;
 const WEEK_ROW_H = 34;
+/** Agents the week chart draws at most, busiest first: a chart of 2,000 rows reads as none. */
+const WEEK_ROWS_MAX = 25;
+/** Characters of a handle in the chart's label column (the full handle is in its title). */
+const WEEK_LABEL_CHARS = 14;
+/** Idle agents named by handle at most under "No turns today"; the rest are counted. */
+const IDLE_NAMED_MAX = 30;
 
 /** A read that may fail on its own without failing the view: {ok, value} or {ok: false, err}. */
 async function attempt(promise) {
@@ -44,7 +50,9 @@ function dayLabel(day) {
  * view's charts (svg() there), so every figure is text a screen reader and a test can read.
  */
 function weekChart(title, week) {
-  const rows = week.seats;
+  const busiest = [...week.seats].sort((a, b) => b.turns - a.turns);
+  const rows = busiest.slice(0, WEEK_ROWS_MAX).sort((a, b) => week.seats.indexOf(a) - week.seats.indexOf(b));
+  const left = busiest.length - rows.length;
   const cols = week.days.length;
   const colW = (CHART_W - WEEK_LABEL_W) / cols;
   const max = Math.max(1, ...rows.flatMap((r) => r.days.map((d) => d.turns)));
@@ -53,7 +61,10 @@ function weekChart(title, week) {
   chart.append(svg("title", {}, title));
   rows.forEach((r, i) => {
     const y = i * WEEK_ROW_H;
-    chart.append(svg("text", { x: 0, y: y + WEEK_ROW_H * 0.6, class: "chart-label" }, `@${r.seat} · ${r.turns}`));
+    const name = r.seat.length > WEEK_LABEL_CHARS ? `${r.seat.slice(0, WEEK_LABEL_CHARS - 1)}…` : r.seat;
+    const label = svg("text", { x: 0, y: y + WEEK_ROW_H * 0.6, class: "chart-label" }, `@${name} · ${r.turns}`);
+    label.append(svg("title", {}, `@${r.seat}: ${r.turns} turn${r.turns === 1 ? "" : "s"} in ${cols} days`));
+    chart.append(label);
     r.days.forEach((d, j) => {
       const x = WEEK_LABEL_W + j * colW;
       const kinds = { done: 0, passing: 0, trouble: 0 };
@@ -75,7 +86,12 @@ function weekChart(title, week) {
   });
   const bottom = rows.length * WEEK_ROW_H;
   week.days.forEach((day, j) => chart.append(svg("text", { x: WEEK_LABEL_W + j * colW + colW / 2, y: bottom + 16, class: "chart-note", "text-anchor": "middle" }, dayLabel(day))));
-  return h("figure", { class: "chart-box" }, chart, h("figcaption", { class: "muted" }, "Each column: a day's turns, finished (green), to run again (amber), not finished (red)."));
+  return h(
+    "figure",
+    { class: "chart-box" },
+    chart,
+    h("figcaption", { class: "muted" }, `Each column: a day's turns, finished (green), to run again (amber), not finished (red).${left > 0 ? ` The ${rows.length} busiest agents; ${left} more not drawn.` : ""}`),
+  );
 }
 
 /** A time the API gives as ms or as an ISO string. */
@@ -136,6 +152,21 @@ function receiptItem(r) {
     r.error ? h("p", { class: "receipt-error error" }, "Why: ", r.error) : null,
     h("p", { class: "receipt-facts muted" }, `Tools: ${toolsWords(r.tools)} · ${count(r.input_tokens)} tokens in / ${count(r.output_tokens)} out · cost ${costWords(r.cost_micros)} · took ${durationWords(r.duration_ms)}`),
     h("p", { class: "receipt-links" }, links.flatMap((l, i) => (i ? [" · ", l] : [l]))),
+  );
+}
+
+/** The agents that ran no turn today, named (up to IDLE_NAMED_MAX) and counted. */
+function idleLine(idle) {
+  if (idle.length === 0) return h("p", { class: "muted" }, "Every agent ran at least one turn today.");
+  const named = idle.slice(0, IDLE_NAMED_MAX);
+  const more = idle.length - named.length;
+  return h(
+    "p",
+    { class: "muted idle-agents" },
+    `No turns today: `,
+    named.flatMap((seat, i) => [i ? ", " : "", h("a", { href: `#agent/${encodeURIComponent(seat)}` }, `@${seat}`)]),
+    more > 0 ? ` and ${more} more` : "",
+    ".",
   );
 }
 
@@ -260,14 +291,17 @@ function todayView() {
       );
       dayBox.replaceChildren(
         h("p", { class: "today-total" }, h("strong", {}, `${dayLabel(today)} (${week.timezone}): `), tallyWords(total)),
-        ...groups.map((g) =>
-          h(
-            "article",
-            { class: "today-agent", "data-seat": g.seat, "aria-labelledby": `today-agent-${g.seat}` },
-            h("h4", { id: `today-agent-${g.seat}` }, h("a", { href: `#agent/${encodeURIComponent(g.seat)}` }, `@${g.seat}`), " · ", h("span", { class: "agent-tally" }, tallyWords(tallies(g.receipts)))),
-            g.receipts.length ? h("ol", { class: "receipts" }, g.receipts.map(receiptItem)) : h("p", { class: "muted" }, "No turns today."),
+        ...groups
+          .filter((g) => g.receipts.length > 0)
+          .map((g) =>
+            h(
+              "article",
+              { class: "today-agent", "data-seat": g.seat, "aria-labelledby": `today-agent-${g.seat}` },
+              h("h4", { id: `today-agent-${g.seat}` }, h("a", { href: `#agent/${encodeURIComponent(g.seat)}` }, `@${g.seat}`), " · ", h("span", { class: "agent-tally" }, tallyWords(tallies(g.receipts)))),
+              h("ol", { class: "receipts" }, g.receipts.map(receiptItem)),
+            ),
           ),
-        ),
+        idleLine(groups.filter((g) => g.receipts.length === 0).map((g) => g.seat)),
       );
       weekBox.replaceChildren(weekChart(`Turns per agent per day, the last ${week.days.length} days`, week), h("p", {}, "Cost per day is on the ", h("a", { href: "#spend" }, "Spend"), " view."));
     },
