@@ -499,7 +499,20 @@ export class CrewletNode {
         runs_bucket: SLOT_BUCKETS.runs.name,
         broker: () => (plan.kind !== "none" && plan.supervisor ? { servers: this.broker!.clientUrls, user: plan.supervisor.user, pass: plan.supervisor.password } : null),
       },
-      approvals: { store: approvalStore, owner, audit: approvalAudit },
+      approvals: {
+        store: approvalStore,
+        owner,
+        audit: approvalAudit,
+        // An approved company change is a revision like POST /config/revisions makes.
+        companyChanges: {
+          current: async () => (await revisions.active())?.company ?? null,
+          activate: async (company) => {
+            const r = await revisions.activate(company);
+            if (r.changed) nc.publish(REVISION_ACTIVATED_SUBJECT);
+            return { digest: r.active.digest, epoch: r.active.epoch, changed: r.changed };
+          },
+        },
+      },
       secrets: [...c.api.tokens.map((t) => t.token), ...[c.stream.cluster?.secret, c.stream.leaf?.secret].filter((x): x is string => x !== undefined)],
     });
     const engine = this.engine;

@@ -19,6 +19,11 @@ function company() {
           rules: [
             { when: { trigger: "approval_decided" }, reply: "Heard: {{text}}" },
             { when: { seat: "engineer", text: "(?i)file it" }, tool_calls: [{ tool: "work_create", args: { project: "ENG", title: "Filed: {{text}}" } }], reply: "Asked for approval to file it." },
+            {
+              when: { seat: "engineer", text: "(?i)hire a designer" },
+              tool_calls: [{ tool: "propose_company_change", args: { change: { kind: "hire", name: "Designer", goal: "Make it look right", unit: "engineering", manager: "engineer" }, why: "nobody designs" } }],
+              reply: "Proposed a hire.",
+            },
             { when: {}, reply: "ok" },
           ],
         },
@@ -30,7 +35,12 @@ function company() {
       { name: "Founder", handle: "founder", kind: "human" },
     ],
     units: [{ name: "Engineering", id: "engineering", project: "ENG", roles: ["engineer"] }],
-    approvals: { rules: [{ name: "filing work", tools: ["work_create"], units: ["engineering"] }] },
+    approvals: {
+      rules: [
+        { name: "filing work", tools: ["work_create"], units: ["engineering"] },
+        { name: "hires", company_changes: true, units: ["engineering"] },
+      ],
+    },
   };
 }
 
@@ -94,12 +104,12 @@ async function post(n: FleetNode, body: string): Promise<string> {
   return ((await res.json()) as { message_id: string }).message_id;
 }
 
-async function parked(token: string): Promise<{ root: string; a: Approval; h: FleetNode }> {
+async function parked(token: string, ask = `@engineer file it ${token}`): Promise<{ root: string; a: Approval; h: FleetNode }> {
   // Each case starts on a whole fleet, whatever the one before left.
   const dead = fleet.nodes.filter((n) => !live().includes(n));
   await Promise.all(dead.map(async (n) => (await n.start(), await n.waitReady(90_000))));
   const h = await waitFor("a holder of @engineer", holder, 60_000);
-  const root = await post(h, `@engineer file it ${token}`);
+  const root = await post(h, ask);
   const a = await waitFor("the request pending", async () => {
     const x = await approvalFor(root);
     return x?.state === "pending" ? x : null;
@@ -213,5 +223,21 @@ describe("approvals across nodes", () => {
 
     await h.start();
     await h.waitReady(90_000);
+  }, 300_000);
+
+  test("a hire an agent proposes happens only on a person's yes: then every node runs the new seat", async () => {
+    const { a } = await parked("gamma", "@engineer hire a designer");
+    expect(a).toMatchObject({ state: "pending" });
+    const seatsOf = async (n: FleetNode) => ((await json<{ seats: { handle: string }[] }>(n, "/org"))?.seats ?? []).map((s) => s.handle);
+    expect(await seatsOf(live()[0]!)).not.toContain("designer");
+    const n = live()[0]!;
+    await waitFor("the hire approved", async () => ((await n.post(`/approvals/${a.id}/approve`, { reason: "yes, hire" })).status === 200 ? true : null), 30_000);
+    for (const m of live()) await waitFor(`@designer on ${m.id}`, async () => ((await seatsOf(m)).includes("designer") ? true : null), 60_000);
+    const done = await waitFor("the change settled", async () => {
+      const x = await approvalFor(a.conversation.replace(/^chat:general:/, ""));
+      return x?.stage === "done" ? x : null;
+    }, 30_000);
+    expect(done.result).toMatchObject({ ran: "yes", is_error: false });
+    expect(done.result!.content).toContain("hire Designer in engineering under @engineer");
   }, 300_000);
 });
