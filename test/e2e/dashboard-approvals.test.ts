@@ -53,7 +53,8 @@ afterAll(async () => {
 const until = <T>(what: string, check: () => Promise<T | null | undefined | false>) => seen(what, check, { tolerant: true });
 
 test("approvals view: two parked calls, one approved and one rejected by keyboard, each decided once", async () => {
-  fleet = await makeFleet({ nodes: [{ id: "node-1", kind: "member" }], company });
+  const VIEWER = "viewer-token-0123456789abcdef";
+  fleet = await makeFleet({ nodes: [{ id: "node-1", kind: "member" }], company, tokens: [{ id: "viewer", token: VIEWER, grants: ["state:read"] }] });
   const node = fleet.node("node-1");
   await node.start();
   await node.waitReady(60_000);
@@ -83,6 +84,13 @@ test("approvals view: two parked calls, one approved and one rejected by keyboar
   expect(await alpha.locator("pre").textContent()).toContain('"project": "ENG"');
   await checkView(page, "approvals", shot);
 
+  // A token without approvals:decide sees the requests but cannot decide one.
+  const pending = ((await (await node.get("/approvals?state=pending")).json()) as { approvals: { id: string }[] }).approvals;
+  expect(pending).toHaveLength(2);
+  const refused = await fetch(`${node.apiUrl}/approvals/${pending[0]!.id}/approve`, { method: "POST", headers: { authorization: `Bearer ${VIEWER}`, "content-type": "application/json" }, body: "{}" });
+  expect(refused.status).toBe(403);
+  expect(((await refused.json()) as { error: { message: string } }).error.message).toContain("approvals:decide");
+
   // Approve alpha by keyboard: type the reason, Tab to Approve, Enter.
   await alpha.getByLabel("Reason").focus();
   await page.keyboard.type("looks right");
@@ -111,8 +119,11 @@ test("approvals view: two parked calls, one approved and one rejected by keyboar
 
   expect(await filed("alpha")).toBe(1);
   expect(await filed("beta")).toBe(0);
-  const audit = (await (await node.get("/audit?limit=200")).json()) as { entries: { action: string; detail: string | null }[] };
-  expect(audit.entries.filter((e) => e.action === "approval.approve").map((e) => e.detail)).toEqual([expect.stringContaining("looks right")]);
-  expect(audit.entries.filter((e) => e.action === "approval.reject").map((e) => e.detail)).toEqual([expect.stringContaining("not now")]);
+  // The audit log: each decision with its reason, and the viewer's refused attempt as refused.
+  const audit = (await (await node.get("/audit?limit=200")).json()) as { entries: { action: string; outcome: string; token_id: string | null; detail: string | null }[] };
+  const decisions = audit.entries.filter((e) => e.action.startsWith("approval."));
+  expect(decisions.filter((e) => e.outcome === "ok" && e.action === "approval.approve").map((e) => e.detail)).toEqual([expect.stringContaining("looks right")]);
+  expect(decisions.filter((e) => e.outcome === "ok" && e.action === "approval.reject").map((e) => e.detail)).toEqual([expect.stringContaining("not now")]);
+  expect(decisions.filter((e) => e.outcome === "refused")).toEqual([expect.objectContaining({ action: "approval.approve", token_id: "viewer" })]);
   expect(problems).toEqual([]);
 }, 240_000);
