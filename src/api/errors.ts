@@ -125,3 +125,17 @@ export function parseQuery<S extends z.ZodType>(c: Context, schema: S): z.output
 export function parseNoQuery(c: Context): void {
   parseQuery(c, emptyObject);
 }
+
+/**
+ * A read or write on the fleet's coordination store from a route: a store that does not
+ * answer (a member's election, a broker restart) is a 503 the client retries, never a 500.
+ * Errors the route raised itself (ApiError) pass through.
+ */
+export async function coordCall<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof ApiError) throw err;
+    throw new ApiError(503, `${what}_unavailable`, `the fleet's ${what} store did not answer (${(err as Error).message}); retry shortly`);
+  }
+}

@@ -60,8 +60,16 @@ export class ApprovalDesk {
   async decide(r: ApprovalRecord, d: Decision): Promise<{ record: ApprovalRecord; decided: boolean }> {
     const out = await this.o.store.decide(r.seat, r.id, d);
     if (out.decided) this.o.audit?.({ action: d.verdict === "approved" ? "approval.approve" : d.verdict === "rejected" ? "approval.reject" : "approval.expire", id: r.id, detail: `${d.by}: ${d.reason}` });
-    if (!out.record.told && out.record.decision !== null) return { record: await this.tell(out.record), decided: out.decided };
-    return out;
+    if (out.record.told || out.record.decision === null) return out;
+    try {
+      return { record: await this.tell(out.record), decided: out.decided };
+    } catch (err) {
+      // The decision stands (it is written, and the first one wins); the approvals duty
+      // tells it within RETELL_AFTER_MS of a sweep. A broker mid-election is not the
+      // person's problem.
+      this.o.log.warn("approval_tell_deferred", { seat: r.seat, id: r.id, error: (err as Error).message });
+      return out;
+    }
   }
 
   /** Publishes the decision to the seat's inbox, then marks it told. */

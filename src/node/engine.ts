@@ -29,7 +29,9 @@ import { TranscriptStore } from "../agent/transcripts.ts";
 import { RECEIPT_STOP_WAIT_MS, ReceiptWriter } from "../agent/receipt.ts";
 import type { RunStore } from "../sandbox/runs.ts";
 import { SeatRuns, type BrokerAccess } from "../sandbox/seat-runs.ts";
-import { ApprovalGate, type ApprovalAudit } from "../approvals/gate.ts";
+import { ApprovalGate, unitsAround, type ApprovalAudit } from "../approvals/gate.ts";
+import { companyChangeTool, type CompanyChangePort } from "../approvals/company-change-tool.ts";
+import { mayProposeChanges } from "../config/approvals.ts";
 import type { ApprovalStore } from "../approvals/records.ts";
 import {
   buildProviders,
@@ -72,7 +74,7 @@ export interface EngineOptions {
   /** The seats' coding runs (src/sandbox): null or absent, no seat here starts or collects one. */
   runs?: { store: RunStore; owner: string; runs_bucket: string; broker: () => BrokerAccess | null } | null;
   /** Calls parked for a person's yes (src/approvals): null or absent, nothing is parked. */
-  approvals?: { store: ApprovalStore; owner: string; audit?: (e: ApprovalAudit) => void } | null;
+  approvals?: { store: ApprovalStore; owner: string; audit?: (e: ApprovalAudit) => void; companyChanges?: CompanyChangePort } | null;
   /** Secrets configured elsewhere (API tokens, broker secrets) that a provider's error
    * body must never carry into a log line, an event or /agents. */
   secrets?: readonly string[];
@@ -154,6 +156,10 @@ export class NodeEngine {
       ? new ApprovalGate({ store: o.approvals.store, estate: o.estate, config: () => this.company.approvals, org: () => this.org, owner: o.approvals.owner, node_id: o.nodeId, clock: o.clock, log: o.log, events, ...(o.approvals.audit ? { audit: o.approvals.audit } : {}) })
       : null;
     const runTool = this.runs?.tool() ?? null;
+    const changeTool = o.approvals?.companyChanges ? companyChangeTool(o.approvals.companyChanges) : null;
+    // propose_company_change for a seat a company_changes rule covers (and only then: the
+    // rule is what parks it for a person's yes).
+    const mayChange = (h: string) => changeTool !== null && mayProposeChanges(this.company.approvals.rules, h, unitsAround(this.org, h));
     const runs = this.runs;
     this.turns = new TurnEngine({
       org: () => this.org,
@@ -165,7 +171,7 @@ export class NodeEngine {
       providerFor: (seat) => (seat.llm ? this.providers.get(seat.llm) : undefined),
       mcpTools: (handle) => this.mcp.tools(handle),
       // run_sandbox for a seat the company lets start coding runs.
-      extraTools: (h) => [...(o.extraTools?.(h) ?? []), ...(runTool && runs?.mayRun(h) ? [runTool] : [])],
+      extraTools: (h) => [...(o.extraTools?.(h) ?? []), ...(runTool && runs?.mayRun(h) ? [runTool] : []), ...(changeTool && mayChange(h) ? [changeTool] : [])],
       answerBack: o.answerBack,
       runAnswers: runs,
       approvals,

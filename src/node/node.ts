@@ -468,9 +468,11 @@ export class CrewletNode {
     approvalAuditDb.exec("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000;");
     this.onStop("approval-audit", () => approvalAuditDb.close());
     const approvalAuditLog = new AuditLog(approvalAuditDb);
+    let shareAudit: (() => void) | null = null;
     const approvalAudit = (e: ApprovalAudit) => {
       try {
         approvalAuditLog.append({ at: this.clock.now(), token_id: null, method: "AGENT", path: `/approvals/${e.id}`, status: 200, action: e.action, detail: e.detail });
+        shareAudit?.();
       } catch (err) {
         this.log.error("audit_append_failed", { action: e.action, id: e.id, error: err as Error });
       }
@@ -497,7 +499,20 @@ export class CrewletNode {
         runs_bucket: SLOT_BUCKETS.runs.name,
         broker: () => (plan.kind !== "none" && plan.supervisor ? { servers: this.broker!.clientUrls, user: plan.supervisor.user, pass: plan.supervisor.password } : null),
       },
-      approvals: { store: approvalStore, owner, audit: approvalAudit },
+      approvals: {
+        store: approvalStore,
+        owner,
+        audit: approvalAudit,
+        // An approved company change is a revision like POST /config/revisions makes.
+        companyChanges: {
+          current: async () => (await revisions.active())?.company ?? null,
+          activate: async (company) => {
+            const r = await revisions.activate(company);
+            if (r.changed) nc.publish(REVISION_ACTIVATED_SUBJECT);
+            return { digest: r.active.digest, epoch: r.active.epoch, changed: r.changed };
+          },
+        },
+      },
       secrets: [...c.api.tokens.map((t) => t.token), ...[c.stream.cluster?.secret, c.stream.leaf?.secret].filter((x): x is string => x !== undefined)],
     });
     const engine = this.engine;
@@ -706,6 +721,7 @@ export class CrewletNode {
     const auditTrim = startAuditTrim({ audit, clock: this.clock, log: this.log, every_ms: MAINTENANCE_TICK_MS });
     const auditShare = new AuditPublisher({ audit, js: nc.jetstream(), node: this.nodeId, clock: this.clock, log: this.log });
     auditShare.start();
+    shareAudit = () => void auditShare.flush();
     const auditReader = fleetAuditReader({ js: nc.jetstream(), jsm: await nc.jetstreamManager({ checkAPI: false }), publisher: auditShare });
     this.onStop("audit", async () => {
       auditTrim.cancel();

@@ -1,7 +1,7 @@
 // The chaos checker's rules, by table: each row a small story the logs, chat and broker
 // could tell, and what the checker must say about it. The schedule's determinism too.
 import { describe, expect, test } from "bun:test";
-import { check, percentile, tenuresOf, type ChaosFacts, type FaultRecord, type Reply, type Sent } from "./checker.ts";
+import { check, percentile, tenuresOf, type ApprovalFact, type ChaosFacts, type FaultRecord, type Reply, type Sent } from "./checker.ts";
 import { FAULT_KINDS, planFaults } from "./schedule.ts";
 
 const T0 = 1_000_000;
@@ -349,5 +349,26 @@ describe("coding runs", () => {
     const v = check(facts({ sent: [sent("m1", 5)], replies: [reply("m1", 10), report(20)], runs: [run("r1")], runTold: { r1: 1 } }));
     expect(v.figures.answered_once).toBe(1);
     expect(v.figures.runs).toBe("1/1");
+  });
+});
+
+describe("approvals", () => {
+  const ap = (o: Partial<ApprovalFact> = {}): ApprovalFact => ({ id: "ap1", seat: "s1", thread: "m1", state: "approved", stage: "done", ran: "yes", effects: 1, ...o });
+  const told = (at: number): Reply => ({ ...reply("m1", at), report: true, approval: true });
+  test.each([
+    ["approved, ran once, told once", ap(), [reply("m1", 10), told(20)], []],
+    ["rejected, never ran, told once", ap({ state: "rejected", ran: null, effects: 0 }), [reply("m1", 10), told(20)], []],
+    ["its holder died mid-call and it did land", ap({ ran: "unknown", effects: 1 }), [reply("m1", 10), told(20)], []],
+    ["its holder died mid-call and it did not land", ap({ ran: "unknown", effects: 0 }), [reply("m1", 10), told(20)], []],
+    ["ran twice", ap({ effects: 2 }), [reply("m1", 10), told(20)], ["approval effect: ap1 of s1 (approved, ran yes) had 2 effects"]],
+    ["rejected, yet it ran", ap({ state: "rejected", ran: null, effects: 1 }), [reply("m1", 10), told(20)], ["approval effect: ap1 of s1 (rejected, ran -) had 1 effects"]],
+    ["never decided", ap({ state: "pending", stage: "pending", ran: null, effects: 0 }), [reply("m1", 10)], ["approval unsettled: ap1 of s1 ended pending, pending"]],
+    ["decided, never taken by its seat", ap({ stage: "decided", ran: null, effects: 0 }), [reply("m1", 10)], ["approval unsettled: ap1 of s1 ended approved, decided"]],
+    ["told twice", ap(), [reply("m1", 10), told(20), told(30)], ["approval told: ap1 of s1 told its decision 2 times in its thread"]],
+  ] as const)("%s", (_name, a, replies, want) => {
+    const v = check(facts({ sent: [sent("m1", 5)], replies: [...replies], approvals: [a] }));
+    expect(v.violations).toEqual([...want]);
+    // The decision told in the thread is not a second answer to the message.
+    if (want.length === 0) expect(v.figures.answered_once).toBe(1);
   });
 });

@@ -89,6 +89,26 @@ export interface Reply {
   created_ms: number;
   /** A coding run's result told in the thread (not the answer to the message). */
   report?: boolean;
+  /** An approval's decision told in the thread (also a report: not the answer). */
+  approval?: boolean;
+  /** The report's words, kept for approval reports (they name their request). */
+  body?: string;
+}
+
+/** A call parked for approval, as its record stood at the end, and what it did outside. */
+export interface ApprovalFact {
+  id: string;
+  seat: string;
+  /** The message whose thread the call was asked in. */
+  thread: string;
+  /** pending, approved, rejected or expired. */
+  state: string;
+  /** pending → decided → running → done. */
+  stage: string;
+  /** Whether the approved call ran: yes, no, unknown (its holder died during it), or null. */
+  ran: string | null;
+  /** The call's effect as seen in chat: its post, counted. */
+  effects: number;
 }
 
 /** A coding run as its record stood at the end of the run. */
@@ -136,6 +156,8 @@ export interface ChaosFacts {
   runs?: RunFact[];
   /** How many times each run's result was told (sandbox_run_finished / _failed lines, every node). */
   runTold?: Record<string, number>;
+  /** Calls the driver's messages parked for approval (absent in facts from before approvals). */
+  approvals?: ApprovalFact[];
   run_started_ms: number;
   run_ended_ms: number;
 }
@@ -173,6 +195,8 @@ export interface Figures {
   unowned_ms_max_seat: number;
   /** Coding runs started, and those done and told exactly once in their thread. */
   runs: string;
+  /** Calls parked for approval, and those settled with their effect and decision told once. */
+  approvals: string;
 }
 
 export interface Verdict {
@@ -335,6 +359,18 @@ export function check(f: ChaosFacts): Verdict {
     else runsTold++;
   }
 
+  // --- approvals: each decided call settled, run at most once, its decision told once ------
+  let approvalsSettled = 0;
+  for (const a of f.approvals ?? []) {
+    const told = (repliesTo.get(a.thread) ?? []).filter((x) => x.author === a.seat && x.approval).length;
+    // A call whose holder died during it may or may not have landed: at most once, never twice.
+    const allowed = a.state === "approved" ? (a.ran === "yes" ? [1] : a.ran === "unknown" ? [0, 1] : [0]) : [0];
+    if (a.state === "pending" || a.stage !== "done") violations.push(`approval unsettled: ${a.id} of ${a.seat} ended ${a.state}, ${a.stage}`);
+    else if (!allowed.includes(a.effects)) violations.push(`approval effect: ${a.id} of ${a.seat} (${a.state}, ran ${a.ran ?? "-"}) had ${a.effects} effects`);
+    else if (told !== 1) violations.push(`approval told: ${a.id} of ${a.seat} told its decision ${told} times in its thread`);
+    else approvalsSettled++;
+  }
+
   // --- the leaf never changes the fleet's streams -----------------------------------------
   for (const [stream, n] of Object.entries(f.streamReplicas)) {
     if (n !== f.membersReplicas) violations.push(`streams: ${stream} ends at R${n}, the members configure R${f.membersReplicas}`);
@@ -399,6 +435,7 @@ export function check(f: ChaosFacts): Verdict {
       unowned_ms_total: unowned_total,
       unowned_ms_max_seat: unowned_max,
       runs: `${runsTold}/${f.runs?.length ?? 0}`,
+      approvals: `${approvalsSettled}/${f.approvals?.length ?? 0}`,
     },
   };
 }

@@ -14,7 +14,7 @@ import { durableName, mailbox, mailboxStream } from "../../src/queue/topics.ts";
 import { MAILBOX_CHECK_EVERY_MS } from "../../src/seat/mailbox-watch.ts";
 import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
 import { freePort } from "../support/ports.ts";
-import { check, type ChaosFacts, type DetachLine, type FaultRecord, type Incarnation, type Reply, type RunFact, type SeatLine, type Sent, type Verdict } from "./checker.ts";
+import { check, type ApprovalFact, type ChaosFacts, type DetachLine, type FaultRecord, type Incarnation, type Reply, type RunFact, type SeatLine, type Sent, type Verdict } from "./checker.ts";
 import { Partitions, TcpProxy } from "./proxy.ts";
 import { planFaults, type Fault } from "./schedule.ts";
 
@@ -83,6 +83,14 @@ const RUN_MESSAGE_EVERY = 5;
 /** A short job: long enough to be caught by a fault now and then, short enough to finish in the quiet. */
 const RUN_TASK = "sleep:2;write:out.txt=done;commit:job;print:job done";
 const RUN_REPORT_PREFIX = "run-report";
+/** Seats offset by this from the run seats ask for a chat post that waits for approval. */
+const APPROVAL_SEAT_OFFSET = 2;
+const APPROVAL_REPORT_PREFIX = "approval-report";
+const APPROVED_POST_PREFIX = "approved-post";
+/** The driver rejects every this-many'th request (by id), and approves the rest. */
+const REJECT_EVERY = 3;
+/** After the probe, requests still unsettled get this long to be decided and told. */
+const APPROVALS_SETTLE_MS = 60_000;
 const FAKE_CLI = resolve(import.meta.dir, "../support/fake-coding-cli.sh");
 
 function company(seats: number) {
@@ -91,14 +99,20 @@ function company(seats: number) {
   // message, one turn, one reply. A quarter of the seats may start coding runs: a message
   // asking for a run-job starts one (and is acked), and the run's result is told in the same
   // thread as a run-report (first: the report quotes its task).
+  // A quarter of the seats (others than the run seats) post to #general when asked for an
+  // approve-job; the post waits for a person's yes (the driver decides), and the decision
+  // is told in the thread as an approval-report.
   const rules = [
     { when: { trigger: "sandbox_run" }, reply: `${RUN_REPORT_PREFIX} {{text}}` },
+    { when: { trigger: "approval_decided" }, reply: `${APPROVAL_REPORT_PREFIX} {{text}}` },
+    { when: { text: "approve-job" }, tool_calls: [{ tool: "chat_post", args: { channel: "general", body: `${APPROVED_POST_PREFIX} {{message_id}}` } }], reply: "ack {{message_id}}" },
     { when: { text: "run-job" }, tool_calls: [{ tool: "run_sandbox", args: { task: RUN_TASK } }], reply: "ack {{message_id}}" },
     { reply: "ack {{message_id}}" },
   ];
   const withRuns = roles.map((r, i) => (i % RUN_SEAT_EVERY === 0 ? { ...r, sandbox: { engines: ["fake"], max_runs: 64 } } : r));
   const sandbox = { type: "local", engines: { fake: { command: ["/bin/sh", FAKE_CLI, "{task}"] } } };
-  return { name: "Chaos", providers: { llm: { script: { type: "scripted", rules } }, sandbox }, default_llm: "script", roles: withRuns };
+  const approvals = { rules: [{ name: "chaos posts", tools: ["chat_post"] }] };
+  return { name: "Chaos", providers: { llm: { script: { type: "scripted", rules } }, sandbox }, default_llm: "script", roles: withRuns, approvals };
 }
 
 function descendants(pid: number): { pid: number; comm: string }[] {
@@ -227,11 +241,47 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       const seat = seats[seq % seats.length]!;
       const key = `chaos-${o.seed}-${seq}`;
       seq++;
-      const runJob = seats.indexOf(seat) % RUN_SEAT_EVERY === 0 && seq % (RUN_MESSAGE_EVERY * seats.length) < seats.length;
-      const p = post(seat, key, `@${seat} please ${runJob ? "run-job and " : ""}ack ${key}`).then((r) => void sent.push(r));
+      const jobRound = seq % (RUN_MESSAGE_EVERY * seats.length) < seats.length;
+      const runJob = seats.indexOf(seat) % RUN_SEAT_EVERY === 0 && jobRound;
+      const approveJob = seats.indexOf(seat) % RUN_SEAT_EVERY === APPROVAL_SEAT_OFFSET && jobRound;
+      const p = post(seat, key, `@${seat} please ${runJob ? "run-job and " : approveJob ? "approve-job and " : ""}ack ${key}`).then((r) => void sent.push(r));
       inflight.add(p);
       void p.finally(() => inflight.delete(p));
       await Bun.sleep(send_every_ms);
+    }
+  })();
+
+  // --- the person deciding -----------------------------------------------------------------
+  // Every second, whatever waits is decided on a running member: most approved, every
+  // REJECT_EVERY'th (by id) rejected. A decision the fleet cannot take now (503) is tried
+  // on the next lap, as a person would.
+  let deciding = true;
+  const decideLap = async (): Promise<{ id: string; state: string; stage: string }[] | null> => {
+    for (const m of members) {
+      if (!running(m)) continue;
+      try {
+        const res = await timed(`${m.apiUrl}/approvals`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } });
+        if (!res.ok) continue;
+        const list = ((await res.json()) as { approvals: { id: string; state: string; stage: string }[] }).approvals;
+        for (const a of list.filter((x) => x.state === "pending")) {
+          const reject = parseInt(a.id.slice(-4), 16) % REJECT_EVERY === 0;
+          await timed(`${m.apiUrl}/approvals/${a.id}/${reject ? "reject" : "approve"}`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${TEST_TOKEN}`, "content-type": "application/json" },
+            body: JSON.stringify({ reason: reject ? "chaos says no" : "chaos says yes" }),
+          }).catch(() => null);
+        }
+        return list;
+      } catch {
+        // the next member
+      }
+    }
+    return null;
+  };
+  const decider = (async () => {
+    while (deciding) {
+      await decideLap();
+      await Bun.sleep(1_000);
     }
   })();
 
@@ -420,6 +470,19 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       if (round === 0) note(`${waiting} acknowledged message(s) unanswered after the probe; waiting up to ${LATE_HEAL_MS} ms for the mailbox watch's heal`);
       await Bun.sleep(5_000);
     }
+    // Requests still waiting are decided, and each settles and is told within the bound.
+    const settle_until = Date.now() + APPROVALS_SETTLE_MS;
+    while (Date.now() < settle_until) {
+      const list = await decideLap();
+      if (list && list.every((a) => a.stage === "done")) {
+        const told = await readReplies(members.filter(running));
+        if (list.every((a) => told.some((r) => r.approval && r.body?.includes(a.id)))) break;
+      }
+      await Bun.sleep(1_000);
+    }
+    deciding = false;
+    await decider;
+    replies = await readReplies(members.filter(running));
     const run_ended_ms = Date.now();
 
     // --- facts -------------------------------------------------------------------------
@@ -485,6 +548,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       deafAlarms,
       invalidTriggers,
       ...(await runFacts(members.filter(running), all)),
+      approvals: await approvalFacts(members.filter(running)),
       run_started_ms: started_ms,
       run_ended_ms,
     };
@@ -492,6 +556,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     verdict = check(facts);
   } finally {
     driving = false;
+    deciding = false;
     clearInterval(loadTimer);
     partitions.healAll();
     await fleet.stop();
@@ -547,7 +612,11 @@ async function readReplies(from: FleetNode[]): Promise<Reply[]> {
         const res = await timed(`${m.apiUrl}/chat/channels/general/messages?limit=500&cursor=${cursor}`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } });
         if (!res.ok) throw new Error(`${m.id} answered ${res.status}`);
         const body = (await res.json()) as { messages: { thread_parent: string | null; author: string; created_at: number; body: string }[]; next: number | null };
-        for (const msg of body.messages) if (msg.thread_parent) out.push({ thread_parent: msg.thread_parent, author: msg.author, created_ms: msg.created_at, ...(msg.body.startsWith(RUN_REPORT_PREFIX) ? { report: true } : {}) });
+        for (const msg of body.messages) {
+          if (!msg.thread_parent) continue;
+          const approval = msg.body.startsWith(APPROVAL_REPORT_PREFIX);
+          out.push({ thread_parent: msg.thread_parent, author: msg.author, created_ms: msg.created_at, ...(msg.body.startsWith(RUN_REPORT_PREFIX) || approval ? { report: true } : {}), ...(approval ? { approval: true, body: msg.body } : {}) });
+        }
         cursor = body.messages.length === 0 ? null : body.next;
       }
       return out;
@@ -639,7 +708,7 @@ export function report(r: ChaosResult): string[] {
     `  load average (1 min) min ${r.load.min.toFixed(2)} mean ${r.load.mean.toFixed(2)} max ${r.load.max.toFixed(2)} on ${navigator.hardwareConcurrency} cores`,
     `  tenures ${f.tenures}; unowned seat time total ${(f.unowned_ms_total / 1000).toFixed(1)} s, worst seat ${(f.unowned_ms_max_seat / 1000).toFixed(1)} s`,
     `  messages: ${f.acked} acknowledged (${f.unacked} not), ${f.answered_once} answered once, ${f.answered_twice_in_kill_window} twice in a kill window, ${f.held_by_broker} held by the broker, ${f.lost} lost`,
-    `  frozen nodes exiting 75: ${f.frozen_exits_75}; final probe answered ${f.probe}; coding runs done and told once ${f.runs}`,
+    `  frozen nodes exiting 75: ${f.frozen_exits_75}; final probe answered ${f.probe}; coding runs done and told once ${f.runs}; approvals settled and told once ${f.approvals}`,
   ];
   for (const [kind, x] of Object.entries(f.failover_ms)) lines.push(`  failover ${kind}: n=${x.n} p50 ${x.p50} ms p99 ${x.p99} ms max ${x.max} ms`);
   for (const [kind, x] of Object.entries(f.first_turn_ms)) lines.push(`  fault → a held seat's first successful turn on its next holder, ${kind}: n=${x.n} seats p50 ${x.p50} ms p99 ${x.p99} ms max ${x.max} ms`);
@@ -648,4 +717,34 @@ export function report(r: ChaosResult): string[] {
   for (const v of r.verdict.violations.slice(0, 50)) lines.push(`    ${v}`);
   for (const n of r.notes) lines.push(`  note: ${n}`);
   return lines;
+}
+
+/** The calls parked for approval at the end (GET /approvals on a member), each with its
+ *  effect counted: its approved-post among #general's top-level messages. */
+async function approvalFacts(from: FleetNode[]): Promise<ApprovalFact[]> {
+  for (const m of from) {
+    try {
+      const res = await timed(`${m.apiUrl}/approvals`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } });
+      if (!res.ok) continue;
+      const list = ((await res.json()) as { approvals: { id: string; seat: string; conversation: string; state: string; stage: string; result: { ran: string } | null }[] }).approvals;
+      const posts = new Map<string, number>();
+      let cursor: number | null = 0;
+      for (let page = 0; page < 10_000 && cursor !== null; page++) {
+        const r = await timed(`${m.apiUrl}/chat/channels/general/messages?limit=500&cursor=${cursor}`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } });
+        if (!r.ok) throw new Error(`${m.id} answered ${r.status}`);
+        const body = (await r.json()) as { messages: { thread_parent: string | null; body: string }[]; next: number | null };
+        for (const msg of body.messages) {
+          if (msg.thread_parent === null && msg.body.startsWith(APPROVED_POST_PREFIX)) posts.set(msg.body.slice(APPROVED_POST_PREFIX.length + 1), (posts.get(msg.body.slice(APPROVED_POST_PREFIX.length + 1)) ?? 0) + 1);
+        }
+        cursor = body.messages.length === 0 ? null : body.next;
+      }
+      return list.map((a) => {
+        const thread = a.conversation.split(":")[2] ?? "";
+        return { id: a.id, seat: a.seat, thread, state: a.state, stage: a.stage, ran: a.result?.ran ?? null, effects: posts.get(thread) ?? 0 };
+      });
+    } catch {
+      // the next member
+    }
+  }
+  return [];
 }

@@ -172,6 +172,12 @@ export function describeEvent(name, body, before = null) {
       return { text: join(`${seat}'s coding run`, runName(b), "finished"), level: "ok" };
     case "sandbox_run_failed":
       return runFailed(seat, b);
+    case "approval_requested":
+      return { text: join(seat, "asks a person's approval to call", b.tool ?? "a tool", b.rule ? `(rule "${b.rule}")` : ""), level: "warn" };
+    case "approval_call_ran":
+      return { text: join(`${seat}'s approved call to`, b.tool ?? "a tool", b.ok === false ? "ran and failed" : "ran"), level: b.ok === false ? "warn" : "ok" };
+    case "tool_parked":
+      return { text: join(seat, "waits for approval before", b.tool ?? "a call"), level: "info" };
     case "seat_orphan_released":
       return { text: `${b.node} let go of seat ${seat}, left over from before it restarted`, level: "info" };
     default:

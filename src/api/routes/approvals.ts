@@ -9,7 +9,7 @@ import { approvalIdSchema, verdictOf, WORDS_MAX_BYTES, type ApprovalRecord, type
 import type { ApprovalDesk } from "../../approvals/desk.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError, parseNoQuery, parseOptionalJsonBody, parseQuery } from "../errors.ts";
+import { ApiError, coordCall, parseNoQuery, parseOptionalJsonBody, parseQuery } from "../errors.ts";
 
 /** Requests one listing returns: newest first. */
 export const APPROVALS_LIST_MAX = 500;
@@ -59,7 +59,7 @@ export function approvalsGroup(src: ApprovalsSource): RouteGroup {
       const app = new Hono<AuthEnv>();
       app.get("/", auth.require("state:read"), async (c) => {
         const q = parseQuery(c, listQuery);
-        const { approvals, invalid } = await src.store.list(q.seat);
+        const { approvals, invalid } = await coordCall("approvals", () => src.store.list(q.seat));
         const picked = approvals.filter((r) => q.state === undefined || verdictOf(r) === q.state).reverse();
         return c.json({ approvals: picked.slice(0, APPROVALS_LIST_MAX).map(approvalView), truncated: picked.length > APPROVALS_LIST_MAX, invalid });
       });
@@ -69,7 +69,7 @@ export function approvalsGroup(src: ApprovalsSource): RouteGroup {
         return parsed.data;
       };
       const found = async (id: string) => {
-        const r = await src.store.find(id);
+        const r = await coordCall("approvals", () => src.store.find(id));
         if (!r) throw new ApiError(404, "unknown_approval", `no approval request "${id}"`, "id");
         return r;
       };
@@ -86,7 +86,7 @@ export function approvalsGroup(src: ApprovalsSource): RouteGroup {
           const by = `token:${c.get("principal").tokenId}`;
           const why = body.reason ?? "";
           c.set("audit_detail", `${verdict === "approve" ? "approved" : "rejected"} ${r.id} (${r.seat} → ${r.tool})${why ? `: ${why}` : ""}`);
-          const out = await src.desk.decide(r, { verdict: verdict === "approve" ? "approved" : "rejected", by, reason: why });
+          const out = await coordCall("approvals", () => src.desk.decide(r, { verdict: verdict === "approve" ? "approved" : "rejected", by, reason: why }));
           if (!out.decided) {
             const d = out.record.decision!;
             throw new ApiError(409, "already_decided", `request "${r.id}" was already ${d.verdict} by ${d.by}`, "id");

@@ -6,7 +6,7 @@ import { z } from "zod";
 import { RUN_STATES, runIdSchema, type RunRecord, type RunStore } from "../../sandbox/runs.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError, parseNoQuery, parseOptionalJsonBody, parseQuery } from "../errors.ts";
+import { ApiError, coordCall, parseNoQuery, parseOptionalJsonBody, parseQuery } from "../errors.ts";
 
 /** Runs one listing returns: newest first; a fleet's history beyond it is on each run. */
 export const RUNS_LIST_MAX = 500;
@@ -34,7 +34,7 @@ export function runsGroup(src: RunsSource): RouteGroup {
       const app = new Hono<AuthEnv>();
       app.get("/", auth.require("state:read"), async (c) => {
         const q = parseQuery(c, listQuery);
-        const { runs, invalid } = await src.store.list(q.seat);
+        const { runs, invalid } = await coordCall("runs", () => src.store.list(q.seat));
         const picked = runs.filter((r) => q.state === undefined || r.state === q.state).reverse();
         return c.json({ runs: picked.slice(0, RUNS_LIST_MAX).map(summary), truncated: picked.length > RUNS_LIST_MAX, invalid });
       });
@@ -46,7 +46,7 @@ export function runsGroup(src: RunsSource): RouteGroup {
       app.get("/:id", auth.require("state:read"), async (c) => {
         const id = runParam(c.req.param("id"));
         parseNoQuery(c);
-        const run = await src.store.find(id);
+        const run = await coordCall("runs", () => src.store.find(id));
         if (!run) throw new ApiError(404, "unknown_run", `no run "${id}"`, "id");
         return c.json(run);
       });
@@ -54,10 +54,10 @@ export function runsGroup(src: RunsSource): RouteGroup {
         const id = runParam(c.req.param("id"));
         parseNoQuery(c);
         const body = await parseOptionalJsonBody(c, cancelBody);
-        const run = await src.store.find(id);
+        const run = await coordCall("runs", () => src.store.find(id));
         if (!run) throw new ApiError(404, "unknown_run", `no run "${id}"`, "id");
         const by = c.get("principal").tokenId;
-        const after = await src.store.requestCancel(run.seat, id, `token:${by}`, body.reason ?? `cancelled by token:${by}`);
+        const after = await coordCall("runs", () => src.store.requestCancel(run.seat, id, `token:${by}`, body.reason ?? `cancelled by token:${by}`));
         if (!after) throw new ApiError(409, "run_done", `run "${id}" has already finished`, "id");
         return c.json({ id, seat: run.seat, cancel: after.cancel }, 202);
       });

@@ -60,7 +60,7 @@ function approvalsView() {
       "article",
       { class: "approval-card", "aria-labelledby": `approval-${a.id}` },
       h("h4", { id: `approval-${a.id}` }, `@${a.seat} wants to call ${a.tool}`),
-      h("p", { class: "muted" }, `Rule "${a.rule}" · asked ${when(a.requested_at)} · expires ${when(a.expires_at)} · in `, conversationLink(a.conversation), ` · ${a.id}`),
+      h("p", { class: "muted" }, `Rule "${a.rule}" · asked `, when(a.requested_at), " · expires ", when(a.expires_at), " · in ", conversationLink(a.conversation), ` · ${a.id}`),
       a.summary ? h("p", { class: "approval-summary" }, a.summary) : null,
       h("pre", { class: "run-text", tabindex: "0", "aria-label": "Arguments" }, JSON.stringify(a.args, null, 2)),
       h(
@@ -105,7 +105,8 @@ function approvalsView() {
       root.replaceChildren(
         note,
         h("h3", {}, `Waiting for a decision (${pending.length})`),
-        pending.length ? pending.map(pendingCard) : h("p", { class: "muted" }, "Nothing waits for you. Calls a company.approvals rule covers appear here when an agent makes them."),
+        // replaceChildren takes nodes, not arrays: the cards are spread.
+        ...(pending.length ? pending.map(pendingCard) : [h("p", { class: "muted" }, "Nothing waits for you. Calls a company.approvals rule covers appear here when an agent makes them.")]),
         h("h3", {}, "Decided"),
         table("Decided requests, newest first", ["Request", "Seat", "Tool", "Decision", "By", "Reason", "The call", "When"], decided.map(decidedRow), "No decisions yet."),
       );
