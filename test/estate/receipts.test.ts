@@ -202,3 +202,28 @@ test("every read decodes the receipt against its schema: a row this build cannot
   expect(() => listReceipts(sqlite, { limit: 10 })).toThrow(/turn receipt at position 8 cannot be read by this build: input_tokens/);
   sqlite.close();
 });
+
+test("crewlet turns reads the same ledger over HTTP, and a bad parameter is the node's 400 in words", async () => {
+  const { runTurnsCommand } = await import("../../src/cli/turns.ts");
+  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => app.fetch(req) });
+  const lines: string[] = [];
+  const errors: string[] = [];
+  const log = console.log;
+  const error = console.error;
+  console.log = (...a: unknown[]) => void lines.push(a.join(" "));
+  console.error = (...a: unknown[]) => void errors.push(a.join(" "));
+  try {
+    const r = receipt({ seat: "bob", summary: "from the CLI's point of view", cost_micros: 12_345 });
+    await node.estate.router.writeRecord(makeRecord("tracker", r, Date.now(), "a", r.turn_id));
+    const url = `http://127.0.0.1:${server.port}`;
+    expect(await runTurnsCommand(["--url", url, "--token", TOKEN, "--seat", "bob", "--limit", "1"])).toBe(0);
+    expect(lines[0]).toMatch(/^ENDED\s+SEAT/);
+    expect(lines[0]).toMatch(/@bob\s+completed\s+chat_mention from carol\s+100\/20\s+0\.0123\s+from the CLI's point of view\n\(more: --cursor \d+\)$/);
+    expect(await runTurnsCommand(["--url", url, "--token", TOKEN, "--since", "yesterday"])).toBe(1);
+    expect(errors[0]).toMatch(/^crewlet turns: .*query\.since: is not a time/);
+  } finally {
+    console.log = log;
+    console.error = error;
+    server.stop(true);
+  }
+});
