@@ -21,6 +21,7 @@ import {
   workKey,
   type TurnReceipt,
 } from "../estate/records.ts";
+import { dayIn } from "../estate/turn-receipts.ts";
 import { conversationTarget } from "./conversation-post.ts";
 import type { Disposition } from "./classify.ts";
 import type { EstatePort } from "./tools/estate-port.ts";
@@ -34,13 +35,6 @@ const CUT = "…";
 type LowerWord<S extends string> = S extends `${string}${"." | " " | "-"}${string}` ? never : S extends Lowercase<S> ? S : never;
 const _outcomesAreWords: LowerWord<Disposition["outcome"]> extends Disposition["outcome"] ? true : never = true;
 void _outcomesAreWords;
-
-/** The calendar day (YYYY-MM-DD) `at_ms` falls on in `timezone` (an IANA name). Pure. */
-export function dayIn(at_ms: number, timezone: string): string {
-  const parts = new Intl.DateTimeFormat("en-US", { timeZone: timezone, year: "numeric", month: "2-digit", day: "2-digit" }).formatToParts(new Date(at_ms));
-  const get = (t: string) => parts.find((p) => p.type === t)?.value ?? "00";
-  return `${get("year")}-${get("month")}-${get("day")}`;
-}
 
 const WORK_KEY_IN_JSON = /"key"\s*:\s*"([A-Z][A-Z0-9]{1,9}-[1-9][0-9]{0,9})"/;
 

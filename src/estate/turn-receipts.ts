@@ -22,6 +22,14 @@ export const TURN_RECEIPT_HORIZON_MS = 32 * 24 * 60 * 60 * 1000;
 /** Rows one apply deletes at most: a bound on one transaction, the rest go with the next receipts. */
 export const TURN_RECEIPT_TRIM_BATCH = 500;
 
+/** The calendar day (YYYY-MM-DD) `at_ms` falls on in `timezone` (an IANA name): a receipt's
+ *  `day`, and the days GET /turns/week covers. Pure. */
+export function dayIn(at_ms: number, timezone: string): string {
+  const parts = new Intl.DateTimeFormat("en-US", { timeZone: timezone, year: "numeric", month: "2-digit", day: "2-digit" }).formatToParts(new Date(at_ms));
+  const get = (t: string) => parts.find((p) => p.type === t)?.value ?? "00";
+  return `${get("year")}-${get("month")}-${get("day")}`;
+}
+
 /** A receipt as stored: the record body without its op. */
 export type StoredReceipt = Omit<TurnReceipt, "op">;
 /** A receipt as read: the stored body and its log position (the list cursor). */

@@ -5,7 +5,8 @@
 import { describe, expect, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { buildReceipt, dayIn, finalWords, receiptLinks, ReceiptWriter, toolsCalled } from "../../src/agent/receipt.ts";
+import { buildReceipt, finalWords, receiptLinks, ReceiptWriter, toolsCalled } from "../../src/agent/receipt.ts";
+import { dayIn } from "../../src/estate/turn-receipts.ts";
 import type { TurnTranscript } from "../../src/agent/transcript.ts";
 import { MAX_RECEIPT_ERROR_BYTES, MAX_RECEIPT_SUMMARY_BYTES, MAX_RECEIPT_TOOLS, turnReceipt } from "../../src/estate/records.ts";
 import { LocalEstate, mentionTrigger, rootCompany } from "./support.ts";

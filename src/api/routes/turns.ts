@@ -8,13 +8,13 @@ import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
 import { parseNoQuery, parseQuery } from "../errors.ts";
 import { daysEnding, stuckWork, weekGrid, type WorkLike } from "../today.ts";
-import { dayIn } from "../../agent/receipt.ts";
 import type { Clock } from "../../clock.ts";
 import { agentSeats, type Company } from "../../config/company.ts";
 import { estateCall } from "../../estate/http.ts";
 import { dueDate, handle } from "../../estate/records.ts";
 import type { EstateRouter } from "../../estate/router.ts";
 import { MAX_LIST_LIMIT } from "../../estate/queries.ts";
+import { dayIn } from "../../estate/turn-receipts.ts";
 
 /** A moment: milliseconds since 1970, or an ISO 8601 date-time with its offset or Z. */
 const instant = z.string().transform((v, ctx) => {
