@@ -193,6 +193,9 @@ test("Today answers what waits on me, what my agents did and what it cost, and w
     reached = (await focused(page)) === "Answer in #general";
   }
   expect(reached).toBe(true);
+  // The view refreshes every 3 s; the person's place on the page stays where it was.
+  await Bun.sleep(3_500);
+  expect(await focused(page)).toBe("Answer in #general");
   await page.keyboard.press("Enter");
   await page.getByRole("heading", { name: "#general" }).waitFor({ timeout: SEE_MS });
   await page.goBack();

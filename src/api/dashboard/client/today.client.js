@@ -170,6 +170,28 @@ function idleLine(idle) {
   );
 }
 
+/** A link or control as the person knows it: where it goes and what it says. */
+function focusKey(el) {
+  return `${el.tagName}|${el.getAttribute("href") ?? ""}|${el.getAttribute("aria-label") ?? el.textContent}`;
+}
+
+/**
+ * Rebuilds one part of the view only when what it shows changed (or its minute turned, for
+ * its relative times), and puts the keyboard focus back on the same link when the person was
+ * on one: the 3 s refresh must not throw a keyboard user back to the top of the page, nor
+ * rebuild a page that did not change. `shown`: the data the part is drawn from. Null
+ * children are left out (replaceChildren would print them as "null").
+ */
+function renderPart(box, shown, build) {
+  const signature = `${Math.floor(Date.now() / 60_000)}|${JSON.stringify(shown)}`;
+  if (box.dataset.shown === signature) return;
+  box.dataset.shown = signature;
+  const active = document.activeElement;
+  const key = active && box.contains(active) ? focusKey(active) : null;
+  box.replaceChildren(...build().filter((c) => c !== null && c !== undefined && c !== false));
+  if (key !== null) [...box.querySelectorAll("a[href], button")].find((el) => focusKey(el) === key)?.focus();
+}
+
 /** Today's receipts, every page of them (at most PAGES_MAX pages of PAGE_LIMIT). */
 async function readDay(day) {
   const out = [];
@@ -221,23 +243,25 @@ function todayView() {
       const agents = agentsR.agents;
 
       // Waiting on you: approvals first (a turn is parked on each), then parked runs.
-      const waiting = [];
-      if (approvalsR.ok) waiting.push(...approvalsR.value.approvals.filter((a) => a.state === "pending").map(approvalItem));
-      if (runsR.ok) waiting.push(...runsR.value.runs.filter((r) => r.state === "parked").map(parkedItem));
-      // replaceChildren prints a null as "null": the parts not shown are filtered out.
-      waitingList.replaceChildren(
-        ...[
-          waiting.length ? h("ul", { class: "waiting" }, waiting) : h("p", { class: "muted nothing-waiting" }, "Nothing is waiting on you: no approval pending, no coding run waiting for an answer."),
-          approvalsR.ok ? null : notRead("approvals", approvalsR.err),
-          runsR.ok ? null : notRead("coding runs", runsR.err),
-        ].filter(Boolean),
-      );
+      const approvals = approvalsR.ok ? approvalsR.value.approvals.filter((a) => a.state === "pending") : [];
+      const parked = runsR.ok ? runsR.value.runs.filter((r) => r.state === "parked") : [];
+      renderPart(waitingList, [approvals, parked, approvalsR.ok || approvalsR.err.message, runsR.ok || runsR.err.message], () => [
+        approvals.length + parked.length
+          ? h("ul", { class: "waiting" }, approvals.map(approvalItem), parked.map(parkedItem))
+          : h("p", { class: "muted nothing-waiting" }, "Nothing is waiting on you: no approval pending, no coding run waiting for an answer."),
+        approvalsR.ok ? null : notRead("approvals", approvalsR.err),
+        runsR.ok ? null : notRead("coding runs", runsR.err),
+      ]);
 
       // Stuck: quiet work, seats nobody holds, dead letters.
-      const stuck = [];
       const s = slow.stuck;
-      if (s?.ok) {
-        for (const w of s.value.work) {
+      const d = slow.dead;
+      const unheld = agents.filter((x) => !x.holder);
+      const letters = d?.ok ? d.value.dead_letters : [];
+      const reasons = [...new Set(letters.map((l) => l.reason).filter(Boolean))].slice(0, 3);
+      renderPart(stuckList, [s?.ok ? s.value : s?.err.message, unheld.map((a) => [a.handle, a.paused]), letters.length, reasons, d?.ok || d?.err.message], () => {
+        const stuck = [];
+        for (const w of s?.ok ? s.value.work : []) {
           stuck.push(
             h(
               "li",
@@ -249,61 +273,55 @@ function todayView() {
             ),
           );
         }
-      }
-      for (const a of agents.filter((x) => !x.holder)) {
-        stuck.push(h("li", { class: "stuck-seat", "data-seat": a.handle }, h("a", { href: `#agent/${encodeURIComponent(a.handle)}` }, `@${a.handle}`), ` is held by no node${a.paused ? ` (paused by ${a.paused.by})` : ""}: its mail waits until a node takes it.`));
-      }
-      const d = slow.dead;
-      if (d?.ok && d.value.dead_letters.length) {
-        const letters = d.value.dead_letters;
-        const reasons = [...new Set(letters.map((l) => l.reason).filter(Boolean))].slice(0, 3);
-        stuck.push(
-          h(
-            "li",
-            { class: "stuck-dead" },
-            h("a", { href: "#ops/deadletters" }, `${letters.length} dead letter${letters.length === 1 ? "" : "s"}`),
-            `: mail given up on${reasons.length ? ` (${reasons.join("; ")})` : ""}.`,
-          ),
-        );
-      }
-      stuckList.replaceChildren(
-        ...[
+        for (const a of unheld) {
+          stuck.push(h("li", { class: "stuck-seat", "data-seat": a.handle }, h("a", { href: `#agent/${encodeURIComponent(a.handle)}` }, `@${a.handle}`), ` is held by no node${a.paused ? ` (paused by ${a.paused.by})` : ""}: its mail waits until a node takes it.`));
+        }
+        if (letters.length) {
+          stuck.push(
+            h(
+              "li",
+              { class: "stuck-dead" },
+              h("a", { href: "#ops/deadletters" }, `${letters.length} dead letter${letters.length === 1 ? "" : "s"}`),
+              `: mail given up on${reasons.length ? ` (${reasons.join("; ")})` : ""}.`,
+            ),
+          );
+        }
+        return [
           stuck.length ? h("ul", { class: "stuck" }, stuck) : h("p", { class: "muted" }, "Nothing is stuck."),
           s?.ok ? h("p", { class: "muted" }, `Work counts as stuck after ${s.value.stuck_after_minutes} minute${s.value.stuck_after_minutes === 1 ? "" : "s"} with no turn on it (company.today.stuck_after_minutes).`) : null,
           s && !s.ok ? notRead("stuck work", s.err) : null,
           d && !d.ok ? notRead("dead letters", d.err) : null,
-        ].filter(Boolean),
-      );
+        ];
+      });
 
       // Today, per agent: a receipt per turn.
       if (!weekR.ok) {
-        dayBox.replaceChildren(notRead("the turn ledger", weekR.err));
-        weekBox.replaceChildren();
+        renderPart(dayBox, weekR.err.message, () => [notRead("the turn ledger", weekR.err)]);
+        renderPart(weekBox, "", () => []);
         return;
       }
       const week = weekR.value;
       const today = week.days[week.days.length - 1];
       const receipts = await readDay(today);
-      const total = tallies(receipts);
-      const groups = bySeat(
-        receipts,
-        agents.map((a) => a.handle),
-      );
-      dayBox.replaceChildren(
-        h("p", { class: "today-total" }, h("strong", {}, `${dayLabel(today)} (${week.timezone}): `), tallyWords(total)),
-        ...groups
-          .filter((g) => g.receipts.length > 0)
-          .map((g) =>
-            h(
-              "article",
-              { class: "today-agent", "data-seat": g.seat, "aria-labelledby": `today-agent-${g.seat}` },
-              h("h4", { id: `today-agent-${g.seat}` }, h("a", { href: `#agent/${encodeURIComponent(g.seat)}` }, `@${g.seat}`), " · ", h("span", { class: "agent-tally" }, tallyWords(tallies(g.receipts)))),
-              h("ol", { class: "receipts" }, g.receipts.map(receiptItem)),
+      const handles = agents.map((a) => a.handle);
+      renderPart(dayBox, [today, week.timezone, handles, receipts], () => {
+        const groups = bySeat(receipts, handles);
+        return [
+          h("p", { class: "today-total" }, h("strong", {}, `${dayLabel(today)} (${week.timezone}): `), tallyWords(tallies(receipts))),
+          ...groups
+            .filter((g) => g.receipts.length > 0)
+            .map((g) =>
+              h(
+                "article",
+                { class: "today-agent", "data-seat": g.seat, "aria-labelledby": `today-agent-${g.seat}` },
+                h("h4", { id: `today-agent-${g.seat}` }, h("a", { href: `#agent/${encodeURIComponent(g.seat)}` }, `@${g.seat}`), " · ", h("span", { class: "agent-tally" }, tallyWords(tallies(g.receipts)))),
+                h("ol", { class: "receipts" }, g.receipts.map(receiptItem)),
+              ),
             ),
-          ),
-        idleLine(groups.filter((g) => g.receipts.length === 0).map((g) => g.seat)),
-      );
-      weekBox.replaceChildren(weekChart(`Turns per agent per day, the last ${week.days.length} days`, week), h("p", {}, "Cost per day is on the ", h("a", { href: "#spend" }, "Spend"), " view."));
+          idleLine(groups.filter((g) => g.receipts.length === 0).map((g) => g.seat)),
+        ];
+      });
+      renderPart(weekBox, week, () => [weekChart(`Turns per agent per day, the last ${week.days.length} days`, week), h("p", {}, "Cost per day is on the ", h("a", { href: "#spend" }, "Spend"), " view.")]);
     },
   };
 }
