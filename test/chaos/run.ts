@@ -14,6 +14,7 @@ import { durableName, mailbox, mailboxStream } from "../../src/queue/topics.ts";
 import { MAILBOX_CHECK_EVERY_MS } from "../../src/seat/mailbox-watch.ts";
 import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
 import { freePort } from "../support/ports.ts";
+import { REQUEST_PREFIX } from "../../src/approvals/words.ts";
 import { check, type ApprovalFact, type ChaosFacts, type DetachLine, type FaultRecord, type Incarnation, type Reply, type RunFact, type SeatLine, type Sent, type Verdict } from "./checker.ts";
 import { Partitions, TcpProxy } from "./proxy.ts";
 import { planFaults, type Fault } from "./schedule.ts";
@@ -615,7 +616,10 @@ async function readReplies(from: FleetNode[]): Promise<Reply[]> {
         for (const msg of body.messages) {
           if (!msg.thread_parent) continue;
           const approval = msg.body.startsWith(APPROVAL_REPORT_PREFIX);
-          out.push({ thread_parent: msg.thread_parent, author: msg.author, created_ms: msg.created_at, ...(msg.body.startsWith(RUN_REPORT_PREFIX) || approval ? { report: true } : {}), ...(approval ? { approval: true, body: msg.body } : {}) });
+          // The engine's own approval lines (the request, an expiry) speak about the work;
+          // they answer nothing.
+          const engine = msg.body.startsWith(REQUEST_PREFIX);
+          out.push({ thread_parent: msg.thread_parent, author: msg.author, created_ms: msg.created_at, ...(msg.body.startsWith(RUN_REPORT_PREFIX) || approval || engine ? { report: true } : {}), ...(approval ? { approval: true, body: msg.body } : {}) });
         }
         cursor = body.messages.length === 0 ? null : body.next;
       }
