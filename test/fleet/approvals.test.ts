@@ -86,10 +86,17 @@ async function parked(token: string, ask = `@engineer file it ${token}`): Promis
   await Promise.all(dead.map(async (n) => (await n.start(), await n.waitReady(90_000))));
   const h = await waitFor("a holder of @engineer", holder, 60_000);
   const root = await post(h, ask);
+  // A failure says what the fleet did with the message: its turns, and what they called.
+  const explain = () =>
+    fleet.nodes
+      .flatMap((n) => ["turn_started", "turn_completed", "tool_called", "tool_parked", "approval_requested"].flatMap((e) => n.eventsEver(e).map((x) => ({ node: n.id, event: e, ...x }))))
+      .filter((x) => JSON.stringify(x).includes(root) || x.event === "tool_called" || x.event === "tool_parked")
+      .map((x) => JSON.stringify(x))
+      .join("\n");
   const a = await waitFor("the request pending", async () => {
     const x = await approvalFor(root);
     return x?.state === "pending" ? x : null;
-  }, 60_000);
+  }, 60_000, explain);
   await waitFor("the request in the thread", async () => ((await thread(root)).some((m) => m.body.includes(`Approval needed (${a.id})`)) ? true : null), 30_000);
   return { root, a, h };
 }
