@@ -24,6 +24,15 @@ export const RETELL_AFTER_MS = 30_000;
  *  member's election is over in 4–6.5 s (measured), so 1+2+4+8 s outlasts one, and the
  *  person's request is answered at once rather than held through it. */
 export const TELL_RETRY_MS = [1_000, 2_000, 4_000, 8_000] as const;
+/**
+ * A decision told this long ago that no holder has taken is told again: its trigger was
+ * lost on the way (a holder of an older build that does not know it dead-lettered it, an
+ * operator purged the inbox). Ten minutes is past the broker's 2-minute duplicate window,
+ * so the copy is a new message, and long enough that a seat merely between holders is
+ * not sent the same decision every sweep; the ledger and the record's state keep a copy
+ * from running anything twice.
+ */
+export const RETAKE_AFTER_MS = 10 * 60_000;
 /** A settled request is kept this long for GET /approvals and the Today view, then deleted. */
 export const APPROVAL_KEEP_MS = 7 * 24 * 3_600_000;
 /** Who decides a request nobody decided. */
@@ -120,6 +129,10 @@ export class ApprovalDesk {
         }
       } else if (r.decision !== null && !r.told && now - r.decision.at >= RETELL_AFTER_MS) {
         await this.tell(r);
+        retold++;
+      } else if (r.state === "decided" && r.told && now - r.updated_at >= RETAKE_AFTER_MS) {
+        await this.tell(r);
+        await this.o.store.touch(r.seat, r.id);
         retold++;
       } else if (r.state === "done" && now - r.updated_at >= APPROVAL_KEEP_MS && (await this.o.store.forget(r.seat, r.id))) {
         forgotten++;

@@ -189,6 +189,26 @@ describe("approvals in the turn", () => {
     expect(r.told).toHaveLength(1);
   });
 
+  test("a decision told but never taken (its trigger lost) is told again after ten minutes, then not again for ten more", async () => {
+    const clock = new FakeClock(Date.now());
+    const r = rig(clock);
+    const { rec } = await parkOne(r);
+    await r.desk.decide(rec, { verdict: "approved", by: "token:ana", reason: "" });
+    expect(r.told).toHaveLength(1);
+    await clock.advance(9 * 60_000);
+    expect((await r.desk.sweep()).retold).toBe(0);
+    await clock.advance(60_000);
+    expect((await r.desk.sweep()).retold).toBe(1);
+    await clock.advance(60_000);
+    expect((await r.desk.sweep()).retold).toBe(0);
+    expect(r.told.map((t) => t.event_id)).toEqual([`approval.${rec.id}.decided`, `approval.${rec.id}.decided`]);
+    // The copy resumes the seat once; a later copy runs nothing.
+    await r.engine("b").run({ seat: "cto", epoch: 2, fence: () => true, triggers: [r.told[1]!] });
+    expect(r.calls).toHaveLength(1);
+    await clock.advance(10 * 60_000);
+    expect((await r.desk.sweep()).retold).toBe(0);
+  });
+
   test("a tell the broker refuses (an election) is tried again by the deciding node within seconds, before any sweep", async () => {
     const clock = new FakeClock(Date.now());
     const r = rig(clock);
