@@ -15,8 +15,7 @@ import type { Logger } from "../log.ts";
 import { stateLogStream, stateLogSubject, stateLogSubjects } from "../queue/topics.ts";
 import { checkRecord, decodeRecord, MAX_RECORD_BYTES, opToken, recordSubjectTokens, type LogSkip, type StateRecord } from "./records.ts";
 import { DOMAINS, type Domain } from "./schema.ts";
-import { durableName } from "../queue/topics.ts";
-import { wakeGroup } from "./wake.ts";
+import { durableName, wakeGroup } from "../queue/topics.ts";
 
 const MINUTE_MS = 60_000;
 const NS_PER_MS = 1_000_000;

@@ -12,6 +12,7 @@ import { randomUUID } from "node:crypto";
 import { AuditLog, startAuditTrim } from "../api/audit.ts";
 import { AuditPublisher, fleetAuditReader } from "../api/audit-stream.ts";
 import { auditGroup } from "../api/routes/audit.ts";
+import { estateRouteGroups } from "../api/routes/estate.ts";
 import { MAINTENANCE_TICK_MS } from "../duty/duties.ts";
 import { PAUSE_HOLD, SeatControls } from "../seat/controls.ts";
 import { SharedCooldowns } from "../spend/cooldowns.ts";
@@ -23,7 +24,8 @@ import { systemClock, type Clock } from "../clock.ts";
 import type { LoadedConfig } from "../config/load.ts";
 import { brokerKind } from "../config/topology.ts";
 import type { Logger } from "../log.ts";
-import { CREWLET_VERSION, LEASE_PROTOCOL } from "../version.ts";
+import { CREWLET_VERSION } from "../version.ts";
+import { LEASE_PROTOCOL } from "../coord/contract.ts";
 import { startBroker, type RunningBroker } from "../broker/index.ts";
 import { isClusterForming } from "../broker/forming.ts";
 import { loadOrMintToken, TokenAuth, type ApiToken } from "../api/auth.ts";
@@ -46,7 +48,7 @@ import { eventSubject, mailbox } from "../queue/topics.ts";
 import { brokerPlanFor } from "./broker-plan.ts";
 import { handOffStreamLeaders } from "../broker/handoff.ts";
 import { decideSeed, SeedMemory } from "./company-seed.ts";
-import { CompanyRevisions, companyDigest, currentRevisionReader, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "./company-revisions.ts";
+import { CompanyRevisions, companyDigest, currentRevisionReader, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "../config/company-revisions.ts";
 import { DataNodesView, feedingDataNodes } from "./data-nodes.ts";
 import { judgePosture } from "./posture.ts";
 import { NodeEngine } from "./engine.ts";
@@ -88,7 +90,7 @@ import {
   type StopStep,
 } from "./shutdown.ts";
 import { JetStreamChangelog } from "../memory/changelog.ts";
-import { MemoryReads } from "../memory/reads.ts";
+import { MemoryReads } from "../agent/holder-reads.ts";
 import { memoryGroup } from "../api/routes/memory.ts";
 import { Integrations } from "../integrations/index.ts";
 import { startDuties, type NodeDuties } from "./duties.ts";
@@ -694,7 +696,7 @@ export class CrewletNode {
       auditDb.close();
     }, AUDIT_STOP_FLUSH_MS + STOP_STEP_WITHIN_MS);
     this.mountApi(auth, [
-      ...(roles.includes("ingress") ? estate.routeGroups : []),
+      ...(roles.includes("ingress") ? estateRouteGroups(estate) : []),
       ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log }), chatStreamGroup({ nc, router: estate.router, clock: this.clock, log: this.log }), integrations.routeGroup()] : []),
       memoryGroup({ org: () => engine.currentOrg, reads: memoryReads }),
       agentsGroup({
