@@ -22,7 +22,7 @@ import type { Logger } from "../log.ts";
 import { CREWLET_VERSION } from "../version.ts";
 import { LEASE_PROTOCOL } from "../coord/contract.ts";
 import { startBroker, type RunningBroker } from "../broker/index.ts";
-import { isClusterForming } from "../broker/forming.ts";
+import { QUORUM_WAIT_MS_MAX, whileClusterForms } from "./quorum-wait.ts";
 import { loadOrMintToken, TokenAuth, type ApiToken } from "../api/auth.ts";
 import { createApp, type RouteGroup } from "../api/app.ts";
 import { MAX_REQUEST_BODY_BYTES } from "../api/errors.ts";
@@ -40,12 +40,12 @@ import { Watchdog } from "../seat/watchdog.ts";
 import type { MailboxWatch } from "../seat/mailbox-watch.ts";
 import { watchHeldMailboxes } from "../seat/mailbox-wiring.ts";
 import { withInboxReclaim } from "../seat/inbox-reclaim.ts";
-import { eventSubject, mailbox } from "../queue/topics.ts";
+import { mailbox } from "../queue/topics.ts";
 import { brokerPlanFor } from "./broker-plan.ts";
 import type { BrokerPlan } from "../broker/plan.ts";
 import { handOffStreamLeaders } from "../broker/handoff.ts";
-import { decideSeed, SeedMemory } from "./company-seed.ts";
-import { CompanyRevisions, companyDigest, currentRevisionReader, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "../config/company-revisions.ts";
+import { seedCompany } from "./company-seed.ts";
+import { CompanyRevisions, currentRevisionReader, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "../config/company-revisions.ts";
 import { DataNodesView, feedingDataNodes } from "./data-nodes.ts";
 import { judgePosture } from "./posture.ts";
 import { NodeEngine } from "./engine.ts";
@@ -57,7 +57,7 @@ import { NodeMetrics } from "../metrics/node-metrics.ts";
 import { observedLogger } from "../metrics/observed-logger.ts";
 import { eventsGroup } from "../api/routes/events.ts";
 import { chatStreamGroup } from "../api/routes/chat-stream.ts";
-import { FAILOVER_JUDGE_INTERVAL_MS, FailoverWatch, seatEventTap } from "./seat-events.ts";
+import { listenForFailovers, seatEventTap } from "./seat-events.ts";
 import { configGroup } from "../api/routes/config.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
 import { storeIdentity } from "./store-identity.ts";
@@ -118,19 +118,8 @@ export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 /** The operator's setup, like a bad config: a supervisor must not restart into it. */
 export const EXIT_REFUSED = 2;
+export { QUORUM_WAIT_MS_MAX };
 
-/**
- * A boot step that needs quorum waits for it this long. A whole fleet restarted — in any
- * order, with any delay between the starts — has each node booting before its peers are
- * up, so quorum is something to wait for, not a reason to exit. Ten minutes covers an
- * operator bringing boxes back one by one; a node still without quorum after that exits 1
- * for its supervisor. /ready names the step meanwhile.
- */
-export const QUORUM_WAIT_MS_MAX = 10 * 60_000;
-/** Between attempts: about one raft campaign, the thing being waited out. */
-const CLUSTER_FORMING_RETRY_MS = 500;
-/** A waiting boot step says so this often (node_boot_waiting_for_quorum), not every attempt. */
-const QUORUM_PROGRESS_EVERY_MS = 5_000;
 
 /** A stop waits this long for the audit's last entries to reach the fleet's stream (what
  *  misses it stays in node.db and is published at the next start). */
@@ -417,32 +406,8 @@ export class CrewletNode {
    */
   private tapSeatEvents(nc: NatsConnection, queue: JetStreamQueue): void {
     this.seatEvents = seatEventTap(publishEventSink(queue, this.log, () => this.clock.now()), this.nodeId);
-    const failovers = new FailoverWatch();
-    const seatLines = ["seat_claimed", "seat_detached", "seat_orphan_released"].map((name) =>
-      nc.subscribe(eventSubject(name), {
-        callback: (_err, m) => {
-          try {
-            failovers.see(name, JSON.parse(new TextDecoder().decode(m.data)) as Record<string, unknown>, this.clock.now());
-          } catch {
-            // an unreadable event is the events view's to show; nothing is counted
-          }
-        },
-      }),
-    );
-    // Judged once the grace for a late release has passed (FAILOVER_GRACE_MS).
-    const judging = this.clock.setInterval(() => {
-      for (const f of failovers.due(this.clock.now())) if (f.node === this.nodeId) this.log.info("seat_failover", { seat: f.seat, from: f.from, epoch: f.epoch });
-    }, FAILOVER_JUDGE_INTERVAL_MS);
-    this.onStop("seat_event_taps", () => {
-      judging.cancel();
-      for (const s of seatLines) {
-        try {
-          s.unsubscribe();
-        } catch {
-          // the connection closed first: nothing left to end
-        }
-      }
-    });
+    const stopListening = listenForFailovers({ nc, node: this.nodeId, clock: this.clock, log: this.log });
+    this.onStop("seat_event_taps", () => stopListening());
   }
 
   private async openCoordination(nc: NatsConnection): Promise<CoordinationHandle> {
@@ -459,7 +424,7 @@ export class CrewletNode {
   private async loadCompany(coord: CoordinationHandle, storeDir: string, nc: NatsConnection): Promise<BootCompany> {
     const revisions = new CompanyRevisions(coord.slot("config"), coord.slot("status"), this.nodeId, this.clock, this.log);
     const fileCompany = this.config.company;
-    if (fileCompany) await this.seedCompany(fileCompany, revisions, storeDir, nc);
+    if (fileCompany) await seedCompany({ fileCompany, revisions, storeDir, nc, clock: this.clock, log: this.log, wait: (fn) => this.whileClusterForms("company", fn) });
     const active = await this.whileClusterForms("company", () => revisions.active());
     this.company = active?.company ?? null;
     return { revisions, active };
@@ -847,34 +812,14 @@ export class CrewletNode {
     this.opts.announce?.(lines);
   }
 
-  /**
-   * Runs a boot step that creates clustered JetStream assets, retrying the failures a
-   * cluster that is still forming gives: the sidecar is ready once a meta leader exists,
-   * which can be before every peer has registered ("no suitable peers for placement"),
-   * and an R3 asset's raft campaign (~0.4 s) can outlast the per-call budget a short
-   * lease TTL gives (TTL / 9: 333 ms at 3 s) — the server finishes that creation anyway,
-   * so a later attempt finds the asset and adopts it. Any other failure, or one that
-   * persists, still fails the boot.
-   */
-  private async whileClusterForms<T>(step: string, fn: () => Promise<T>): Promise<T> {
-    const started = this.clock.now();
-    let said = started;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const out = await fn();
-        if (attempt > 1) this.log.info("node_boot_quorum_reached", { step, attempts: attempt, waited_ms: this.clock.now() - started });
-        return out;
-      } catch (err) {
-        const waited_ms = this.clock.now() - started;
-        if (!isClusterForming(err) || waited_ms >= QUORUM_WAIT_MS_MAX || this.stopping) throw err;
-        if (attempt === 1 || this.clock.now() - said >= QUORUM_PROGRESS_EVERY_MS) {
-          said = this.clock.now();
-          this.bootStep = `${step} (waiting for quorum ${Math.round(waited_ms / 1000)} s)`;
-          this.log.warn("node_boot_waiting_for_quorum", { step, attempt, waited_ms, error: err as Error });
-        }
-        await this.clock.sleep(CLUSTER_FORMING_RETRY_MS);
-      }
-    }
+  /** A boot step's store calls, asked again while the cluster forms (quorum-wait.ts). */
+  private whileClusterForms<T>(step: string, fn: () => Promise<T>): Promise<T> {
+    return whileClusterForms(step, fn, {
+      clock: this.clock,
+      log: this.log,
+      stopping: () => this.stopping !== null,
+      waiting: (text) => (this.bootStep = text),
+    });
   }
 
   private async refuseIfNodeIdInUse(coord: CoordinationHandle, takeover: (owner: string) => boolean): Promise<void> {
@@ -888,39 +833,6 @@ export class CrewletNode {
         "give each process its own node.id (a process restarted on its own store takes its seats back at once)",
       { holder: view.owner, key },
     );
-  }
-
-  /**
-   * The file's company is a seed (see company-seed.ts): activated when the fleet has none
-   * or the operator edited the file since this node last booted with it, never merely
-   * because this node restarted with an older file.
-   */
-  private async seedCompany(fileCompany: Company, revisions: CompanyRevisions, storeDir: string, nc: NatsConnection): Promise<void> {
-    const memory = new SeedMemory(storeDir);
-    try {
-      const file = companyDigest(fileCompany);
-      const current = await this.whileClusterForms("company", () => revisions.active());
-      const decision = decideSeed({ file, lastSeeded: memory.last(), active: current?.digest ?? null });
-      if (decision.apply) {
-        const result = await this.whileClusterForms("company", () =>
-          decision.reason === "fleet_has_none" ? revisions.activateIfNone(fileCompany) : revisions.activate(fileCompany),
-        );
-        if (result?.changed) nc.publish(REVISION_ACTIVATED_SUBJECT);
-        if (result) this.log.info("config_file_applied", { digest: file, reason: decision.reason, epoch: result.active.epoch });
-        // A peer's first boot won the race to seed the fleet: its company stands.
-        else this.log.warn("config_file_not_applied", { file_digest: file, active_digest: (await revisions.active())?.digest ?? null, reason: "fleet_seeded_by_peer" });
-      } else if (decision.reason !== "already_active") {
-        this.log.warn("config_file_not_applied", {
-          file_digest: file,
-          active_digest: current?.digest ?? null,
-          reason: decision.reason,
-          hint: "the fleet's active revision stands; `crewlet config apply` makes a file the fleet's company",
-        });
-      }
-      memory.remember(file, this.clock.now());
-    } finally {
-      memory.close();
-    }
   }
 
   /** A newer company revision: mailboxes first, then the estate, then the seats. */
