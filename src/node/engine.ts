@@ -91,7 +91,7 @@ export class NodeEngine {
   readonly inbox: SeatInbox;
   readonly memoryStore: MemoryStore;
   readonly memorySync: MemorySync;
-  /** Turn transcripts this node ran (read through the holder, src/memory/reads.ts). */
+  /** Turn transcripts this node ran (read through the holder, src/agent/holder-reads.ts). */
   readonly transcripts: TranscriptStore;
   private readonly reflect: ReflectDispatcher;
   /** The seats' coding runs, when this node can start and collect them. */

@@ -6,15 +6,31 @@
 // domain's hold and the retention duty's last conclusion (`retention`).
 import { Hono } from "hono";
 import { z } from "zod";
-import type { EstateHealth } from "../../estate/estate.ts";
+import type { Estate, EstateHealth, RetentionAdmin } from "../../estate/estate.ts";
 import { logSkip } from "../../estate/records.ts";
 import { DOMAINS, type Domain } from "../../estate/schema.ts";
 import type { SkipResult } from "../../estate/skip.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
 import { ApiError, parseJsonBody, parseNoQuery } from "../errors.ts";
-import { callerActor } from "../../estate/http.ts";
-import type { RetentionAdmin } from "../../estate/estate.ts";
+import { callerActor } from "../estate-http.ts";
+import { chatRoutes } from "./chat.ts";
+import { pagesRoutes } from "./pages.ts";
+import { workRoutes } from "./work.ts";
+
+/** The estate's route groups on an ingress node: work, pages, chat and the operator's /estate. */
+export function estateRouteGroups(estate: Estate): RouteGroup[] {
+  return [
+    workRoutes(estate.router),
+    pagesRoutes(estate.router),
+    chatRoutes(estate.router, () => estate.company()),
+    estateAdminGroup({
+      health: () => estate.health(),
+      skip: (domain, position, reason, actor) => estate.skip(domain, position, reason, actor),
+      ...(estate.retention ? { retention: estate.retention } : {}),
+    }),
+  ];
+}
 
 export interface EstateAdminSource {
   health(): EstateHealth;
