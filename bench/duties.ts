@@ -21,7 +21,7 @@ import { decodeTrigger } from "../src/org/trigger.ts";
 import { ack } from "../src/queue/contract.ts";
 import { JetStreamQueue } from "../src/queue/jetstream.ts";
 import { mailbox } from "../src/queue/topics.ts";
-import { CompanyRevisions, currentRevisionReader } from "../src/node/company-revisions.ts";
+import { CompanyRevisions, currentRevisionReader } from "../src/config/company-revisions.ts";
 import { startNats } from "../test/support/nats.ts";
 
 const args = benchArgs("duties", "[--members 1|3 (default: both)]", z.object({ members: membersFlag.optional() }));

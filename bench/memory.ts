@@ -17,7 +17,7 @@ import { benchArgs, countFlag } from "./args.ts";
 import { systemClock } from "../src/clock.ts";
 import { silentLogger } from "../src/log.ts";
 import { JetStreamChangelog } from "../src/memory/changelog.ts";
-import { MemoryReads, type LeaseFact } from "../src/memory/reads.ts";
+import { MemoryReads, type LeaseFact } from "../src/agent/holder-reads.ts";
 import { MemoryStore } from "../src/memory/store.ts";
 import { MemorySync } from "../src/memory/sync.ts";
 import { JetStreamQueue } from "../src/queue/jetstream.ts";

@@ -1,5 +1,5 @@
 // Turn transcripts in the node store (node.db), kept by the node that ran the turn and read
-// through the seat's holder like its memory (src/memory/reads.ts). Every write decodes the
+// through the seat's holder like its memory (src/agent/holder-reads.ts). Every write decodes the
 // transcript against its one schema first (transcript.ts). Bounded per seat by count and by
 // age, trimmed on every insert, so the table never holds more than a seat's cap.
 //

@@ -66,9 +66,6 @@ export const TEXT_EVENT_CHARS_MAX = 2_000;
  */
 export const REPLY_WRITE_ATTEMPTS = 3;
 
-/** Trigger types that oblige a reply in their chat thread: a person's mention or DM, and
- * a coding run's result told where the run was asked for. */
-
 export interface TurnEngineOptions {
   org: () => Org;
   node_id: string;
@@ -698,10 +695,10 @@ export class TurnEngine {
     const ctx: ToolContext = { seat: seat.handle, epoch: req.epoch, turn_id: state.turn_id, signal, conversation: last.conversation, from: last.from };
     return this.o.approvals.resume(seat.handle, req.epoch, triggers, async (tool, args) => {
       this.fenceCheck(req, state);
+      // Round 0: before the model's first; the transcript shows it in the turn's opening
+      // words (the decision and the result), and tool_called names it.
       const call: ToolCall = { id: `approved-${state.turn_id}`, name: tool, arguments: args, raw_arguments: JSON.stringify(args) };
-      const result = await this.callTool(byName, call, ctx, state, 0, null);
-      state.transcript?.toolCalled(call, cut(result.content), result.is_error, result.reached ?? false, 0);
-      return result;
+      return this.callTool(byName, call, ctx, state, 0, null);
     });
   }
 

@@ -18,8 +18,21 @@ import type { ApprovalRecord, ApprovalStore, Decision } from "./records.ts";
 import { expiredNotice } from "./words.ts";
 
 /** A decision written this long ago and still not told is told again by the sweep: longer
- *  than a decide call's own publish (one broker round trip, 5 s at worst in an election). */
+ *  than the deciding node's own retries (TELL_RETRY_MS). */
 export const RETELL_AFTER_MS = 30_000;
+/** The deciding node's retries of a tell the broker refused, doubling from the first: a
+ *  member's election is over in 4–6.5 s (measured), so 1+2+4+8 s outlasts one, and the
+ *  person's request is answered at once rather than held through it. */
+export const TELL_RETRY_MS = [1_000, 2_000, 4_000, 8_000] as const;
+/**
+ * A decision told this long ago that no holder has taken is told again: its trigger was
+ * lost on the way (a holder of an older build that does not know it dead-lettered it, an
+ * operator purged the inbox). Ten minutes is past the broker's 2-minute duplicate window,
+ * so the copy is a new message, and long enough that a seat merely between holders is
+ * not sent the same decision every sweep; the ledger and the record's state keep a copy
+ * from running anything twice.
+ */
+export const RETAKE_AFTER_MS = 10 * 60_000;
 /** A settled request is kept this long for GET /approvals and the Today view, then deleted. */
 export const APPROVAL_KEEP_MS = 7 * 24 * 3_600_000;
 /** Who decides a request nobody decided. */
@@ -64,11 +77,26 @@ export class ApprovalDesk {
     try {
       return { record: await this.tell(out.record), decided: out.decided };
     } catch (err) {
-      // The decision stands (it is written, and the first one wins); the approvals duty
-      // tells it within RETELL_AFTER_MS of a sweep. A broker mid-election is not the
-      // person's problem.
+      // The decision stands (it is written, and the first one wins): this node tries again
+      // in the background, and the approvals duty's sweep retells whatever is still untold.
+      // A broker mid-election is not the person's problem.
       this.o.log.warn("approval_tell_deferred", { seat: r.seat, id: r.id, error: (err as Error).message });
+      void this.retellSoon(out.record);
       return out;
+    }
+  }
+
+  private async retellSoon(r: ApprovalRecord): Promise<void> {
+    for (const wait of TELL_RETRY_MS) {
+      await this.o.clock.sleep(wait);
+      try {
+        const cur = await this.o.store.get(r.seat, r.id);
+        if (!cur || cur.told) return;
+        await this.tell(cur);
+        return;
+      } catch (err) {
+        this.o.log.debug("approval_tell_retry", { seat: r.seat, id: r.id, after_ms: wait, error: (err as Error).message });
+      }
     }
   }
 
@@ -101,6 +129,10 @@ export class ApprovalDesk {
         }
       } else if (r.decision !== null && !r.told && now - r.decision.at >= RETELL_AFTER_MS) {
         await this.tell(r);
+        retold++;
+      } else if (r.state === "decided" && r.told && now - r.updated_at >= RETAKE_AFTER_MS) {
+        await this.tell(r);
+        await this.o.store.touch(r.seat, r.id);
         retold++;
       } else if (r.state === "done" && now - r.updated_at >= APPROVAL_KEEP_MS && (await this.o.store.forget(r.seat, r.id))) {
         forgotten++;

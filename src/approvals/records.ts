@@ -159,6 +159,12 @@ export class ApprovalStore {
     return this.records.request(seat, id, (cur) => (cur.told ? null : { ...cur, told: true }));
   }
 
+  /** Marks a request as seen now (its updated_at), changing nothing else: the sweep's
+   *  clock for telling a decision again. */
+  touch(seat: string, id: string): Promise<ApprovalRecord> {
+    return this.records.request(seat, id, (cur) => ({ ...cur }));
+  }
+
   mutate(seat: string, id: string, writer: SeatWriter, change: (r: ApprovalRecord) => ApprovalRecord | null): Promise<ApprovalRecord> {
     return this.records.mutate(seat, id, writer, change);
   }

@@ -1,6 +1,7 @@
 // crewlet version: this build, the lease protocol it speaks, the nats-server it would run.
 import { natsServerVersion } from "../broker/binary.ts";
-import { CREWLET_VERSION, LEASE_PROTOCOL, platformArch } from "../version.ts";
+import { LEASE_PROTOCOL } from "../coord/contract.ts";
+import { CREWLET_VERSION, platformArch } from "../version.ts";
 import { parseFlags } from "./args.ts";
 
 export function runVersion(args: string[]): number {

@@ -5,7 +5,7 @@
 import { approvalReferenceProblems, approvalsSchema } from "./approvals.ts";
 import { z } from "zod";
 import { patternProblem } from "./pattern.ts";
-import { checkIntegrations, integrationsSchema } from "../integrations/config.ts";
+import { checkIntegrations, integrationsSchema } from "./integrations.ts";
 import { scheduleSchema, validTimeZone } from "./schedules.ts";
 import { budgetsSchema, checkBudgets, pricingSchema } from "./budgets.ts";
 import { todaySchema } from "./today.ts";

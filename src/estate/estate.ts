@@ -3,13 +3,7 @@
 // router every tracker, knowledge and chat call goes through, and the API route groups.
 import { join } from "node:path";
 import type { NatsConnection } from "nats";
-import type { RouteGroup } from "../api/app.ts";
-import { chatRoutes } from "../api/routes/chat.ts";
-import { pagesRoutes } from "../api/routes/pages.ts";
-import { workRoutes } from "../api/routes/work.ts";
-import { turnsRoutes } from "../api/routes/turns.ts";
-import { estateAdminGroup } from "../api/routes/estate.ts";
-import { skipRecord } from "./skip.ts";
+import { skipRecord, type SkipResult } from "./skip.ts";
 import type { Clock } from "../clock.ts";
 import type { Company } from "../config/company.ts";
 import type { NodeRole } from "../config/tier-a.ts";
@@ -75,7 +69,12 @@ export interface Estate {
   stateLog: StateLog;
   /** Snapshots of copies: the trim uploads one before it purges; a copy below the log restores from it. Null without a copy. */
   snapshots: SnapshotStore | null;
-  routeGroups: RouteGroup[];
+  /** The company the chat routes check mentions against (replaced by setCompany). */
+  company(): Company;
+  /** Append a skip marker for the record this node's copy is stuck on (POST /estate/{domain}/skip). */
+  skip(domain: Domain, position: number, reason: string, actor: string): Promise<SkipResult>;
+  /** The operator's holds on the state-log trim, or null without a retention slot. */
+  retention: RetentionAdmin | null;
   /** This node's copy, or null when it holds no data. */
   copy: EstateCopy | null;
   health(): EstateHealth;
@@ -147,17 +146,9 @@ export function openEstate(o: EstateOptions): Estate {
     copy,
     stateLog,
     snapshots,
-    routeGroups: [
-      workRoutes(router),
-      pagesRoutes(router),
-      chatRoutes(router, () => company),
-      turnsRoutes(router, () => company, o.clock),
-      estateAdminGroup({
-        health: () => health(),
-        skip: (domain, position, reason, actor) => skipRecord({ copy, stateLog, clock: o.clock, nodeId: o.nodeId }, domain, position, reason, actor),
-        ...(o.retention ? { retention: retentionAdmin(o.retention, stateLog, o.clock) } : {}),
-      }),
-    ],
+    company: () => company,
+    skip: (domain, position, reason, actor) => skipRecord({ copy, stateLog, clock: o.clock, nodeId: o.nodeId }, domain, position, reason, actor),
+    retention: o.retention ? retentionAdmin(o.retention, stateLog, o.clock) : null,
     health,
     async setCompany(next) {
       company = next;

@@ -15,8 +15,7 @@ import type { Logger } from "../log.ts";
 import { stateLogStream, stateLogSubject, stateLogSubjects } from "../queue/topics.ts";
 import { checkRecord, decodeRecord, MAX_RECORD_BYTES, opToken, recordSubjectTokens, type LogSkip, type StateRecord } from "./records.ts";
 import { DOMAINS, type Domain } from "./schema.ts";
-import { durableName } from "../queue/topics.ts";
-import { wakeGroup } from "./wake.ts";
+import { durableName, wakeGroup } from "../queue/topics.ts";
 
 const MINUTE_MS = 60_000;
 const NS_PER_MS = 1_000_000;
@@ -220,23 +219,12 @@ export class StateLog {
   }
 
   /*
-   * Why no atomic batch and no Nats-Expected-Last-* here (issue 10, decided on nats-server
-   * 2.15.2 and nats.js 2.29.3, by reading both; nothing built):
-   * - No estate write is more than one record. A write is ONE message under ONE op id, so
-   *   it is already all-or-nothing; a write of many rows (a seed's projects, containers or
-   *   channels) is one record per domain. The only write of several records, the seed,
-   *   puts one on each of three domains' logs, and a 2.12 atomic batch is one stream's.
-   * - A batch would make retries worse, not better: the append is retried under its op id
-   *   through any data node and relies on the broker answering a repeat `duplicate: true`;
-   *   inside a batch a known Nats-Msg-Id fails the whole batch ("atomic publish contains
-   *   duplicate message", server/jetstream_batching.go). nats.js 2.29.3 has no batch API,
-   *   so it would also be raw Nats-Batch-Id/-Sequence/-Commit headers on allow_atomic streams.
-   * - Conditional writes are judged by the appliers, in log order, identically on every
-   *   copy (page.put's base_revision → revision_conflict). Nats-Expected-Last-Subject-Sequence
-   *   cannot say the same thing: a log subject names the op type, not the page, so it would
-   *   refuse any concurrent put of any page; Nats-Expected-Last-Sequence would refuse every
-   *   concurrent writer of the domain. Nats-Expected-Stream is sent (below).
-   * Revisit if a write ever needs two records that must land together in one domain.
+   * Why no atomic batch and no Nats-Expected-Last-*: every estate write is one record under
+   * one op id, so it is already all-or-nothing, and a retried append relies on the broker
+   * answering a repeat `duplicate: true`, which a batch turns into a failure of the whole
+   * batch. Conditional writes are judged by the appliers in log order on every copy; a log
+   * subject names the op type, not the row, so an expected-last header would refuse
+   * unrelated writers. Revisit if a write ever needs two records that land together.
    */
   /**
    * Appends a record under its op id. Every append passes the record gate first (see

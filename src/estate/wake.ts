@@ -20,17 +20,12 @@ import type { Company } from "../config/company.ts";
 import { CasConflict, type KvSlot } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 import { encodeTrigger, type Trigger } from "../org/trigger.ts";
-import { durableName, mailboxStream, mailboxSubject, stateLogStream } from "../queue/topics.ts";
+import { durableName, mailboxStream, mailboxSubject, stateLogStream, wakeGroup } from "../queue/topics.ts";
 import type { EstateCopy } from "./copy.ts";
 import { decodeRecord } from "./records.ts";
 import { DOMAINS, type Domain } from "./schema.ts";
 import { KeyedOrder } from "./keyed-order.ts";
 import { deriveTriggers } from "./wakes.ts";
-
-/** The group every data node's wake feed for `domain` joins. */
-export function wakeGroup(domain: Domain): string {
-  return `wake-${domain}`;
-}
 
 /**
  * A wake handler publishes a few small messages; one that has not acked in 30 s has died,

@@ -3,7 +3,7 @@
 // what the trigger text is rendered from. Every field is bounded here, so a notification
 // is small whatever the provider sent.
 import { z } from "zod";
-import { INTEGRATION_KINDS } from "./config.ts";
+import { INTEGRATION_KINDS } from "../config/integrations.ts";
 
 /** The body quoted in a wake; the rest is one URL away. 4 KiB is a long comment. */
 export const MAX_EVENT_BODY_BYTES = 4 * 1024;

@@ -12,7 +12,7 @@ import type { Org } from "../org/org.ts";
 import { encodeTrigger, type Trigger } from "../org/trigger.ts";
 import { ack, defer, type Attachment, type Delivery, type Outcome, type Queue } from "../queue/contract.ts";
 import { mailboxSubject, NOTIFICATIONS_GROUP, NOTIFICATIONS_SUBJECT } from "../queue/topics.ts";
-import { DEFAULT_RATE_PER_MINUTE, type IntegrationConfig } from "./config.ts";
+import { DEFAULT_RATE_PER_MINUTE, type IntegrationConfig } from "../config/integrations.ts";
 import { decodeNotification, triggerFor, type Notification } from "./notification.ts";
 import { renderCoalesced, renderLine } from "./render.ts";
 import { RateValve, VALVE_FLUSH_MARGIN_MS, VALVE_WINDOW_MS, windowOf } from "./valve.ts";

@@ -11,7 +11,7 @@ import type { Queue } from "../queue/contract.ts";
 import { NOTIFICATIONS_GROUP, NOTIFICATIONS_SUBJECT } from "../queue/topics.ts";
 import type { RouteGroup } from "../api/app.ts";
 import type { Tool } from "../agent/tools/contract.ts";
-import type { IntegrationConfig } from "./config.ts";
+import type { IntegrationConfig } from "../config/integrations.ts";
 import { NotificationHandler } from "./handler.ts";
 import { Ingress } from "./ingress.ts";
 import type { FetchLike } from "./outbound.ts";

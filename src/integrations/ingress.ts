@@ -28,7 +28,7 @@ import type { Queue } from "../queue/contract.ts";
 import { NOTIFICATIONS_SUBJECT } from "../queue/topics.ts";
 import type { RouteGroup } from "../api/app.ts";
 import type { AuthEnv } from "../api/auth.ts";
-import { INTEGRATION_KINDS, type IntegrationConfig } from "./config.ts";
+import { INTEGRATION_KINDS, type IntegrationConfig } from "../config/integrations.ts";
 import { parseGeneric } from "./generic.ts";
 import { parseGithub } from "./github.ts";
 import { deliveryKey, encodeNotification, type Notification } from "./notification.ts";

@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { cutChars, normalizedEventSchema, type NormalizedEvent } from "./event.ts";
-import { INTEGRATION_KINDS, type IntegrationKind } from "./config.ts";
+import { INTEGRATION_KINDS, type IntegrationKind } from "../config/integrations.ts";
 import type { Trigger } from "../org/trigger.ts";
 import { renderEvent } from "./render.ts";
 

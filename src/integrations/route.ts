@@ -4,7 +4,7 @@
 // lead; an `@handle` of an agent seat in the body wakes that seat too (unless the
 // integration turned mentions off). Persons are never woken.
 import type { Org } from "../org/org.ts";
-import type { IntegrationConfig, IntegrationRoute } from "./config.ts";
+import type { IntegrationConfig, IntegrationRoute } from "../config/integrations.ts";
 import type { NormalizedEvent } from "./event.ts";
 
 export interface RoutedSeat {

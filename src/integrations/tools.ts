@@ -8,7 +8,7 @@ import { z } from "zod";
 import type { Org } from "../org/org.ts";
 import type { Trigger } from "../org/trigger.ts";
 import { defineTool, fail, type Tool, type ToolContext, type ToolResult } from "../agent/tools/contract.ts";
-import { baseUrlOf, type IntegrationConfig, type IntegrationKind } from "./config.ts";
+import { baseUrlOf, type IntegrationConfig, type IntegrationKind } from "../config/integrations.ts";
 import { CREWLET_MARKER, type Origin } from "./event.ts";
 import { GithubClient, SlackClient, type FetchLike, type OutboundResult } from "./outbound.ts";
 import { routedSeats } from "./route.ts";

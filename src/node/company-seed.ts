@@ -1,12 +1,18 @@
-// The file's `company:` is a seed, not an order (issue 12: a restart must not roll the
-// company back). A node remembers, in node.db, the digest of the file company it last
+// The file's `company:` is a seed, not an order: a restart must not roll the company
+// back. A node remembers, in node.db, the digest of the file company it last
 // booted with; at boot the file is activated only when the fleet has no company yet, or
 // when the file changed since this node last saw it (an operator edited it). Otherwise
 // the fleet's active revision stands, whatever an old file on a restarted box says.
 //
-// decideSeed is pure (a table test); SeedMemory is the node.db row it reads and writes.
+// decideSeed is pure (a table test); SeedMemory is the node.db row it reads and writes;
+// seedCompany is the boot's step that acts on the decision.
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
+import type { NatsConnection } from "nats";
+import type { Clock } from "../clock.ts";
+import type { Company } from "../config/company.ts";
+import { companyDigest, REVISION_ACTIVATED_SUBJECT, type CompanyRevisions } from "../config/company-revisions.ts";
+import type { Logger } from "../log.ts";
 import { NODE_DB_FILE } from "./engine.ts";
 
 export type SeedReason =
@@ -65,5 +71,47 @@ export class SeedMemory {
 
   close(): void {
     this.db.close();
+  }
+}
+
+/**
+ * Activates the file's company when the fleet has none or the operator edited the file
+ * since this node last booted with it, never merely because this node restarted with an
+ * older file. `wait` asks a store call again while the cluster forms.
+ */
+export async function seedCompany(o: {
+  fileCompany: Company;
+  revisions: CompanyRevisions;
+  storeDir: string;
+  nc: NatsConnection;
+  clock: Clock;
+  log: Logger;
+  wait: <T>(fn: () => Promise<T>) => Promise<T>;
+}): Promise<void> {
+  const { fileCompany, revisions } = o;
+  const memory = new SeedMemory(o.storeDir);
+  try {
+    const file = companyDigest(fileCompany);
+    const current = await o.wait(() => revisions.active());
+    const decision = decideSeed({ file, lastSeeded: memory.last(), active: current?.digest ?? null });
+    if (decision.apply) {
+      const result = await o.wait(() =>
+        decision.reason === "fleet_has_none" ? revisions.activateIfNone(fileCompany) : revisions.activate(fileCompany),
+      );
+      if (result?.changed) o.nc.publish(REVISION_ACTIVATED_SUBJECT);
+      if (result) o.log.info("config_file_applied", { digest: file, reason: decision.reason, epoch: result.active.epoch });
+      // A peer's first boot won the race to seed the fleet: its company stands.
+      else o.log.warn("config_file_not_applied", { file_digest: file, active_digest: (await revisions.active())?.digest ?? null, reason: "fleet_seeded_by_peer" });
+    } else if (decision.reason !== "already_active") {
+      o.log.warn("config_file_not_applied", {
+        file_digest: file,
+        active_digest: current?.digest ?? null,
+        reason: decision.reason,
+        hint: "the fleet's active revision stands; `crewlet config apply` makes a file the fleet's company",
+      });
+    }
+    memory.remember(file, o.clock.now());
+  } finally {
+    memory.close();
   }
 }

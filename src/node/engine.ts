@@ -92,7 +92,7 @@ export class NodeEngine {
   readonly inbox: SeatInbox;
   readonly memoryStore: MemoryStore;
   readonly memorySync: MemorySync;
-  /** Turn transcripts this node ran (read through the holder, src/memory/reads.ts). */
+  /** Turn transcripts this node ran (read through the holder, src/agent/holder-reads.ts). */
   readonly transcripts: TranscriptStore;
   /** Each finished turn's receipt, written to the estate (GET /turns, src/agent/receipt.ts). */
   readonly receipts: ReceiptWriter;

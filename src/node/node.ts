@@ -1,17 +1,13 @@
-// The composition root: builds one node from its config and roles, boots it in order,
-// drains it on the first signal and stops it (sidecar last).
-//
-// Boot order matters: the sidecar, then the ONE NATS connection both halves of shared
-// state ride (so "reachable" is one fact), the streams and buckets, every seat's mailbox
-// (before anything publishes: mail to a subject no mailbox covers is dropped), the
-// estate, the seat host, and the API last but for /health and /ready, which answer from
-// the first moment so a supervisor can watch the boot.
+// The composition root: builds one node from its config and roles, boots it in order
+// (boot(): one line a step, each with its bound), drains it on the first signal and stops
+// it, the sidecar last.
 import { DEFAULT_SOFT_ALERT } from "../config/budgets.ts";
 import { Database } from "bun:sqlite";
 import { randomUUID } from "node:crypto";
 import { AuditLog, startAuditTrim } from "../api/audit.ts";
 import { AuditPublisher, fleetAuditReader } from "../api/audit-stream.ts";
 import { auditGroup } from "../api/routes/audit.ts";
+import { estateRouteGroups } from "../api/routes/estate.ts";
 import { MAINTENANCE_TICK_MS } from "../duty/duties.ts";
 import { PAUSE_HOLD, SeatControls } from "../seat/controls.ts";
 import { SharedCooldowns } from "../spend/cooldowns.ts";
@@ -23,9 +19,10 @@ import { systemClock, type Clock } from "../clock.ts";
 import type { LoadedConfig } from "../config/load.ts";
 import { brokerKind } from "../config/topology.ts";
 import type { Logger } from "../log.ts";
-import { CREWLET_VERSION, LEASE_PROTOCOL } from "../version.ts";
+import { CREWLET_VERSION } from "../version.ts";
+import { LEASE_PROTOCOL } from "../coord/contract.ts";
 import { startBroker, type RunningBroker } from "../broker/index.ts";
-import { isClusterForming } from "../broker/forming.ts";
+import { QUORUM_WAIT_MS_MAX, whileClusterForms } from "./quorum-wait.ts";
 import { loadOrMintToken, TokenAuth, type ApiToken } from "../api/auth.ts";
 import { createApp, type RouteGroup } from "../api/app.ts";
 import { MAX_REQUEST_BODY_BYTES } from "../api/errors.ts";
@@ -38,15 +35,17 @@ import { appliedPositions, openEstate, type Estate } from "../estate/estate.ts";
 import { JetStreamQueue } from "../queue/jetstream.ts";
 import { startLegacyMail } from "../queue/legacy-mail.ts";
 import { ensureRegisteredMailboxes } from "../duty/mailbox-registry.ts";
-import { SeatHost, type SeatGrant, type SeatHooks } from "../seat/host.ts";
+import { SeatHost } from "../seat/host.ts";
 import { Watchdog } from "../seat/watchdog.ts";
 import type { MailboxWatch } from "../seat/mailbox-watch.ts";
 import { watchHeldMailboxes } from "../seat/mailbox-wiring.ts";
-import { eventSubject, mailbox } from "../queue/topics.ts";
+import { withInboxReclaim } from "../seat/inbox-reclaim.ts";
+import { mailbox } from "../queue/topics.ts";
 import { brokerPlanFor } from "./broker-plan.ts";
+import type { BrokerPlan } from "../broker/plan.ts";
 import { handOffStreamLeaders } from "../broker/handoff.ts";
-import { decideSeed, SeedMemory } from "./company-seed.ts";
-import { CompanyRevisions, companyDigest, currentRevisionReader, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "./company-revisions.ts";
+import { seedCompany } from "./company-seed.ts";
+import { CompanyRevisions, currentRevisionReader, REVISION_ACTIVATED_SUBJECT, RevisionFollower, type ActiveRevision } from "../config/company-revisions.ts";
 import { DataNodesView, feedingDataNodes } from "./data-nodes.ts";
 import { judgePosture } from "./posture.ts";
 import { NodeEngine } from "./engine.ts";
@@ -58,7 +57,7 @@ import { NodeMetrics } from "../metrics/node-metrics.ts";
 import { observedLogger } from "../metrics/observed-logger.ts";
 import { eventsGroup } from "../api/routes/events.ts";
 import { chatStreamGroup } from "../api/routes/chat-stream.ts";
-import { FAILOVER_JUDGE_INTERVAL_MS, FailoverWatch, seatEventTap } from "./seat-events.ts";
+import { listenForFailovers, seatEventTap } from "./seat-events.ts";
 import { configGroup } from "../api/routes/config.ts";
 import { lockStoreDir, type StoreLock } from "./store-lock.ts";
 import { storeIdentity } from "./store-identity.ts";
@@ -88,7 +87,7 @@ import {
   type StopStep,
 } from "./shutdown.ts";
 import { JetStreamChangelog } from "../memory/changelog.ts";
-import { MemoryReads } from "../memory/reads.ts";
+import { MemoryReads } from "../agent/holder-reads.ts";
 import { memoryGroup } from "../api/routes/memory.ts";
 import { Integrations } from "../integrations/index.ts";
 import { startDuties, type NodeDuties } from "./duties.ts";
@@ -123,48 +122,48 @@ export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 /** The operator's setup, like a bad config: a supervisor must not restart into it. */
 export const EXIT_REFUSED = 2;
+export { QUORUM_WAIT_MS_MAX };
 
-/**
- * A boot step that needs quorum waits for it this long. A whole fleet restarted — in any
- * order, with any delay between the starts — has each node booting before its peers are
- * up, so quorum is something to wait for, not a reason to exit (an exit 1 there made every
- * node's first boot of a full restart fail). Ten minutes covers an operator bringing
- * boxes back one by one; a node still without quorum after that exits 1 for its
- * supervisor, which is then the honest answer. /ready names the step meanwhile.
- */
-export const QUORUM_WAIT_MS_MAX = 10 * 60_000;
-/** Between attempts: about one raft campaign, the thing being waited out. */
-const CLUSTER_FORMING_RETRY_MS = 500;
-/** A waiting boot step says so this often (node_boot_waiting_for_quorum), not every attempt. */
-const QUORUM_PROGRESS_EVERY_MS = 5_000;
 
 /** A stop waits this long for the audit's last entries to reach the fleet's stream (what
  *  misses it stays in node.db and is published at the next start). */
 const AUDIT_STOP_FLUSH_MS = 3_000;
 
-/**
- * The last acquire step before the inbox attaches: mail a previous holder had delivered and
- * never settled (it was killed, frozen past its TTL, or cut off) is handed back to the seat
- * now, by resetting the inbox consumer to its ack floor (nats-server ≥ 2.14), instead of
- * waiting out the 30-minute ack wait. Safe because this node now holds the lease: the old
- * holder is fenced (its turns stop at the next round or tool call), and a trigger it had
- * completed is skipped by the completion ledger. A seat with nothing ack-pending (every
- * voluntary handover) is not touched. A failure is logged, never fails the acquire: the ack
- * wait remains the backstop.
- */
-function withInboxReclaim(hooks: SeatHooks, queue: JetStreamQueue, log: Logger): SeatHooks {
-  const reclaim = async (grant: SeatGrant) => {
-    const box = mailbox(grant.handle, "inbox");
-    try {
-      const state = await queue.inspectMailbox(box.subject, box.group);
-      if (state.num_ack_pending === 0) return;
-      const reset = await queue.resetMailbox(box.subject, box.group);
-      log.info("seat_inbox_reclaimed", { seat: grant.handle, epoch: grant.epoch, ack_pending: state.num_ack_pending, reset });
-    } catch (err) {
-      log.warn("seat_inbox_reclaim_failed", { seat: grant.handle, epoch: grant.epoch, error: (err as Error).message });
-    }
-  };
-  return { ...hooks, prepare: [...(hooks.prepare ?? []), reclaim] };
+/** What the store step proved: the dir, this process's owner id and whose leases it may take over. */
+interface BootStore {
+  dir: string;
+  owner: string;
+  takeover: (owner: string) => boolean;
+}
+interface BootApi {
+  auth: TokenAuth;
+  /** The token minted at first boot (announced once), or null. */
+  minted: ApiToken | null;
+}
+interface BootStreams {
+  queue: JetStreamQueue;
+  changelog: JetStreamChangelog;
+}
+interface BootCompany {
+  revisions: CompanyRevisions;
+  /** The fleet's active revision at boot, or null when it has none. */
+  active: ActiveRevision | null;
+}
+interface BootEstate {
+  estate: Estate;
+  dataNodes: DataNodesView;
+}
+/** Approvals' records, and the audit lines they write (shared once the API step starts). */
+interface BootApprovals {
+  store: ApprovalStore;
+  audit: (e: ApprovalAudit) => void;
+  /** Publishes unpublished audit lines now; null until the API step starts the publisher. */
+  share: (() => void) | null;
+}
+interface BootSeats {
+  seats: SeatHost;
+  controls: SeatControls;
+  memoryReads: MemoryReads;
 }
 
 export class CrewletNode {
@@ -274,57 +273,104 @@ export class CrewletNode {
     this.log.debug("node_boot_step", { step: name });
   }
 
+  /**
+   * The boot, in order. Each line is one step: its name (what /ready says while it runs and
+   * node_boot_step logs), the function that does it, and what bounds it. "quorum" steps
+   * create or read clustered assets and wait for a forming cluster at most
+   * QUORUM_WAIT_MS_MAX (whileClusterForms); "local" steps touch only this process and its
+   * store. The ordering rules: the store is proved ours before anything in it is touched;
+   * /health and /ready answer before the broker starts; every seat's mailbox exists before
+   * anything publishes; the estate before the engine, the engine before the seats; the
+   * routes last of all.
+   */
   private async boot(): Promise<void> {
+    const roles = this.config.node.roles;
+    this.watchFromTheStart(); // local
+    const store = this.at("store", () => this.openStore()); // local: lock, identity, scratch wipe
+    const api = this.at("api", () => this.serveProbes(store)); // local: /health and /ready only
+    const plan = await this.at("broker", () => this.startSidecar(store)); // the sidecar's spawn
+    await this.at("broker_ready", () => this.broker!.ready); // the sidecar's readiness bound
+    const nc = await this.at("nats", () => this.dial()); // reconnects for ever; closed → exit 1
+    const streams = await this.at("streams", () => this.ensureStreams(nc)); // quorum
+    const coord = await this.at("coordination", () => this.openCoordination(nc)); // quorum
+    await this.at("identity", () => this.refuseIfNodeIdInUse(coord, store.takeover)); // quorum
+    const company = await this.at("company", () => this.loadCompany(coord, store.dir, nc)); // quorum
+    const integrations = await this.at("mailboxes", () => this.ensureMailboxes(nc, streams.queue, coord)); // quorum
+    const estate = await this.at("estate", () => this.openEstate(nc, coord, store.dir)); // quorum
+    const { engine, approvals } = await this.at("engine", () => this.startEngine({ store, plan, streams, coord, company, estate, integrations })); // local
+    const seats = await this.at("seats", () => this.startSeats({ store, plan, nc, coord, estate, engine, integrations })); // the first heartbeat's store bound
+    if (roles.includes("workers")) this.at("duties", () => this.startWorkerDuties({ store, nc, coord, company, estate, approvals })); // local
+    await this.at("revisions", () => this.followRevisions(nc, company)); // quorum
+    await this.at("api", () => this.mountRoutes({ store, api, nc, coord, company, estate, engine, seats, integrations, approvals })); // local
+    this.at("ready", () => this.announceReady(store.dir, api.minted)); // local
+  }
+
+  /** One boot step: named for /ready and the log, then run. */
+  private at<T>(name: string, run: () => T): T {
+    this.step(name);
+    return run();
+  }
+
+  /**
+   * The watchdog from the first moment, with the process itself as its one resting beat
+   * (src/seat/watchdog.ts): a process frozen past the lease TTL exits whatever phase it is
+   * in, a boot waiting at a step included. Until the coordination store says which TTL is
+   * in force, the configured one is.
+   */
+  private watchFromTheStart(): void {
     const c = this.config;
-    const storeDir = resolve(c.store.dir);
-    // The watchdog from the first moment, with the process itself as its one resting beat
-    // (src/seat/watchdog.ts): a process frozen past the lease TTL leaves whatever phase it
-    // is in — a leaf frozen while its boot waited at a step, before any seat host or duty
-    // ran, was left with nothing watched and did not exit after SIGCONT (issue 11). Until
-    // the coordination store says which TTL is in force, the configured one is.
     const watchdog = new Watchdog({ clock: this.clock, threshold_ms: () => this.coord?.lease_ttl_ms ?? c.coordination.lease_ttl_seconds * 1000 });
     this.watchdog = watchdog;
     watchdog.watch("process");
     watchdog.arm();
-    this.step("store");
+  }
+
+  /** The store is proved this process's own before anything in it is touched. */
+  private openStore(): BootStore {
+    const c = this.config;
+    const dir = resolve(c.store.dir);
     // The lock first: nothing in a store is touched, a scratch wipe least of all, until this
     // process has proved the store is its own.
-    this.lock = lockStoreDir(storeDir);
+    this.lock = lockStoreDir(dir);
     // Read before a scratch wipe: node.db beside a store without an id means an older
     // build ran here, whose owners carried no store id (see predecessorsOf).
-    const identity = storeIdentity(storeDir);
-    const legacy = identity.minted && existsSync(join(storeDir, NODE_DB_FILE));
+    const identity = storeIdentity(dir);
+    const legacy = identity.minted && existsSync(join(dir, NODE_DB_FILE));
     const owner = mintOwner(this.nodeId, identity.id);
     const takeover = predecessorsOf(owner, { legacy });
     if (c.store.scratch) {
-      const removed = wipeScratchStore(storeDir);
-      this.log.info("store_scratch_wiped", { dir: storeDir, entries: removed.length });
+      const removed = wipeScratchStore(dir);
+      this.log.info("store_scratch_wiped", { dir, entries: removed.length });
     }
+    return { dir, owner, takeover };
+  }
 
-    // The API comes up first with only /health and /ready, so a supervisor sees the boot.
-    this.step("api");
-    const { tokens, minted } = this.apiTokens(storeDir);
+  /** The API comes up first with only /health and /ready, so a supervisor sees the boot. */
+  private serveProbes(store: BootStore): BootApi {
+    const { tokens, minted } = this.apiTokens(store.dir);
     const auth = new TokenAuth(tokens);
     this.serveApi();
     this.mountApi(auth, []);
+    return { auth, minted };
+  }
 
-    this.step("broker");
-    const plan = brokerPlanFor(c, this.nodeId);
+  private async startSidecar(store: BootStore): Promise<BrokerPlan> {
+    const plan = brokerPlanFor(this.config, this.nodeId);
     // Coding runs' supervisors outlive this process: they get a credential that outlives its boot.
-    if (plan.kind !== "none") plan.supervisor = supervisorCredential(storeDir);
+    if (plan.kind !== "none") plan.supervisor = supervisorCredential(store.dir);
     this.broker = await startBroker(plan, { log: this.log, clock: this.clock });
     void this.broker.died.then(() => {
       // The broker logged the death in its own words; the node must not run deaf.
       if (!this.stopping) void this.stop(EXIT_FAILURE, "the NATS sidecar died");
     });
+    return plan;
+  }
 
-    this.step("broker_ready");
-    await this.broker.ready;
-
-    this.step("nats");
+  /** The ONE connection both halves of shared state ride, so "reachable" is one fact. */
+  private async dial(): Promise<NatsConnection> {
     this.nc = await connect({
-      servers: this.broker.clientUrls,
-      ...this.broker.connectAuth,
+      servers: this.broker!.clientUrls,
+      ...this.broker!.connectAuth,
       name: `crewlet:${this.nodeId}`,
       // The sidecar is ours and local: a lost connection is retried for ever, and
       // "reachable" is judged by the leases riding this connection, not by giving up.
@@ -333,45 +379,21 @@ export class CrewletNode {
       reconnectTimeWait: 250,
     });
     this.watchConnection(this.nc);
+    return this.nc;
+  }
 
-    const nc = this.nc;
-    const ttl_ms = c.coordination.lease_ttl_seconds * 1000;
-    const replicas = c.stream.replicas;
+  /** The members decide the fleet's streams; a leaf only adopts them (its replicas are refused at validation). */
+  private get decidesStreams(): boolean {
+    return brokerKind(this.config) !== "leaf";
+  }
 
-    this.step("streams");
-    // The members decide the fleet's streams; a leaf only adopts them (its replicas are refused at validation).
-    const decidesStreams = brokerKind(c) !== "leaf";
+  /** The queue's streams, the seat-event taps, and the seats' memory changelog. */
+  private async ensureStreams(nc: NatsConnection): Promise<BootStreams> {
+    const replicas = this.config.stream.replicas;
+    const decidesStreams = this.decidesStreams;
     this.queue = new JetStreamQueue({ nc, replicas, clock: this.clock, log: this.log, decidesStreams });
     const queue = this.queue;
-    this.seatEvents = seatEventTap(publishEventSink(queue, this.log, () => this.clock.now()), this.nodeId);
-    // Failovers (crewlet_seat_failovers_total): the fleet's seat events, heard from now on;
-    // a claim of ours whose previous holder never let the seat go is logged as seat_failover.
-    const failovers = new FailoverWatch();
-    const seatLines = ["seat_claimed", "seat_detached", "seat_orphan_released"].map((name) =>
-      nc.subscribe(eventSubject(name), {
-        callback: (_err, m) => {
-          try {
-            failovers.see(name, JSON.parse(new TextDecoder().decode(m.data)) as Record<string, unknown>, this.clock.now());
-          } catch {
-            // an unreadable event is the events view's to show; nothing is counted
-          }
-        },
-      }),
-    );
-    // Judged once the grace for a late release has passed (FAILOVER_GRACE_MS).
-    const judging = this.clock.setInterval(() => {
-      for (const f of failovers.due(this.clock.now())) if (f.node === this.nodeId) this.log.info("seat_failover", { seat: f.seat, from: f.from, epoch: f.epoch });
-    }, FAILOVER_JUDGE_INTERVAL_MS);
-    this.onStop("seat_event_taps", () => {
-      judging.cancel();
-      for (const s of seatLines) {
-        try {
-          s.unsubscribe();
-        } catch {
-          // the connection closed first: nothing left to end
-        }
-      }
-    });
+    this.tapSeatEvents(nc, queue);
     await this.whileClusterForms("streams", () => queue.ensureStreams());
     // Registered first, so it runs last of the components: after the seats are handed
     // over, the last pulls must end before the connection does (see JetStreamQueue.close).
@@ -385,28 +407,42 @@ export class CrewletNode {
     // The seats' memory changelog: every node hydrates seats from it and publishes to it.
     const changelog = new JetStreamChangelog(nc, replicas, undefined, decidesStreams);
     await this.whileClusterForms("memory", () => changelog.ensure());
+    return { queue, changelog };
+  }
 
-    this.step("coordination");
+  /**
+   * The seat host's claims and releases republished as events, and failovers
+   * (crewlet_seat_failovers_total): the fleet's seat events, heard from now on; a claim of
+   * ours whose previous holder never let the seat go is logged as seat_failover.
+   */
+  private tapSeatEvents(nc: NatsConnection, queue: JetStreamQueue): void {
+    this.seatEvents = seatEventTap(publishEventSink(queue, this.log, () => this.clock.now()), this.nodeId);
+    const stopListening = listenForFailovers({ nc, node: this.nodeId, clock: this.clock, log: this.log });
+    this.onStop("seat_event_taps", () => stopListening());
+  }
+
+  private async openCoordination(nc: NatsConnection): Promise<CoordinationHandle> {
+    const c = this.config;
     this.coord = await this.whileClusterForms("coordination", () =>
-      createCoordination({ type: c.coordination.type, nc, replicas, decidesStreams, lease_ttl_ms: ttl_ms, clock: this.clock, log: this.log }),
+      createCoordination({ type: c.coordination.type, nc, replicas: c.stream.replicas, decidesStreams: this.decidesStreams, lease_ttl_ms: c.coordination.lease_ttl_seconds * 1000, clock: this.clock, log: this.log }),
     );
     const coord = this.coord;
     this.onStop("coordination", () => coord.close());
+    return coord;
+  }
 
-    // Before this node writes anything as itself: a live process under this node id that
-    // this one has not proved dead (it runs on another store) keeps it.
-    this.step("identity");
-    await this.refuseIfNodeIdInUse(coord, takeover);
-
-    this.step("company");
+  /** The fleet's active company (the file seeds it: seedCompany); none is an empty company. */
+  private async loadCompany(coord: CoordinationHandle, storeDir: string, nc: NatsConnection): Promise<BootCompany> {
     const revisions = new CompanyRevisions(coord.slot("config"), coord.slot("status"), this.nodeId, this.clock, this.log);
-    const fileCompany = c.company;
-    if (fileCompany) await this.seedCompany(fileCompany, revisions, storeDir, nc);
+    const fileCompany = this.config.company;
+    if (fileCompany) await seedCompany({ fileCompany, revisions, storeDir, nc, clock: this.clock, log: this.log, wait: (fn) => this.whileClusterForms("company", fn) });
     const active = await this.whileClusterForms("company", () => revisions.active());
     this.company = active?.company ?? null;
+    return { revisions, active };
+  }
 
-    // Every seat's mailbox exists before anything publishes to it.
-    this.step("mailboxes");
+  /** Every seat's mailbox exists before anything publishes to it. */
+  private async ensureMailboxes(nc: NatsConnection, queue: JetStreamQueue, coord: CoordinationHandle): Promise<Integrations> {
     const company = this.company;
     if (company) await this.whileClusterForms("mailboxes", () => ensureRegisteredMailboxes(queue, coord.slot("mailboxes"), agentSeats(company).map((s) => s.handle), this.clock, this.log));
     // Webhooks in and out; the notifications group's consumer exists before any ingress publishes.
@@ -423,7 +459,7 @@ export class CrewletNode {
     // Mail an older build left in the stream before the shards moves to the seats' sharded
     // mailboxes once no older node is alive (queue/legacy-mail.ts); after the walk, so every
     // seat's sharded mailbox is there to take it. The members do it; a leaf decides no stream.
-    if (decidesStreams) {
+    if (this.decidesStreams) {
       const legacy = startLegacyMail({
         nc,
         queue,
@@ -433,16 +469,18 @@ export class CrewletNode {
       });
       this.onStop("legacy_mail", () => legacy.stop());
     }
+    return integrations;
+  }
 
-    const roles = c.node.roles;
+  private async openEstate(nc: NatsConnection, coord: CoordinationHandle, storeDir: string): Promise<BootEstate> {
+    const c = this.config;
     const dataNodes = new DataNodesView(coord.leases, this.clock);
-    this.step("estate");
     this.estate = openEstate({
       nc,
       storeDir,
-      replicas,
+      replicas: c.stream.replicas,
       nodeId: this.nodeId,
-      roles,
+      roles: c.node.roles,
       company: this.company ?? EMPTY_COMPANY,
       clock: this.clock,
       log: this.log,
@@ -454,39 +492,55 @@ export class CrewletNode {
     // Registered before the start, so a boot that fails part-way still stops what started.
     this.onStop("estate", () => estate.stop(), ESTATE_STOP_WITHIN_MS);
     await this.whileClusterForms("estate", () => estate.start());
+    return { estate, dataNodes };
+  }
 
-    this.step("engine");
+  /**
+   * Approvals' fleet records, and the audit lines they write (an agent's request, an
+   * expiry): to this node's audit table in node.db from the engine's start, shared with
+   * the fleet once the API step starts the publisher (it publishes whatever is unpublished).
+   */
+  private openApprovals(coord: CoordinationHandle, storeDir: string): BootApprovals {
+    const store = new ApprovalStore(coord.slot("approvals"), this.clock);
+    const db = new Database(join(storeDir, NODE_DB_FILE), { create: true, strict: true });
+    db.exec("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000;");
+    this.onStop("approval-audit", () => db.close());
+    const log = new AuditLog(db);
+    const kit: BootApprovals = {
+      store,
+      share: null,
+      audit: (e) => {
+        try {
+          log.append({ at: this.clock.now(), token_id: null, method: "AGENT", path: `/approvals/${e.id}`, status: 200, action: e.action, detail: e.detail });
+          kit.share?.();
+        } catch (err) {
+          this.log.error("audit_append_failed", { action: e.action, id: e.id, error: err as Error });
+        }
+      },
+    };
+    return kit;
+  }
+
+  private async startEngine(b: { store: BootStore; plan: BrokerPlan; streams: BootStreams; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; integrations: Integrations }): Promise<{ engine: NodeEngine; approvals: BootApprovals }> {
+    const c = this.config;
+    const { coord, plan, integrations } = b;
+    const queue = b.streams.queue;
+    const { revisions } = b.company;
+    const approvals = this.openApprovals(coord, b.store.dir);
     // A 429 on one node rests that key on every node (crewlet_cooldowns, mirrored here).
     const cooldowns = new SharedCooldowns({ slot: coord.slot("cooldowns"), clock: this.clock, log: this.log, events: publishEventSink(queue, this.log, () => this.clock.now()), node_id: this.nodeId });
     await cooldowns.start();
     this.onStop("cooldowns", () => cooldowns.stop());
-    // Approvals: their records are the fleet's; their audit lines are written to this node's
-    // audit table (node.db) from here on, and shared with the rest once the API step starts
-    // the publisher (it publishes whatever the table holds unpublished).
-    const approvalStore = new ApprovalStore(coord.slot("approvals"), this.clock);
-    const approvalAuditDb = new Database(join(storeDir, NODE_DB_FILE), { create: true, strict: true });
-    approvalAuditDb.exec("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000;");
-    this.onStop("approval-audit", () => approvalAuditDb.close());
-    const approvalAuditLog = new AuditLog(approvalAuditDb);
-    let shareAudit: (() => void) | null = null;
-    const approvalAudit = (e: ApprovalAudit) => {
-      try {
-        approvalAuditLog.append({ at: this.clock.now(), token_id: null, method: "AGENT", path: `/approvals/${e.id}`, status: 200, action: e.action, detail: e.detail });
-        shareAudit?.();
-      } catch (err) {
-        this.log.error("audit_append_failed", { action: e.action, id: e.id, error: err as Error });
-      }
-    };
     this.engine = new NodeEngine({
       cooldowns,
       nodeId: this.nodeId,
-      storeDir,
+      storeDir: b.store.dir,
       company: this.company ?? EMPTY_COMPANY,
-      estate: estate.router,
-      queue: this.queue,
+      estate: b.estate.estate.router,
+      queue,
       ledger: coord.slot("ledger"),
       budgets: coord.slot("budgets"),
-      changelog,
+      changelog: b.streams.changelog,
       claims: coord.slot("claims"),
       max_concurrent: c.node.max_concurrent,
       clock: this.clock,
@@ -495,20 +549,20 @@ export class CrewletNode {
       answerBack: integrations.answerBack,
       runs: {
         store: new RunStore(coord.slot("runs"), this.clock),
-        owner,
+        owner: b.store.owner,
         runs_bucket: SLOT_BUCKETS.runs.name,
         broker: () => (plan.kind !== "none" && plan.supervisor ? { servers: this.broker!.clientUrls, user: plan.supervisor.user, pass: plan.supervisor.password } : null),
       },
       approvals: {
-        store: approvalStore,
-        owner,
-        audit: approvalAudit,
+        store: approvals.store,
+        owner: b.store.owner,
+        audit: approvals.audit,
         // An approved company change is a revision like POST /config/revisions makes.
         companyChanges: {
           current: async () => (await revisions.active())?.company ?? null,
           activate: async (company) => {
             const r = await revisions.activate(company);
-            if (r.changed) nc.publish(REVISION_ACTIVATED_SUBJECT);
+            if (r.changed) this.nc?.publish(REVISION_ACTIVATED_SUBJECT);
             return { digest: r.active.digest, epoch: r.active.epoch, changed: r.changed };
           },
         },
@@ -517,24 +571,35 @@ export class CrewletNode {
     });
     const engine = this.engine;
     this.onStop("engine", () => engine.stop(), ENGINE_STOP_WITHIN_MS);
+    return { engine, approvals };
+  }
 
-    // Every node holds a presence lease (the fleet's size is counted from them); only a
-    // node with the seats role claims seats.
-    this.step("seats");
+  /**
+   * Every node holds a presence lease (the fleet's size is counted from them); only a node
+   * with the seats role claims seats. In order: the person's controls, the seat host, the
+   * memory reads (served before the first claim), the host's first heartbeat and sweep, the
+   * mailbox watch, the inbound notifications, the stop steps that hand seats and leaderships
+   * over, and the posture check.
+   */
+  private async startSeats(b: { store: BootStore; plan: BrokerPlan; nc: NatsConnection; coord: CoordinationHandle; estate: BootEstate; engine: NodeEngine; integrations: Integrations }): Promise<BootSeats> {
+    const c = this.config;
+    const { coord, engine, integrations, nc } = b;
+    const { estate, dataNodes } = b.estate;
+    const queue = this.queue!;
     const controls = new SeatControls({ slot: coord.slot("controls"), log: this.log });
     this.seats = new SeatHost({
       node_id: this.nodeId,
-      roles,
+      roles: c.node.roles,
       labels: c.node.labels,
       broker: brokerKind(c),
       // Its sweep's presence listing is the data-node view's read too (data-nodes.ts).
       leases: feedingDataNodes(coord.leases, dataNodes),
-      queue: this.queue,
+      queue,
       clock: this.clock,
       log: this.log,
       lease_ttl_ms: () => coord.lease_ttl_ms,
-      owner,
-      takeover,
+      owner: b.store.owner,
+      takeover: b.store.takeover,
       // Two processes booting at once under one node id both pass the boot check; the
       // presence row's compare-and-set lets one through, and the other stops here.
       onNodeIdInUse: (holder) => {
@@ -544,7 +609,7 @@ export class CrewletNode {
       // Drains: a seat that was busy or moving runs its backlog as one turn per conversation.
       batchHandler: engine.inbox.batchHandler,
       hooks: withInboxReclaim(engine.hooks(), queue, this.log),
-      watchdog,
+      watchdog: this.watchdog!,
       deafSeats: () => this.mailboxWatch?.deaf() ?? [],
       onProbe: (h, id) => this.mailboxWatch?.heard(h, id),
       estateApplied: () => appliedPositions(estate.health()),
@@ -596,18 +661,25 @@ export class CrewletNode {
     watch.start();
     this.onStop("mailbox_watch", () => watch.stop());
     // Inbound notifications: the one fleet-wide group a stateless (leaf) node takes a share of.
-    if (roles.includes("seats")) {
+    if (c.node.roles.includes("seats")) {
       await integrations.startHandler();
       this.onStop("integrations", () => integrations.stop());
     }
-    // A member whose sidecar stops after the drain first hands its mailboxes' consumer
-    // leaderships to peers, so the mail the drain hands back (NAKs) lands on a leader that
-    // survives (see JetStreamQueue.handOffLeaderships); then the seats go back; then the
-    // streams' leaderships (the lease bucket among them), once the drain's releases have
-    // landed on a stable leader: the peers taking these seats claim against a live leader
-    // instead of into the election this member's exit would force. Four steps, each with
-    // its own bound (src/node/shutdown.ts), registered last-first as onStop runs them.
-    const leavingServer = plan.kind === "member" && replicas > 1 ? this.nodeId : null;
+    this.handOverOnStop(b.plan, nc, queue, seats);
+    this.judgePostureEvery(estate, dataNodes, seats);
+    return { seats, controls, memoryReads };
+  }
+
+  /**
+   * A member whose sidecar stops after the drain first hands its mailboxes' consumer
+   * leaderships to peers, so the mail the drain hands back (NAKs) lands on a leader that
+   * survives (see JetStreamQueue.handOffLeaderships); then the seats go back; then the
+   * streams' leaderships (the lease bucket among them), once the drain's releases have
+   * landed on a stable leader. Four steps, each with its own bound (src/node/shutdown.ts),
+   * registered last-first as onStop runs them.
+   */
+  private handOverOnStop(plan: BrokerPlan, nc: NatsConnection, queue: JetStreamQueue, seats: SeatHost): void {
+    const leavingServer = plan.kind === "member" && this.config.stream.replicas > 1 ? this.nodeId : null;
     if (leavingServer !== null) {
       this.onStop(
         "stream_leaders",
@@ -636,9 +708,11 @@ export class CrewletNode {
         QUEUE_LEADERS_WITHIN_MS,
       );
     }
+  }
 
-    // The estate's state decides whether this node may claim (behind: not until level)
-    // and whether it can serve its seats at all (withdrawn: cannot route).
+  /** The estate's state decides whether this node may claim (behind: not until level)
+   * and whether it can serve its seats at all (withdrawn: cannot route). */
+  private judgePostureEvery(estate: Estate, dataNodes: DataNodesView, seats: SeatHost): void {
     const posture = this.clock.setInterval(() => {
       const h = estate.health();
       const servedLocally = h.data && h.in_service;
@@ -653,48 +727,53 @@ export class CrewletNode {
       seats.setWithdrawn(p.withdrawn);
     }, POSTURE_CHECK_MS);
     this.onStop("posture", () => posture.cancel());
+  }
 
-    // The singleton duties, on a workers node; registered after the seats, so a graceful
-    // stop gives them back (after their last tick) before the seats are drained.
-    if (roles.includes("workers")) {
-      this.step("duties");
-      this.duties = startDuties({
-        nodeId: this.nodeId,
-        owner,
-        takeover,
-        coord,
-        queue,
-        approvals: new ApprovalDesk({ store: approvalStore, queue, estate: estate.router, clock: this.clock, log: this.log, audit: approvalAudit }),
-        pingSupervisor: async (run) => {
-          try {
-            await nc.request(`${PING_SUBJECT_PREFIX}${run}`, new Uint8Array(), { timeout: SUPERVISOR_PING_TIMEOUT_MS });
-            return true;
-          } catch {
-            return false;
-          }
-        },
-        company: () => this.company,
-        currentRevision: currentRevisionReader(revisions),
-        // The roster the mailbox sweep judges by: the revision the fleet's pointer names,
-        // and only once this node has applied it (unknown is never absent).
-        roster: async () => {
-          const pointer = await revisions.active();
-          if (!pointer) return { ok: false, reason: "the fleet has no active revision" };
-          const applied = this.revisions?.epoch ?? null;
-          if (applied !== pointer.epoch) return { ok: false, reason: `this node has applied epoch ${applied ?? "none"}, the fleet is at ${pointer.epoch}` };
-          return { ok: true, epoch: pointer.epoch, seats: new Set(agentSeats(pointer.company).map((s) => s.handle)) };
-        },
-        estate,
-        testing: c.testing,
-        clock: this.clock,
-        log: this.log,
-        watchdog: this.watchdog,
-      });
-      const duties = this.duties;
-      this.onStop("duties", () => duties.stop(), DUTIES_STOP_WITHIN_MS);
-    }
+  /** The singleton duties, on a workers node; registered after the seats, so a graceful
+   * stop gives them back (after their last tick) before the seats are drained. */
+  private startWorkerDuties(b: { store: BootStore; nc: NatsConnection; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; approvals: BootApprovals }): void {
+    const { nc, coord } = b;
+    const { revisions } = b.company;
+    this.duties = startDuties({
+      nodeId: this.nodeId,
+      owner: b.store.owner,
+      takeover: b.store.takeover,
+      coord,
+      queue: this.queue!,
+      // Expiries and retellings; its audit lines are the approvals' own (node.db, shared).
+      approvals: new ApprovalDesk({ store: b.approvals.store, queue: this.queue!, estate: b.estate.estate.router, clock: this.clock, log: this.log, audit: b.approvals.audit }),
+      pingSupervisor: async (run) => {
+        try {
+          await nc.request(`${PING_SUBJECT_PREFIX}${run}`, new Uint8Array(), { timeout: SUPERVISOR_PING_TIMEOUT_MS });
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      company: () => this.company,
+      currentRevision: currentRevisionReader(revisions),
+      // The roster the mailbox sweep judges by: the revision the fleet's pointer names,
+      // and only once this node has applied it (unknown is never absent).
+      roster: async () => {
+        const pointer = await revisions.active();
+        if (!pointer) return { ok: false, reason: "the fleet has no active revision" };
+        const applied = this.revisions?.epoch ?? null;
+        if (applied !== pointer.epoch) return { ok: false, reason: `this node has applied epoch ${applied ?? "none"}, the fleet is at ${pointer.epoch}` };
+        return { ok: true, epoch: pointer.epoch, seats: new Set(agentSeats(pointer.company).map((s) => s.handle)) };
+      },
+      estate: b.estate.estate,
+      testing: this.config.testing,
+      clock: this.clock,
+      log: this.log,
+      watchdog: this.watchdog,
+    });
+    const duties = this.duties;
+    this.onStop("duties", () => duties.stop(), DUTIES_STOP_WITHIN_MS);
+  }
 
-    this.step("revisions");
+  /** Follows the fleet's company revisions from here on; the boot applied the active one. */
+  private async followRevisions(nc: NatsConnection, company: BootCompany): Promise<void> {
+    const { revisions, active } = company;
     this.revisions = new RevisionFollower(revisions, (a) => this.applyRevision(a, revisions), this.clock, this.log);
     // The boot itself applied the active revision (the mailbox walk, the estate seed, the
     // seats); record it so the follower starts after it rather than doing it all again.
@@ -710,8 +789,17 @@ export class CrewletNode {
       follower.stop();
       nudges.unsubscribe();
     });
+  }
 
-    this.step("api");
+  /** Every route group this node serves (by its roles), with the audit log behind its writes. */
+  private async mountRoutes(b: { store: BootStore; api: BootApi; nc: NatsConnection; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; engine: NodeEngine; seats: BootSeats; integrations: Integrations; approvals: BootApprovals }): Promise<void> {
+    const { nc, coord, engine, integrations } = b;
+    const { revisions } = b.company;
+    const { estate } = b.estate;
+    const { seats, controls, memoryReads } = b.seats;
+    const queue = this.queue!;
+    const roles = this.config.node.roles;
+    const storeDir = b.store.dir;
     // The audit log: every write this node's API answered, in node.db first, then on the
     // fleet's CREWLET_AUDIT stream (what GET /audit reads on any node); node.db's rows are
     // trimmed past the stream's horizon on the maintenance tick.
@@ -721,7 +809,7 @@ export class CrewletNode {
     const auditTrim = startAuditTrim({ audit, clock: this.clock, log: this.log, every_ms: MAINTENANCE_TICK_MS });
     const auditShare = new AuditPublisher({ audit, js: nc.jetstream(), node: this.nodeId, clock: this.clock, log: this.log });
     auditShare.start();
-    shareAudit = () => void auditShare.flush();
+    b.approvals.share = () => void auditShare.flush();
     const auditReader = fleetAuditReader({ js: nc.jetstream(), jsm: await nc.jetstreamManager({ checkAPI: false }), publisher: auditShare });
     this.onStop("audit", async () => {
       auditTrim.cancel();
@@ -730,8 +818,8 @@ export class CrewletNode {
       await Promise.race([auditShare.flush(), this.clock.sleep(AUDIT_STOP_FLUSH_MS)]).catch(() => undefined);
       auditDb.close();
     }, AUDIT_STOP_FLUSH_MS + STOP_STEP_WITHIN_MS);
-    this.mountApi(auth, [
-      ...(roles.includes("ingress") ? estate.routeGroups : []),
+    this.mountApi(b.api.auth, [
+      ...(roles.includes("ingress") ? estateRouteGroups(estate, this.clock) : []),
       ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log }), chatStreamGroup({ nc, router: estate.router, clock: this.clock, log: this.log }), integrations.routeGroup()] : []),
       memoryGroup({ org: () => engine.currentOrg, reads: memoryReads }),
       agentsGroup({
@@ -754,7 +842,7 @@ export class CrewletNode {
       ...(roles.includes("ingress") && engine.budgets ? [budgetsGroup({ seats: () => (this.company ? agentSeats(this.company).map((s) => s.handle) : []), status: (h) => engine.budgets!.status(h), softAlert: () => this.company?.budgets.soft_alert ?? DEFAULT_SOFT_ALERT, history: (scope, days) => engine.budgets!.history(scope, days) })] : []),
       ...(roles.includes("ingress") ? [schedulesGroup({ company: () => this.company, cursors: coord.slot("schedules"), clock: this.clock })] : []),
       ...(roles.includes("ingress") ? [runsGroup({ store: new RunStore(coord.slot("runs"), this.clock) })] : []),
-      ...(roles.includes("ingress") ? [approvalsGroup({ store: approvalStore, desk: new ApprovalDesk({ store: approvalStore, queue, estate: estate.router, clock: this.clock, log: this.log }) })] : []),
+      ...(roles.includes("ingress") ? [approvalsGroup({ store: b.approvals.store, desk: new ApprovalDesk({ store: b.approvals.store, queue, estate: estate.router, clock: this.clock, log: this.log }) })] : []),
       ...fleetGroups({
         fleet: async () => ({ ...(await seats.fleet()), duties: await dutyHoldings(coord.duties).catch(() => null) }),
         drain: () => void this.stop(EXIT_OK, "drain requested"),
@@ -771,43 +859,24 @@ export class CrewletNode {
       mailboxDepth: async (h) => (await queue.inspectMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group))?.num_pending ?? null,
       estate: () => estate.health().domains,
     });
+  }
 
-    this.step("ready");
+  private announceReady(storeDir: string, minted: ApiToken | null): void {
     this.readyFlag = true;
-    this.log.info("node_ready", { node: this.nodeId, roles: c.node.roles, boot_ms: this.clock.now() - this.startedAt });
+    this.log.info("node_ready", { node: this.nodeId, roles: this.config.node.roles, boot_ms: this.clock.now() - this.startedAt });
     const lines = [`crewlet ${CREWLET_VERSION} node ${this.nodeId} ready`, `  API:   ${this.apiUrl}`];
     if (minted) lines.push(`  token: ${minted.token}   (minted at first boot; kept in ${storeDir}/api-token)`);
     this.opts.announce?.(lines);
   }
 
-  /**
-   * Runs a boot step that creates clustered JetStream assets, retrying the failures a
-   * cluster that is still forming gives: the sidecar is ready once a meta leader exists,
-   * which can be before every peer has registered ("no suitable peers for placement"),
-   * and an R3 asset's raft campaign (~0.4 s) can outlast the per-call budget a short
-   * lease TTL gives (TTL / 9: 333 ms at 3 s) — the server finishes that creation anyway,
-   * so a later attempt finds the asset and adopts it. Any other failure, or one that
-   * persists, still fails the boot.
-   */
-  private async whileClusterForms<T>(step: string, fn: () => Promise<T>): Promise<T> {
-    const started = this.clock.now();
-    let said = started;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const out = await fn();
-        if (attempt > 1) this.log.info("node_boot_quorum_reached", { step, attempts: attempt, waited_ms: this.clock.now() - started });
-        return out;
-      } catch (err) {
-        const waited_ms = this.clock.now() - started;
-        if (!isClusterForming(err) || waited_ms >= QUORUM_WAIT_MS_MAX || this.stopping) throw err;
-        if (attempt === 1 || this.clock.now() - said >= QUORUM_PROGRESS_EVERY_MS) {
-          said = this.clock.now();
-          this.bootStep = `${step} (waiting for quorum ${Math.round(waited_ms / 1000)} s)`;
-          this.log.warn("node_boot_waiting_for_quorum", { step, attempt, waited_ms, error: err as Error });
-        }
-        await this.clock.sleep(CLUSTER_FORMING_RETRY_MS);
-      }
-    }
+  /** A boot step's store calls, asked again while the cluster forms (quorum-wait.ts). */
+  private whileClusterForms<T>(step: string, fn: () => Promise<T>): Promise<T> {
+    return whileClusterForms(step, fn, {
+      clock: this.clock,
+      log: this.log,
+      stopping: () => this.stopping !== null,
+      waiting: (text) => (this.bootStep = text),
+    });
   }
 
   private async refuseIfNodeIdInUse(coord: CoordinationHandle, takeover: (owner: string) => boolean): Promise<void> {
@@ -821,39 +890,6 @@ export class CrewletNode {
         "give each process its own node.id (a process restarted on its own store takes its seats back at once)",
       { holder: view.owner, key },
     );
-  }
-
-  /**
-   * The file's company is a seed (see company-seed.ts): activated when the fleet has none
-   * or the operator edited the file since this node last booted with it, never merely
-   * because this node restarted with an older file.
-   */
-  private async seedCompany(fileCompany: Company, revisions: CompanyRevisions, storeDir: string, nc: NatsConnection): Promise<void> {
-    const memory = new SeedMemory(storeDir);
-    try {
-      const file = companyDigest(fileCompany);
-      const current = await this.whileClusterForms("company", () => revisions.active());
-      const decision = decideSeed({ file, lastSeeded: memory.last(), active: current?.digest ?? null });
-      if (decision.apply) {
-        const result = await this.whileClusterForms("company", () =>
-          decision.reason === "fleet_has_none" ? revisions.activateIfNone(fileCompany) : revisions.activate(fileCompany),
-        );
-        if (result?.changed) nc.publish(REVISION_ACTIVATED_SUBJECT);
-        if (result) this.log.info("config_file_applied", { digest: file, reason: decision.reason, epoch: result.active.epoch });
-        // A peer's first boot won the race to seed the fleet: its company stands.
-        else this.log.warn("config_file_not_applied", { file_digest: file, active_digest: (await revisions.active())?.digest ?? null, reason: "fleet_seeded_by_peer" });
-      } else if (decision.reason !== "already_active") {
-        this.log.warn("config_file_not_applied", {
-          file_digest: file,
-          active_digest: current?.digest ?? null,
-          reason: decision.reason,
-          hint: "the fleet's active revision stands; `crewlet config apply` makes a file the fleet's company",
-        });
-      }
-      memory.remember(file, this.clock.now());
-    } finally {
-      memory.close();
-    }
   }
 
   /** A newer company revision: mailboxes first, then the estate, then the seats. */

@@ -4,8 +4,11 @@
 // so they stay in the log and the audit log). The seat host knows nothing
 // of the event stream (it only logs); the node republishes these lines, named as logged,
 // with its id, so the dashboard's Events can say "seat cto moved from node-a to node-b".
+import type { NatsConnection } from "nats";
 import type { EventSink } from "../agent/events.ts";
-import type { Fields } from "../log.ts";
+import type { Clock } from "../clock.ts";
+import type { Fields, Logger } from "../log.ts";
+import { eventSubject } from "../queue/topics.ts";
 
 /** Log lines that are also events; everything else the seat host logs stays in the log. */
 export const SEAT_EVENTS: ReadonlySet<string> = new Set(["seat_claimed", "seat_detached", "seat_orphan_released", "seat_failover", "turn_stop_requested"]);
@@ -111,4 +114,38 @@ function pendingKey(seat: string, from: string): string {
 /** A release names the tenure it ends; one without an epoch (an older build) ends whichever. */
 function sameTenure(claimed: unknown, released: unknown): boolean {
   return typeof claimed !== "number" || typeof released !== "number" || claimed === released;
+}
+
+/**
+ * Failovers (crewlet_seat_failovers_total): the fleet's seat events, heard from now on; a
+ * claim of this node's whose previous holder never let the seat go is logged as
+ * seat_failover once the grace for a late release has passed. Returns the stop.
+ */
+export function listenForFailovers(o: { nc: NatsConnection; node: string; clock: Clock; log: Logger }): () => void {
+  const failovers = new FailoverWatch();
+  const seatLines = ["seat_claimed", "seat_detached", "seat_orphan_released"].map((name) =>
+    o.nc.subscribe(eventSubject(name), {
+      callback: (_err, m) => {
+        try {
+          failovers.see(name, JSON.parse(new TextDecoder().decode(m.data)) as Record<string, unknown>, o.clock.now());
+        } catch {
+          // an unreadable event is the events view's to show; nothing is counted
+        }
+      },
+    }),
+  );
+  // Judged once the grace for a late release has passed (FAILOVER_GRACE_MS).
+  const judging = o.clock.setInterval(() => {
+    for (const f of failovers.due(o.clock.now())) if (f.node === o.node) o.log.info("seat_failover", { seat: f.seat, from: f.from, epoch: f.epoch });
+  }, FAILOVER_JUDGE_INTERVAL_MS);
+  return () => {
+    judging.cancel();
+    for (const s of seatLines) {
+      try {
+        s.unsubscribe();
+      } catch {
+        // the connection closed first: nothing left to end
+      }
+    }
+  };
 }

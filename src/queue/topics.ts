@@ -103,6 +103,11 @@ export function stateLogStream(domain: StateLogDomain): string {
   return `CREWLET_${domain.toUpperCase()}_LOG`;
 }
 /** `crewlet.{domain}.log.>`: what the state-log stream captures. */
+/** The group every data node's wake feed for `domain` joins (src/estate/wake.ts). */
+export function wakeGroup(domain: StateLogDomain): string {
+  return `wake-${domain}`;
+}
+
 export function stateLogSubjects(domain: StateLogDomain): string {
   return `crewlet.${domain}.log.>`;
 }

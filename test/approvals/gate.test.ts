@@ -62,7 +62,23 @@ function rig(clock: Clock = systemClock, rules: unknown[] = [{ name: "deploys", 
   });
   const config = approvalsSchema.parse({ expires_after_hours: 1, rules });
   const told: Trigger[] = [];
-  const desk = new ApprovalDesk({ store, estate, clock, log, queue: { publish: async (_s, data) => void told.push((decodeTrigger(data) as { ok: true; trigger: Trigger }).trigger) } });
+  /** Publishes refused from now on (a broker mid-election), counted down. */
+  const refuse = { next: 0 };
+  const desk = new ApprovalDesk({
+    store,
+    estate,
+    clock,
+    log,
+    queue: {
+      publish: async (_s, data) => {
+        if (refuse.next > 0) {
+          refuse.next--;
+          throw new Error("503");
+        }
+        told.push((decodeTrigger(data) as { ok: true; trigger: Trigger }).trigger);
+      },
+    },
+  });
   const engine = (node: string, o: { ledger?: boolean } = {}) =>
     new TurnEngine({
       org: () => org,
@@ -77,7 +93,7 @@ function rig(clock: Clock = systemClock, rules: unknown[] = [{ name: "deploys", 
       events,
       approvals: new ApprovalGate({ store, estate, config: () => config, org: () => org, owner: `${node}:owner`, node_id: node, clock, log, events }),
     });
-  return { estate, store, desk, engine, calls, told, events };
+  return { estate, store, desk, engine, calls, told, events, refuse };
 }
 
 async function parkOne(r: ReturnType<typeof rig>) {
@@ -171,6 +187,41 @@ describe("approvals in the turn", () => {
     expect((await r.desk.sweep()).retold).toBe(1);
     expect((await r.desk.sweep()).retold).toBe(0);
     expect(r.told).toHaveLength(1);
+  });
+
+  test("a decision told but never taken (its trigger lost) is told again after ten minutes, then not again for ten more", async () => {
+    const clock = new FakeClock(Date.now());
+    const r = rig(clock);
+    const { rec } = await parkOne(r);
+    await r.desk.decide(rec, { verdict: "approved", by: "token:ana", reason: "" });
+    expect(r.told).toHaveLength(1);
+    await clock.advance(9 * 60_000);
+    expect((await r.desk.sweep()).retold).toBe(0);
+    await clock.advance(60_000);
+    expect((await r.desk.sweep()).retold).toBe(1);
+    await clock.advance(60_000);
+    expect((await r.desk.sweep()).retold).toBe(0);
+    expect(r.told.map((t) => t.event_id)).toEqual([`approval.${rec.id}.decided`, `approval.${rec.id}.decided`]);
+    // The copy resumes the seat once; a later copy runs nothing.
+    await r.engine("b").run({ seat: "cto", epoch: 2, fence: () => true, triggers: [r.told[1]!] });
+    expect(r.calls).toHaveLength(1);
+    await clock.advance(10 * 60_000);
+    expect((await r.desk.sweep()).retold).toBe(0);
+  });
+
+  test("a tell the broker refuses (an election) is tried again by the deciding node within seconds, before any sweep", async () => {
+    const clock = new FakeClock(Date.now());
+    const r = rig(clock);
+    const { rec } = await parkOne(r);
+    r.refuse.next = 2;
+    const out = await r.desk.decide(rec, { verdict: "approved", by: "token:ana", reason: "" });
+    expect(out).toMatchObject({ decided: true, record: { told: false } });
+    await clock.advance(1_000);
+    expect(r.told).toEqual([]);
+    await clock.advance(2_000);
+    await Bun.sleep(10);
+    expect(r.told.map((t) => t.event_id)).toEqual([`approval.${rec.id}.decided`]);
+    expect((await r.store.get("cto", rec.id))!.told).toBe(true);
   });
 
   test("a call its holder died running is not run again: whether it ran is unknown, and the turn says so", async () => {

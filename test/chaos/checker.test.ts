@@ -1,7 +1,7 @@
 // The chaos checker's rules, by table: each row a small story the logs, chat and broker
 // could tell, and what the checker must say about it. The schedule's determinism too.
 import { describe, expect, test } from "bun:test";
-import { check, percentile, tenuresOf, type ApprovalFact, type ChaosFacts, type FaultRecord, type Reply, type Sent } from "./checker.ts";
+import { check, fencesByTouch, percentile, tenuresOf, type ApprovalFact, type ChaosFacts, type FaultRecord, type Reply, type Sent } from "./checker.ts";
 import { FAULT_KINDS, planFaults } from "./schedule.ts";
 
 const T0 = 1_000_000;
@@ -370,5 +370,18 @@ describe("approvals", () => {
     expect(v.violations).toEqual([...want]);
     // The decision told in the thread is not a second answer to the message.
     if (want.length === 0) expect(v.figures.answered_once).toBe(1);
+  });
+});
+
+describe("fences by touch", () => {
+  const fault = (kind: FaultRecord["kind"], target: string, at_ms: number): FaultRecord => ({ kind, targets: [target], at_ms, healed_ms: null });
+  test.each([
+    ["a fence on the killed node, in its fault's window", [{ node: "a", seat: "s", reason: "ttl_grace_expired", ts: 150 }], { untouched: {}, on_targets: 1 }],
+    ["a fence on a healthy node while another was killed", [{ node: "b", seat: "s", reason: "ttl_grace_expired", ts: 150 }], { untouched: { ttl_grace_expired: 1 }, on_targets: 0 }],
+    ["a fence on the first target after the next fault began", [{ node: "a", seat: "s", reason: "ttl_grace_expired", ts: 250 }], { untouched: { ttl_grace_expired: 1 }, on_targets: 0 }],
+    ["a fence before any fault", [{ node: "a", seat: "s", reason: "renew_refused", ts: 50 }], { untouched: { renew_refused: 1 }, on_targets: 0 }],
+    ["a fence on the second target in its window", [{ node: "c", seat: "s", reason: "ttl_grace_expired", ts: 260 }], { untouched: {}, on_targets: 1 }],
+  ] as const)("%s", (_n, fences, want) => {
+    expect(fencesByTouch({ faults: [fault("kill9", "a", 100), fault("sigstop", "c", 200)], fences: [...fences], run_ended_ms: 1_000 })).toEqual(want);
   });
 });

@@ -158,6 +158,8 @@ export interface ChaosFacts {
   runTold?: Record<string, number>;
   /** Calls the driver's messages parked for approval (absent in facts from before approvals). */
   approvals?: ApprovalFact[];
+  /** seat_fenced lines: a holder gave a seat up because it could not renew in time. */
+  fences?: { node: string; seat: string; reason: string; ts: number }[];
   run_started_ms: number;
   run_ended_ms: number;
 }
@@ -197,6 +199,10 @@ export interface Figures {
   runs: string;
   /** Calls parked for approval, and those settled with their effect and decision told once. */
   approvals: string;
+  /** Seats fenced on a node no fault touched at the time (issue 34's measure: an election
+   *  elsewhere made a healthy node give its seats up), by reason; and those on a target. */
+  fences_untouched: Record<string, number>;
+  fences_on_targets: number;
 }
 
 export interface Verdict {
@@ -383,6 +389,7 @@ export function check(f: ChaosFacts): Verdict {
 
   // --- probes are not mail ---------------------------------------------------------------
   if ((f.invalidTriggers ?? 0) > 0) violations.push(`probes: the agent's inbox handler was handed ${f.invalidTriggers} message(s) that are not triggers (inbox_trigger_invalid)`);
+  const fences = fencesByTouch(f);
   const deaf_alarms: Record<string, number> = {};
   for (const a of f.deafAlarms ?? []) deaf_alarms[a.reason] = (deaf_alarms[a.reason] ?? 0) + 1;
 
@@ -432,6 +439,8 @@ export function check(f: ChaosFacts): Verdict {
       first_turn_ms,
       mailbox_probes: f.mailboxProbes ? `${f.mailboxProbes.heard}/${f.mailboxProbes.sent}` : "not gathered",
       deaf_alarms,
+      fences_untouched: fences.untouched,
+      fences_on_targets: fences.on_targets,
       unowned_ms_total: unowned_total,
       unowned_ms_max_seat: unowned_max,
       runs: `${runsTold}/${f.runs?.length ?? 0}`,
@@ -473,3 +482,23 @@ export const EXPECTED_EXITS: Readonly<Record<FaultKind, readonly number[]>> = {
  * began before the kill's victim wrote it (the answer is stamped when it is applied). A
  * turn with the scripted model takes well under a second; 10 s is generous on a loaded box. */
 export const KILL_WINDOW_BEFORE_MS = 10_000;
+
+/**
+ * Fences split by whether a fault touched their node: a fault's window runs from its start
+ * to the next fault's (recovery is awaited in between), and a fence on a node the fault
+ * targeted in that window is the fault's doing. Any other fence is a healthy node giving
+ * its seats up — what a lease-store election costs. Pure.
+ */
+export function fencesByTouch(f: Pick<ChaosFacts, "faults" | "fences" | "run_ended_ms">): { untouched: Record<string, number>; on_targets: number } {
+  const untouched: Record<string, number> = {};
+  let on_targets = 0;
+  const faults = [...f.faults].sort((a, b) => a.at_ms - b.at_ms);
+  for (const fence of f.fences ?? []) {
+    let i = -1;
+    while (i + 1 < faults.length && faults[i + 1]!.at_ms <= fence.ts) i++;
+    const end = faults[i + 1]?.at_ms ?? f.run_ended_ms;
+    if (i >= 0 && fence.ts < end && faults[i]!.targets.includes(fence.node)) on_targets++;
+    else untouched[fence.reason] = (untouched[fence.reason] ?? 0) + 1;
+  }
+  return { untouched, on_targets };
+}

@@ -14,6 +14,7 @@ import { durableName, mailbox, mailboxStream } from "../../src/queue/topics.ts";
 import { MAILBOX_CHECK_EVERY_MS } from "../../src/seat/mailbox-watch.ts";
 import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
 import { freePort } from "../support/ports.ts";
+import { REQUEST_PREFIX } from "../../src/approvals/words.ts";
 import { check, type ApprovalFact, type ChaosFacts, type DetachLine, type FaultRecord, type Incarnation, type Reply, type RunFact, type SeatLine, type Sent, type Verdict } from "./checker.ts";
 import { Partitions, TcpProxy } from "./proxy.ts";
 import { planFaults, type Fault } from "./schedule.ts";
@@ -492,6 +493,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     const completions: SeatLine[] = [];
     const mailboxProbes = { sent: 0, heard: 0 };
     const deafAlarms: { node: string; seat: string; reason: string; ts: number }[] = [];
+    const fences: { node: string; seat: string; reason: string; ts: number }[] = [];
     let invalidTriggers = 0;
     for (const n of all) {
       for (let inc = 1; inc <= n.incarnations(); inc++) {
@@ -507,7 +509,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
           if (e.event === "seat_claimed") claims.push(base);
           else if (e.event === "seat_detached") detaches.push({ ...base, mode: String(e.mode) });
           // The grant was revoked: the detach under the seat's lock comes after.
-          else if (e.event === "seat_fenced") detaches.push({ ...base, mode: "fenced" });
+          else if (e.event === "seat_fenced") {
+            detaches.push({ ...base, mode: "fenced" });
+            fences.push({ node: n.id, seat: base.seat, reason: String(e.reason), ts: base.ts });
+          }
           // An acquire that failed (fenced while establishing) ends its tenure without a detach.
           else if (e.event === "seat_acquire_failed") detaches.push({ ...base, mode: "acquire_failed" });
           else if (e.event === "turn_started") turns.push(base);
@@ -546,6 +551,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       completions,
       mailboxProbes,
       deafAlarms,
+      fences,
       invalidTriggers,
       ...(await runFacts(members.filter(running), all)),
       approvals: await approvalFacts(members.filter(running)),
@@ -615,7 +621,10 @@ async function readReplies(from: FleetNode[]): Promise<Reply[]> {
         for (const msg of body.messages) {
           if (!msg.thread_parent) continue;
           const approval = msg.body.startsWith(APPROVAL_REPORT_PREFIX);
-          out.push({ thread_parent: msg.thread_parent, author: msg.author, created_ms: msg.created_at, ...(msg.body.startsWith(RUN_REPORT_PREFIX) || approval ? { report: true } : {}), ...(approval ? { approval: true, body: msg.body } : {}) });
+          // The engine's own approval lines (the request, an expiry) speak about the work;
+          // they answer nothing.
+          const engine = msg.body.startsWith(REQUEST_PREFIX);
+          out.push({ thread_parent: msg.thread_parent, author: msg.author, created_ms: msg.created_at, ...(msg.body.startsWith(RUN_REPORT_PREFIX) || approval || engine ? { report: true } : {}), ...(approval ? { approval: true, body: msg.body } : {}) });
         }
         cursor = body.messages.length === 0 ? null : body.next;
       }
@@ -710,6 +719,7 @@ export function report(r: ChaosResult): string[] {
     `  messages: ${f.acked} acknowledged (${f.unacked} not), ${f.answered_once} answered once, ${f.answered_twice_in_kill_window} twice in a kill window, ${f.held_by_broker} held by the broker, ${f.lost} lost`,
     `  frozen nodes exiting 75: ${f.frozen_exits_75}; final probe answered ${f.probe}; coding runs done and told once ${f.runs}; approvals settled and told once ${f.approvals}`,
   ];
+  lines.push(`  seats fenced on nodes no fault touched: ${Object.entries(f.fences_untouched).map(([r, n]) => `${n} ${r}`).join(", ") || "none"}; on fault targets: ${f.fences_on_targets}`);
   for (const [kind, x] of Object.entries(f.failover_ms)) lines.push(`  failover ${kind}: n=${x.n} p50 ${x.p50} ms p99 ${x.p99} ms max ${x.max} ms`);
   for (const [kind, x] of Object.entries(f.first_turn_ms)) lines.push(`  fault → a held seat's first successful turn on its next holder, ${kind}: n=${x.n} seats p50 ${x.p50} ms p99 ${x.p99} ms max ${x.max} ms`);
   lines.push(`  mailbox probes heard/sent ${f.mailbox_probes}; deaf alarms ${Object.entries(f.deaf_alarms).map(([r, n]) => `${r} ${n}`).join(", ") || "none"}`);

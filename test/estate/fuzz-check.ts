@@ -11,7 +11,7 @@ import { companySchema } from "../../src/config/company.ts";
 import { digestTables } from "../../src/estate/digest.ts";
 import { DOMAINS } from "../../src/estate/schema.ts";
 import { decodeNotification, type Notification } from "../../src/integrations/notification.ts";
-import { canonicalJson, companyDigest } from "../../src/node/company-revisions.ts";
+import { canonicalJson, companyDigest } from "../../src/config/company-revisions.ts";
 import { STREAM_NOTIFICATIONS } from "../../src/queue/topics.ts";
 import { FUZZ_TOKEN, type FuzzReport, type Readback } from "./fuzz.ts";
 import type { FuzzNode } from "./fuzz-node.ts";

@@ -17,7 +17,7 @@ import { createCoordination, type CoordinationHandle } from "../../src/coord/ind
 import type { Estate } from "../../src/estate/estate.ts";
 import { Integrations } from "../../src/integrations/index.ts";
 import { silentLogger } from "../../src/log.ts";
-import { CompanyRevisions, REVISION_ACTIVATED_SUBJECT } from "../../src/node/company-revisions.ts";
+import { CompanyRevisions, REVISION_ACTIVATED_SUBJECT } from "../../src/config/company-revisions.ts";
 import { buildOrg } from "../../src/org/org.ts";
 import type { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { SeatControls } from "../../src/seat/controls.ts";

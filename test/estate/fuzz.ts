@@ -35,7 +35,7 @@ import { DOMAINS } from "../../src/estate/schema.ts";
 import { cutBytes, MAX_EVENT_BODY_BYTES } from "../../src/integrations/event.ts";
 import { MAX_WEBHOOK_BODY_BYTES } from "../../src/integrations/index.ts";
 import { signGeneric } from "../../src/integrations/signature.ts";
-import { canonicalJson, companyDigest } from "../../src/node/company-revisions.ts";
+import { canonicalJson, companyDigest } from "../../src/config/company-revisions.ts";
 
 export const FUZZ_TOKEN = "fuzz-token-0123456789abcdefghij";
 /** Seats enough for a DM one member past the limit (16). */

@@ -8,6 +8,8 @@ import { systemClock } from "../../src/clock.ts";
 import { companySchema, type Company } from "../../src/config/company.ts";
 import type { NodeRole } from "../../src/config/tier-a.ts";
 import { CasConflict, type KvEntry } from "../../src/coord/contract.ts";
+import type { RouteGroup } from "../../src/api/app.ts";
+import { estateRouteGroups } from "../../src/api/routes/estate.ts";
 import { openEstate, type Estate, type EstateOptions } from "../../src/estate/estate.ts";
 import type { WakeClaims } from "../../src/estate/wake.ts";
 import { memoryLogger, type MemorySink } from "../../src/log.ts";
@@ -49,7 +51,8 @@ export async function natsClaims(nc: NatsConnection, replicas = 1): Promise<Wake
 }
 
 export interface TestEstate {
-  estate: Estate;
+  /** The estate with the route groups an ingress node serves for it. */
+  estate: Estate & { routeGroups: RouteGroup[] };
   nodeId: string;
   dir: string;
   sink: MemorySink;
@@ -80,7 +83,7 @@ export async function startTestEstate(o: {
 }): Promise<TestEstate> {
   const dir = o.dir ?? tempDir();
   const { log, sink } = memoryLogger("debug");
-  const estate = openEstate({
+  const opened = openEstate({
     nc: o.nc,
     storeDir: dir,
     replicas: o.replicas ?? 1,
@@ -94,6 +97,7 @@ export async function startTestEstate(o: {
     ...(o.retention ? { retention: o.retention } : {}),
     tuning: { check_interval_ms: 200, ...o.tuning },
   });
+  const estate = Object.assign(opened, { routeGroups: estateRouteGroups(opened, systemClock) });
   await estate.start();
   return { estate, nodeId: o.nodeId, dir, sink, nc: o.nc };
 }

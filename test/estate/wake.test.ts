@@ -6,11 +6,10 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { JetStreamManager, NatsConnection } from "nats";
 import { systemClock } from "../../src/clock.ts";
 import { createCoordination, type CoordinationHandle } from "../../src/coord/index.ts";
-import { durableName, mailbox, mailboxStream, stateLogStream } from "../../src/queue/topics.ts";
+import { durableName, mailbox, mailboxStream, stateLogStream, wakeGroup } from "../../src/queue/topics.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { silentLogger } from "../../src/log.ts";
 import { decodeTrigger, type Trigger } from "../../src/org/trigger.ts";
-import { wakeGroup } from "../../src/estate/wake.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
 import { eventually, removeTempDirs, startTestEstate, tempDir, type TestEstate } from "./support.ts";
 

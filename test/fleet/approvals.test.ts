@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect } from "nats";
 import { mailbox } from "../../src/queue/topics.ts";
 import { makeFleet, waitFor, type Fleet, type FleetNode } from "../support/fleet.ts";
+import { fleetReads } from "../support/fleet-reads.ts";
 
 function company() {
   return {
@@ -54,24 +55,11 @@ interface Approval {
 }
 
 let fleet: Fleet;
-const live = () => fleet.nodes.filter((n) => n.proc !== null && n.proc.exitCode === null && !n.proc.killed);
+const { live, json, holder: holderOf, thread, post, kill9AndWaitForMove: moveAway } = fleetReads(() => fleet);
+const holder = () => holderOf("engineer");
+const kill9AndWaitForMove = (h: FleetNode) => moveAway(h, "engineer");
 
-async function json<T>(n: FleetNode, path: string): Promise<T | null> {
-  try {
-    const res = await n.get(path);
-    return res.ok ? ((await res.json()) as T) : null;
-  } catch {
-    return null;
-  }
-}
 
-async function holder(): Promise<FleetNode | null> {
-  for (const n of live()) {
-    const h = await json<{ seats?: { held?: string[] } }>(n, "/health");
-    if (h?.seats?.held?.includes("engineer")) return n;
-  }
-  return null;
-}
 
 async function approvalFor(root: string): Promise<Approval | null> {
   for (const n of live()) {
@@ -82,13 +70,6 @@ async function approvalFor(root: string): Promise<Approval | null> {
   return null;
 }
 
-async function thread(root: string): Promise<{ author: string; body: string }[]> {
-  for (const n of live()) {
-    const page = await json<{ messages: { id: string; thread_parent: string | null; author: string; body: string }[] }>(n, "/chat/channels/general/messages?limit=500");
-    if (page) return page.messages.filter((m) => m.id === root || m.thread_parent === root);
-  }
-  return [];
-}
 
 async function filed(token: string): Promise<number> {
   for (const n of live()) {
@@ -98,11 +79,6 @@ async function filed(token: string): Promise<number> {
   return -1;
 }
 
-async function post(n: FleetNode, body: string): Promise<string> {
-  const res = await n.post("/chat/channels/general/messages", { body, author: "founder" });
-  expect(res.status).toBeLessThan(300);
-  return ((await res.json()) as { message_id: string }).message_id;
-}
 
 async function parked(token: string, ask = `@engineer file it ${token}`): Promise<{ root: string; a: Approval; h: FleetNode }> {
   // Each case starts on a whole fleet, whatever the one before left.
@@ -110,22 +86,21 @@ async function parked(token: string, ask = `@engineer file it ${token}`): Promis
   await Promise.all(dead.map(async (n) => (await n.start(), await n.waitReady(90_000))));
   const h = await waitFor("a holder of @engineer", holder, 60_000);
   const root = await post(h, ask);
+  // A failure says what the fleet did with the message: its turns, and what they called.
+  const explain = () =>
+    fleet.nodes
+      .flatMap((n) => ["turn_started", "turn_completed", "tool_called", "tool_parked", "approval_requested"].flatMap((e) => n.eventsEver(e).map((x) => ({ node: n.id, event: e, ...x }))))
+      .filter((x) => JSON.stringify(x).includes(root) || x.event === "tool_called" || x.event === "tool_parked")
+      .map((x) => JSON.stringify(x))
+      .join("\n");
   const a = await waitFor("the request pending", async () => {
     const x = await approvalFor(root);
     return x?.state === "pending" ? x : null;
-  }, 60_000);
+  }, 60_000, explain);
   await waitFor("the request in the thread", async () => ((await thread(root)).some((m) => m.body.includes(`Approval needed (${a.id})`)) ? true : null), 30_000);
   return { root, a, h };
 }
 
-async function kill9AndWaitForMove(h: FleetNode): Promise<FleetNode> {
-  h.kill("SIGKILL");
-  await h.exited();
-  return waitFor("another node holding @engineer", async () => {
-    const n = await holder();
-    return n && n.id !== h.id ? n : null;
-  }, 60_000);
-}
 
 beforeAll(async () => {
   fleet = await makeFleet({ nodes: ["a", "b", "c"].map((id) => ({ id, kind: "member" as const })), leaseTtlSeconds: 6, company: company(), testing: { mailbox_grace_seconds: 4, maintenance_tick_seconds: 2, approvals_tick_seconds: 2 } });

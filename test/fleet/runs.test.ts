@@ -15,6 +15,7 @@ import { openBucket } from "../../src/coord/kv.ts";
 import { silentLogger } from "../../src/log.ts";
 import { RunFenced, RunStore } from "../../src/sandbox/runs.ts";
 import { makeFleet, waitFor, type Fleet, type FleetNode } from "../support/fleet.ts";
+import { fleetReads } from "../support/fleet-reads.ts";
 
 const FAKE_CLI = resolve(import.meta.dir, "../support/fake-coding-cli.sh");
 /** Long enough to kill the node, move the seat and restart the node while it works. */
@@ -57,24 +58,11 @@ interface Run {
 }
 
 let fleet: Fleet;
-const live = () => fleet.nodes.filter((n) => n.proc !== null && n.proc.exitCode === null && !n.proc.killed);
+const { live, json, holder: holderOf, thread, post, kill9AndWaitForMove: moveAway } = fleetReads(() => fleet);
+const holder = () => holderOf("engineer");
+const kill9AndWaitForMove = (h: FleetNode) => moveAway(h, "engineer");
 
-async function json<T>(n: FleetNode, path: string): Promise<T | null> {
-  try {
-    const res = await n.get(path);
-    return res.ok ? ((await res.json()) as T) : null;
-  } catch {
-    return null;
-  }
-}
 
-async function holder(): Promise<FleetNode | null> {
-  for (const n of live()) {
-    const h = await json<{ seats?: { held?: string[] } }>(n, "/health");
-    if (h?.seats?.held?.includes("engineer")) return n;
-  }
-  return null;
-}
 
 async function run(id: string): Promise<Run | null> {
   for (const n of live()) {
@@ -84,19 +72,7 @@ async function run(id: string): Promise<Run | null> {
   return null;
 }
 
-async function thread(root: string): Promise<{ author: string; body: string }[]> {
-  for (const n of live()) {
-    const page = await json<{ messages: { id: string; thread_parent: string | null; author: string; body: string }[] }>(n, "/chat/channels/general/messages?limit=200");
-    if (page) return page.messages.filter((m) => m.id === root || m.thread_parent === root);
-  }
-  return [];
-}
 
-async function post(n: FleetNode, body: string, thread_parent?: string): Promise<string> {
-  const res = await n.post("/chat/channels/general/messages", { body, author: "founder", ...(thread_parent ? { thread_parent } : {}) });
-  expect(res.status).toBeLessThan(300);
-  return ((await res.json()) as { message_id: string }).message_id;
-}
 
 /** The run the seat started for the message `root`, once its record shows it. */
 async function runFor(root: string): Promise<Run> {
@@ -110,14 +86,6 @@ async function runFor(root: string): Promise<Run> {
   }, 60_000);
 }
 
-async function kill9AndWaitForMove(h: FleetNode): Promise<FleetNode> {
-  h.kill("SIGKILL");
-  await h.exited();
-  return waitFor("another node holding @engineer", async () => {
-    const n = await holder();
-    return n && n.id !== h.id ? n : null;
-  }, 60_000);
-}
 
 beforeAll(async () => {
   fleet = await makeFleet({ nodes: ["a", "b", "c"].map((id) => ({ id, kind: "member" as const })), leaseTtlSeconds: 6, company: company(), testing: { mailbox_grace_seconds: 4, maintenance_tick_seconds: 2 } });

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { silentLogger } from "../../src/log.ts";
 import { MemoryChangelog } from "../../src/memory/changelog.ts";
-import { MemoryReads, type LeaseFact } from "../../src/memory/reads.ts";
+import { MemoryReads, type LeaseFact } from "../../src/agent/holder-reads.ts";
 import { MemoryStore } from "../../src/memory/store.ts";
 import { MemorySync } from "../../src/memory/sync.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";

@@ -9,7 +9,7 @@ import { companySchema } from "../../src/config/company.ts";
 import { createCoordination, MemoryCoordination } from "../../src/coord/index.ts";
 import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { startNats } from "../support/nats.ts";
-import { APPLY_POLL_MS, CompanyRevisions, companyDigest, MAX_REVISION_BYTES, RevisionFollower, RevisionNotFound, RevisionTooLarge, RevisionUnreadable, type ActiveRevision } from "../../src/node/company-revisions.ts";
+import { APPLY_POLL_MS, CompanyRevisions, companyDigest, MAX_REVISION_BYTES, RevisionFollower, RevisionNotFound, RevisionTooLarge, RevisionUnreadable, type ActiveRevision } from "../../src/config/company-revisions.ts";
 import { decideSeed, SeedMemory } from "../../src/node/company-seed.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

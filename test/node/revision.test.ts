@@ -8,7 +8,7 @@ import { parse, stringify } from "yaml";
 import { makeFleet, TEST_TOKEN, type Fleet } from "../support/fleet.ts";
 import { api, until } from "../e2e/support.ts";
 import { companySchema } from "../../src/config/company.ts";
-import { companyDigest } from "../../src/node/company-revisions.ts";
+import { companyDigest } from "../../src/config/company-revisions.ts";
 
 let fleet: Fleet | null = null;
 afterAll(async () => {

@@ -2,7 +2,9 @@
 // → {text, toolCalls, usage}. Three implementations: openai (any OpenAI-compatible
 // endpoint), anthropic, and scripted (deterministic, offline). The turn engine only ever
 // sees this file's types, so a provider is swapped by a line of config.
-import { classifyFailure, type FailureClass } from "./failure.ts";
+import { classifyFailure, type FailureClass, type ProviderErrorKind } from "./failure.ts";
+
+export type { ProviderErrorKind };
 
 export interface ToolCall {
   /** The provider's id for the call; a tool result names it back. */
@@ -91,22 +93,6 @@ export interface Provider {
   readonly name: string;
   complete(req: CompletionRequest): Promise<Completion>;
 }
-
-export type ProviderErrorKind =
-  /** The endpoint answered with an HTTP error status. */
-  | "http"
-  /** No answer within the configured timeout. */
-  | "timeout"
-  /** The connection failed (refused, reset, DNS). */
-  | "network"
-  /** The endpoint answered 2xx with a body that is not what the API promises. */
-  | "bad_response"
-  /** The caller cancelled. */
-  | "aborted"
-  /** Configuration cannot work (no api key, unknown fallback). */
-  | "config"
-  /** Every API key of the provider is cooling fleet-wide (src/spend/cooldowns.ts): no call made. */
-  | "cooling";
 
 /**
  * An honest provider failure: which provider, what kind, the status and the body's words

@@ -2,7 +2,22 @@
 // the body's words) — a PURE function, table-tested in test/agent/failure.test.ts. The HTTP
 // loop (http.ts) retries only what this calls transient; the turn engine settles a failed
 // turn's deliveries by it; the notice a person reads (notice.ts) is worded from it.
-import type { ProviderErrorKind } from "./contract.ts";
+/** How a provider call failed, as the HTTP loop saw it (ProviderError.kind). */
+export type ProviderErrorKind =
+  /** The endpoint answered with an HTTP error status. */
+  | "http"
+  /** No answer within the configured timeout. */
+  | "timeout"
+  /** The connection failed (refused, reset, DNS). */
+  | "network"
+  /** The endpoint answered 2xx with a body that is not what the API promises. */
+  | "bad_response"
+  /** The caller cancelled. */
+  | "aborted"
+  /** Configuration cannot work (no api key, unknown fallback). */
+  | "config"
+  /** Every API key of the provider is cooling fleet-wide (src/spend/cooldowns.ts): no call made. */
+  | "cooling";
 
 export type FailureClass =
   /** Asking again cannot help until an operator changes something (key, URL, model, request). */

@@ -20,7 +20,7 @@ import { DeliverPolicy, ReplayPolicy, type ConsumerMessages, type JsMsg, type Na
 import { z } from "zod";
 import type { Clock, Timer } from "../../clock.ts";
 import type { Logger } from "../../log.ts";
-import { estateCall } from "../../estate/http.ts";
+import { estateCall } from "../estate-http.ts";
 import { dmMembers } from "../../estate/mentions.ts";
 import { channelId, decodeRecord } from "../../estate/records.ts";
 import type { EstateRouter } from "../../estate/router.ts";

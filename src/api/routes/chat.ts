@@ -7,7 +7,7 @@ import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
 import { ApiError, parseJsonBody, parseNoQuery, parseQuery } from "../errors.ts";
 import type { Company } from "../../config/company.ts";
-import { callerActor, estateCall, writeReply } from "../../estate/http.ts";
+import { callerActor, estateCall, writeReply } from "../estate-http.ts";
 import { dmMembers, parseMentions } from "../../estate/mentions.ts";
 import { actor, channelId, chatPost, handle, opId } from "../../estate/records.ts";
 import type { EstateRouter } from "../../estate/router.ts";

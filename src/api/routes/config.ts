@@ -14,7 +14,7 @@ import {
   RevisionUnreadable,
   type CompanyRevisions,
   type ActiveRevision,
-} from "../../node/company-revisions.ts";
+} from "../../config/company-revisions.ts";
 import { agentSeats } from "../../config/company.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";

@@ -6,15 +6,35 @@
 // domain's hold and the retention duty's last conclusion (`retention`).
 import { Hono } from "hono";
 import { z } from "zod";
-import type { EstateHealth } from "../../estate/estate.ts";
+import type { Estate, EstateHealth, RetentionAdmin } from "../../estate/estate.ts";
 import { logSkip } from "../../estate/records.ts";
 import { DOMAINS, type Domain } from "../../estate/schema.ts";
 import type { SkipResult } from "../../estate/skip.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
 import { ApiError, parseJsonBody, parseNoQuery } from "../errors.ts";
-import { callerActor } from "../../estate/http.ts";
-import type { RetentionAdmin } from "../../estate/estate.ts";
+import { callerActor } from "../estate-http.ts";
+import { chatRoutes } from "./chat.ts";
+import { pagesRoutes } from "./pages.ts";
+import { workRoutes } from "./work.ts";
+import { turnsRoutes } from "./turns.ts";
+import type { Clock } from "../../clock.ts";
+
+/** The estate's route groups on an ingress node: work, pages, chat, the turn ledger and the
+ *  operator's /estate. `clock` says what "today" is for the ledger's week and stuck work. */
+export function estateRouteGroups(estate: Estate, clock: Clock): RouteGroup[] {
+  return [
+    workRoutes(estate.router),
+    pagesRoutes(estate.router),
+    chatRoutes(estate.router, () => estate.company()),
+    turnsRoutes(estate.router, () => estate.company(), clock),
+    estateAdminGroup({
+      health: () => estate.health(),
+      skip: (domain, position, reason, actor) => estate.skip(domain, position, reason, actor),
+      ...(estate.retention ? { retention: estate.retention } : {}),
+    }),
+  ];
+}
 
 export interface EstateAdminSource {
   health(): EstateHealth;

@@ -1,13 +1,13 @@
 // GET /agents/memory (every seat's memory summary, one request per holding node) and
 // GET /agents/{handle}/memory (one seat's memory), both answered by the seat's holder
-// (src/memory/reads.ts). A holder that is silent or still hydrating is a 503 naming it,
+// (src/agent/holder-reads.ts). A holder that is silent or still hydrating is a 503 naming it,
 // never an empty memory; a seat nobody holds is empty and says so. A seat's turn
 // transcripts are read the same way: GET /agents/{handle}/turns (a page of summaries,
 // newest first, `before` the previous page's `next`) and GET /agents/{handle}/turns/{id}.
 import { Hono } from "hono";
 import { z } from "zod";
 import { TRANSCRIPT_PAGE_DEFAULT, TRANSCRIPT_PAGE_MAX } from "../../agent/transcripts.ts";
-import { MEMORY_READ_DEFAULT_LIMIT, MEMORY_READ_MAX_LIMIT, type MemoryReads } from "../../memory/reads.ts";
+import { MEMORY_READ_DEFAULT_LIMIT, MEMORY_READ_MAX_LIMIT, type MemoryReads } from "../../agent/holder-reads.ts";
 import type { Org } from "../../org/org.ts";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";

@@ -5,7 +5,7 @@ import { z } from "zod";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
 import { ApiError, parseJsonBody, parseNoQuery, parseQuery } from "../errors.ts";
-import { callerActor, estateCall, writeReply } from "../../estate/http.ts";
+import { callerActor, estateCall, writeReply } from "../estate-http.ts";
 import { actor, containerKey, labels, pagePut, pageTitle } from "../../estate/records.ts";
 import type { EstateRouter } from "../../estate/router.ts";
 import { MAX_LIST_LIMIT } from "../../estate/queries.ts";

@@ -10,7 +10,7 @@ import { parseNoQuery, parseQuery } from "../errors.ts";
 import { daysEnding, stuckWork, weekGrid, type WorkLike } from "../today.ts";
 import type { Clock } from "../../clock.ts";
 import { agentSeats, type Company } from "../../config/company.ts";
-import { estateCall } from "../../estate/http.ts";
+import { estateCall } from "../estate-http.ts";
 import { dueDate, handle } from "../../estate/records.ts";
 import type { EstateRouter } from "../../estate/router.ts";
 import { MAX_LIST_LIMIT } from "../../estate/queries.ts";

@@ -5,7 +5,7 @@ import { z } from "zod";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
 import { ApiError, parseJsonBody, parseNoQuery, parseQuery } from "../errors.ts";
-import { callerActor, estateCall, writeReply } from "../../estate/http.ts";
+import { callerActor, estateCall, writeReply } from "../estate-http.ts";
 import { actor, workComment, workFields, workKey, projectKey } from "../../estate/records.ts";
 import type { EstateRouter } from "../../estate/router.ts";
 import { DEFAULT_PROJECT_KEY } from "../../estate/seed.ts";

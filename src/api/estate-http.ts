@@ -3,9 +3,9 @@
 // the log order refused is the 4xx its reason names; nobody serving the estate is a 503
 // that says so.
 import type { Context } from "hono";
-import { ApiError } from "../api/errors.ts";
-import type { AuthEnv } from "../api/auth.ts";
-import { EstateInvalid, EstateUnavailable, type WriteOutcome } from "./router.ts";
+import { ApiError } from "./errors.ts";
+import type { AuthEnv } from "./auth.ts";
+import { EstateInvalid, EstateUnavailable, type WriteOutcome } from "../estate/router.ts";
 
 /** Runs an estate call, turning the router's refusals into API errors. */
 export async function estateCall<T>(fn: () => Promise<T>): Promise<T> {

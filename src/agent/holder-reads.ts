@@ -12,11 +12,11 @@ import { z } from "zod";
 import type { Logger } from "../log.ts";
 import type { Queue } from "../queue/contract.ts";
 import { HandleSchema } from "../queue/topics.ts";
-import { MEMORY_TABLES, type MemoryTable } from "./records.ts";
-import type { MemoryStore, SeatMemoryView } from "./store.ts";
-import type { MemorySync } from "./sync.ts";
-import type { TranscriptSummary, TurnTranscript } from "../agent/transcript.ts";
-import { TRANSCRIPT_PAGE_MAX, type TranscriptPage, type TranscriptStore } from "../agent/transcripts.ts";
+import { MEMORY_TABLES, type MemoryTable } from "../memory/records.ts";
+import type { MemoryStore, SeatMemoryView } from "../memory/store.ts";
+import type { MemorySync } from "../memory/sync.ts";
+import type { TranscriptSummary, TurnTranscript } from "./transcript.ts";
+import { TRANSCRIPT_PAGE_MAX, type TranscriptPage, type TranscriptStore } from "./transcripts.ts";
 
 /** The holder has this long to answer (ARCHITECTURE.md: scatter budget 2 s). */
 export const MEMORY_READ_BUDGET_MS = 2_000;

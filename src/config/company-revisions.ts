@@ -9,8 +9,8 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { Clock, Timer } from "../clock.ts";
-import { agentSeats, companySchema, type Company } from "../config/company.ts";
-import { decodeRevisionBody, encodeRevisionBody, revisionJson } from "../config/revision-body.ts";
+import { agentSeats, companySchema, type Company } from "./company.ts";
+import { decodeRevisionBody, encodeRevisionBody, revisionJson } from "./revision-body.ts";
 import { CasConflict, type KvSlot } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 
@@ -98,7 +98,7 @@ function decodeStored(value: Uint8Array): ({ ok: true } & z.infer<typeof storedR
 
 export const DIGEST_RE = /^[0-9a-f]{64}$/;
 
-export { MAX_REVISION_BYTES, RevisionTooLarge } from "../config/revision-body.ts";
+export { MAX_REVISION_BYTES, RevisionTooLarge } from "./revision-body.ts";
 
 export class CompanyRevisions {
   constructor(
