@@ -17,6 +17,7 @@ Usage:
   crewlet agents pause|resume|stop <h>    a person's controls over a seat
   crewlet runs list|show|cancel [id]       the seats' coding runs on a running node
   crewlet approvals list|show|approve|reject [id]  calls agents parked for a person's yes
+  crewlet turns [--day D] [--seat H] [--outcome O]  the turn ledger: a receipt per turn, with cost
   crewlet estate status                   this node's estate copy, per domain
   crewlet estate skip <domain> <pos> --reason TEXT
                                           pass over a log record no copy can apply
@@ -66,6 +67,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import("./cli/runs.ts")).runRunsCommand(rest);
     case "approvals":
       return (await import("./cli/approvals.ts")).runApprovalsCommand(rest);
+    case "turns":
+      return (await import("./cli/turns.ts")).runTurnsCommand(rest);
     case "sandbox-supervise":
       return (await import("./cli/sandbox-supervise.ts")).runSandboxSupervise(rest);
     default:

@@ -24,7 +24,7 @@ import type { EventSink } from "./events.ts";
 import { callModel } from "./model-call.ts";
 import type { TurnMemoryFacts, TurnMemoryPort } from "./memory.ts";
 import { workKeyOf, type CompletionLedger } from "./ledger.ts";
-import { noticeText, Notifier, type TurnStop } from "./notice.ts";
+import { causeOf, noticeText, Notifier, type TurnStop } from "./notice.ts";
 import type { FailureClass } from "./providers/failure.ts";
 import { systemPrompt, turnMessage, waitingMessages, type TurnContextData } from "./prompt.ts";
 import { ProviderError, type ChatMessage, type Provider, type RetrySpend, type ToolCall, type TurnFacts, type Usage } from "./providers/contract.ts";
@@ -32,6 +32,7 @@ import { builtinTools, writeResult, type ChatPostedFact } from "./tools/builtins
 import { reachesOutside, toolSpec, type Tool, type ToolContext, type ToolResult } from "./tools/contract.ts";
 import type { EstatePort, PublishPort } from "./tools/estate-port.ts";
 import { TranscriptRecorder, type TurnTranscript } from "./transcript.ts";
+import type { ReceiptFacts } from "./receipt.ts";
 
 /** Rounds per turn (model call → tool calls). Enough for a multi-step plan; a model still
  * calling tools after 24 rounds is looping, and every round is a bill. */
@@ -134,7 +135,8 @@ export interface RunAnswers {
 
 /** What the turn engine gives a turn's transcript to, and asks to price its rounds. */
 export interface TranscriptSink {
-  keep(t: TurnTranscript): void;
+  /** `facts`: what the turn knows beyond its transcript (its receipt's words and work items). */
+  keep(t: TurnTranscript, facts?: ReceiptFacts): void;
   /** A round's cost in micros, null when the provider has no pricing. */
   costOf(provider: string, usage: Usage): number | null;
   modelOf(llm: string): string | null;
@@ -435,6 +437,8 @@ export class TurnEngine {
     const delivery_count = req.delivery_count ?? 1;
     const d = dispose({ end, reached_outside: state.reached_outside, failure, delivery_count, give_up_after: policy.give_up_after });
     const message = error === null ? null : error instanceof Error ? error.message : String(error);
+    // The work item that woke the turn, then those its tools named.
+    const named_work = [...new Set([...toRun.flatMap((t) => (t.refs.work_key !== undefined ? [t.refs.work_key] : [])), ...(state.work_items ?? [])])];
     const memoryFacts: TurnMemoryFacts | null =
       d.settle === "ack" && this.o.memory
         ? {
@@ -448,7 +452,7 @@ export class TurnEngine {
             summary: state.final_text || (message ?? ""),
             // The work item that woke the turn, then those its tools named: recall finds the
             // episode by any of them, whichever conversation the next wake comes through.
-            work_items: [...new Set([...toRun.flatMap((t) => (t.refs.work_key !== undefined ? [t.refs.work_key] : [])), ...(state.work_items ?? [])])],
+            work_items: named_work,
             asked: toRun.map((t) => t.text).join("\n"),
           }
         : null;
@@ -500,7 +504,8 @@ export class TurnEngine {
 
     if (state.transcript) {
       try {
-        this.o.transcripts!.keep(state.transcript.finish({ ended_at: this.o.clock.now(), outcome: d.outcome, end, error: message, usage: state.usage }));
+        const t = state.transcript.finish({ ended_at: this.o.clock.now(), outcome: d.outcome, end, error: message, usage: state.usage });
+        this.o.transcripts!.keep(t, { error_words: stop ? causeOf(stop) : null, work_items: named_work });
       } catch (err) {
         // node.db is this node's record; failing to keep a transcript must not fail a turn.
         this.o.log.warn("turn_transcript_write_failed", { seat: seat.handle, turn_id: state.turn_id, error: (err as Error).message });

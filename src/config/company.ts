@@ -8,6 +8,7 @@ import { patternProblem } from "./pattern.ts";
 import { checkIntegrations, integrationsSchema } from "./integrations.ts";
 import { scheduleSchema, validTimeZone } from "./schedules.ts";
 import { budgetsSchema, checkBudgets, pricingSchema } from "./budgets.ts";
+import { todaySchema } from "./today.ts";
 import { roleSandboxSchema, sandboxProviderSchema, sandboxReferenceProblems } from "./sandbox.ts";
 
 export const HANDLE_RE = /^[a-z0-9][a-z0-9_\-]{0,47}$/;
@@ -162,6 +163,8 @@ const companyShape = z.strictObject({
   schedules: z.array(scheduleSchema).default([]).describe("Seats woken on a cron, each tick fired once fleet-wide"),
   /** Caps on model spend per window (src/config/budgets.ts, src/spend/). */
   budgets: budgetsSchema,
+  /** What the dashboard's Today view calls stuck (src/config/today.ts). */
+  today: todaySchema,
   /** What needs a person's yes before it happens (src/config/approvals.ts, src/approvals/). */
   approvals: approvalsSchema,
 });

@@ -9,8 +9,12 @@
  * AGENT_SHARDS), where a holder at 4 reads the one stream before them and never sees what a
  * newer node's wakes publish. So a node at 5 claims nothing beside a live lease at 4, and the
  * mail an older node left is forwarded once the last one is gone (queue/legacy-mail.ts).
+ * 6: a seat's holder writes a turn receipt to the tracker log after every turn
+ * (agent/receipt.ts), a record a copy at 5 cannot decode — it would hold the whole tracker
+ * domain there. So a node at 6 holds no seat (and writes no receipt) while any node at 5,
+ * a data node among them, is live.
  */
-export const LEASE_PROTOCOL = 5;
+export const LEASE_PROTOCOL = 6;
 /** Shipped lease TTL: three heartbeats, so two missed renewals still leave one to recover. */
 export const DEFAULT_LEASE_TTL_MS = 45_000;
 

@@ -9,6 +9,7 @@ import { and, eq, sql } from "drizzle-orm";
 import type { EstateDb } from "./migrate.ts";
 import type { BodyOf, StateRecord } from "./records.ts";
 import { dmChannelId } from "./mentions.ts";
+import { applyReceipt } from "./turn-receipts.ts";
 import { activity, channels, comments, containers, messageEdits, messages, ops, pages, projects, revisions, workItems } from "./schema.ts";
 
 export type Outcome = ({ ok: true } & Record<string, unknown>) | { ok: false; code: string; message: string; field?: string };
@@ -104,6 +105,10 @@ function applyTracker(db: EstateDb, b: BodyOf<"tracker">, op_id: string, at: num
       // The title as it stands after this record: the wake feed reads facts from the
       // outcome, because by the time it runs later records may have changed the row.
       return { ok: true, key: b.key, changed: fields, title: (changed.title?.[1] as string | undefined) ?? item.title };
+    }
+    case "turn.receipt": {
+      const r = applyReceipt(db, b, at, position);
+      return { ok: true, turn_id: b.turn_id, kept: r.inserted, trimmed: r.trimmed };
     }
     case "work.comment": {
       const item = db.select({ assignee: workItems.assignee, title: workItems.title }).from(workItems).where(eq(workItems.key, b.key)).get();

@@ -149,4 +149,25 @@ CREATE TABLE chat_message_edits (
 );
 `,
   },
+  {
+    id: 2,
+    name: "turn_receipts",
+    sql: `
+CREATE TABLE turn_receipts (
+  turn_id TEXT PRIMARY KEY,
+  seat TEXT NOT NULL,
+  day TEXT NOT NULL,
+  ended_at INTEGER NOT NULL,
+  outcome TEXT NOT NULL,
+  work_key TEXT,
+  body TEXT NOT NULL,
+  position INTEGER NOT NULL
+);
+CREATE INDEX turn_receipts_position ON turn_receipts (position);
+CREATE INDEX turn_receipts_seat ON turn_receipts (seat, position);
+CREATE INDEX turn_receipts_day ON turn_receipts (day, seat);
+CREATE INDEX turn_receipts_ended ON turn_receipts (ended_at);
+CREATE INDEX turn_receipts_work ON turn_receipts (work_key, ended_at);
+`,
+  },
 ];

@@ -6,6 +6,7 @@ import { z } from "zod";
 import type { Database } from "bun:sqlite";
 import type { EstateDb } from "./migrate.ts";
 import { actor, channelId, containerKey, handle, opId, pageTitle, projectKey, workKey } from "./records.ts";
+import { lastTurnByWork, listReceipts, receiptQueries, weekOfReceipts, type ReceiptRow, type SeatDay } from "./turn-receipts.ts";
 import { activity, channels, comments, containers, messages, pages, projects, workItems, WORK_STATUSES, type Domain } from "./schema.ts";
 
 /** Largest page any list answers: a list is for reading, not for export. */
@@ -48,6 +49,9 @@ export const querySchema = z.discriminatedUnion("q", [
     limit: limit(100),
   }),
   z.strictObject({ q: z.literal("chat.message"), id: opId }),
+  receiptQueries.list,
+  receiptQueries.week,
+  receiptQueries.lastByWork,
 ]);
 
 export type Query = z.output<typeof querySchema>;
@@ -55,7 +59,8 @@ export type QueryInput = z.input<typeof querySchema>;
 export type QueryName = Query["q"];
 
 export function domainOfQuery(q: QueryName): Domain {
-  if (q.startsWith("work.") || q.startsWith("projects.")) return "tracker";
+  // Turn receipts are on the tracker log (records.ts turnReceipt).
+  if (q.startsWith("work.") || q.startsWith("projects.") || q.startsWith("turns.")) return "tracker";
   if (q.startsWith("pages.")) return "pages";
   return "chat";
 }
@@ -153,6 +158,11 @@ export interface Results {
   "chat.channel": Channel | null;
   "chat.messages": { messages: Message[]; next: number | null };
   "chat.message": Message | null;
+  /** Newest first; `next` is the cursor of the page after, null at the end. */
+  "turns.list": { turns: ReceiptRow[]; next: number | null };
+  "turns.week": SeatDay[];
+  /** Work key → the end (ms) of the last turn that worked on it. */
+  "turns.last_by_work": Record<string, number>;
 }
 
 export type QueryOf<K extends QueryName> = Extract<QueryInput, { q: K }>;
@@ -290,6 +300,14 @@ export function runQuery(db: EstateDb, sqlite: Database, query: Query): Results[
       const r = db.select().from(messages).where(eq(messages.id, query.id)).get();
       return r ? toMessage(r) : null;
     }
+    case "turns.list": {
+      const { q: _q, ...filter } = query;
+      return listReceipts(sqlite, filter);
+    }
+    case "turns.week":
+      return weekOfReceipts(sqlite, query.first_day, query.last_day);
+    case "turns.last_by_work":
+      return lastTurnByWork(sqlite, query.keys);
   }
 }
 

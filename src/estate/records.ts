@@ -177,6 +177,65 @@ export const chatSeed = z.strictObject({
     .max(1000),
 });
 
+// ---- turn receipts (on the tracker log) -------------------------------------------------
+
+/** A receipt's summary: the turn's final words as a list line reads them; the whole reply is
+ *  in the thread and the transcript (2 KiB is a long paragraph in any script). */
+export const MAX_RECEIPT_SUMMARY_BYTES = 2 * 1024;
+/** A receipt's error: the words an operator acts on, not a stack (the transcript keeps 4 KiB). */
+export const MAX_RECEIPT_ERROR_BYTES = 1024;
+/** Distinct tools one receipt lists: a seat offers a few dozen; past this the transcript has the rest. */
+export const MAX_RECEIPT_TOOLS = 32;
+/** A tool's name on a receipt: MCP names are server__tool, well under this. */
+export const MAX_TOOL_NAME_BYTES = 200;
+
+const ms = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+/**
+ * A word the engine chose (a trigger type, an outcome). Text, not an enum, on purpose: a
+ * newer build that adds an outcome must not write a record an older copy cannot decode,
+ * which would hold the whole tracker log on that copy.
+ */
+const engineWord = z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, "is a lower-case word of letters, digits and _");
+
+/**
+ * What a finished turn did, once per turn (op id = the turn id, so a retried write is the
+ * same write): written by the seat's holder after the turn, kept by every copy for
+ * TURN_RECEIPT_HORIZON_MS (src/estate/turn-receipts.ts), read by GET /turns and the Today view.
+ */
+export const turnReceipt = z.strictObject({
+  op: z.literal("turn.receipt"),
+  seat: handle,
+  turn_id: opId,
+  /** The node that ran it (its transcript is there, read through the seat's holder). */
+  node: textField(MAX_ACTOR_BYTES, { min: 1 }),
+  /** The company's calendar day (its time zone) the turn ended on. */
+  day: dueDate,
+  started_at: ms,
+  ended_at: ms,
+  duration_ms: ms,
+  trigger: z.strictObject({
+    type: engineWord,
+    from: actor,
+    conversation: textField(512, { min: 1 }),
+    /** Triggers the turn ran on (a drain's partition may hold several). */
+    count: ms,
+  }),
+  /** The final words, cut to MAX_RECEIPT_SUMMARY_BYTES. */
+  summary: textField(MAX_RECEIPT_SUMMARY_BYTES),
+  /** Tools called, in order of first call, with how often and how often they failed. */
+  tools: z.array(z.strictObject({ name: textField(MAX_TOOL_NAME_BYTES, { min: 1 }), calls: ms, errors: ms })).max(MAX_RECEIPT_TOOLS, `at most ${MAX_RECEIPT_TOOLS} tools`),
+  input_tokens: ms,
+  output_tokens: ms,
+  /** Micro-units of the provider's currency; null when the model has no pricing. */
+  cost_micros: ms.nullable(),
+  outcome: engineWord,
+  /** Why it failed, in words, when it did. */
+  error: textField(MAX_RECEIPT_ERROR_BYTES).nullable(),
+  /** Where to read more: the thread (channel + root message) and the work item. */
+  links: z.strictObject({ channel: channelId.nullable(), thread_root: opId.nullable(), work_key: workKey.nullable() }),
+});
+export type TurnReceipt = z.output<typeof turnReceipt>;
+
 // ---- every domain --------------------------------------------------------------------
 
 /**
@@ -195,7 +254,7 @@ export const logSkip = z.strictObject({
 export type LogSkip = z.output<typeof logSkip>;
 
 export const bodies = {
-  tracker: z.discriminatedUnion("op", [workCreate, workUpdate, workComment, trackerSeed, logSkip]),
+  tracker: z.discriminatedUnion("op", [workCreate, workUpdate, workComment, trackerSeed, turnReceipt, logSkip]),
   pages: z.discriminatedUnion("op", [pagePut, pagesSeed, logSkip]),
   chat: z.discriminatedUnion("op", [chatPost, chatEdit, chatDelete, chatSeed, logSkip]),
 } as const;

@@ -104,6 +104,30 @@ export const activity = sqliteTable(
   (t) => [index("tracker_activity_item").on(t.item_key, t.position)],
 );
 
+/**
+ * One receipt per finished turn (records.ts turnReceipt), kept TURN_RECEIPT_HORIZON_MS
+ * (turn-receipts.ts). The columns a query filters on, and the receipt body as written,
+ * decoded against its schema on every read.
+ */
+export const turnReceipts = sqliteTable(
+  "turn_receipts",
+  {
+    /** The turn id (the record's op id). */
+    turn_id: text("turn_id").primaryKey(),
+    seat: text("seat").notNull(),
+    /** YYYY-MM-DD in the company's time zone. */
+    day: text("day").notNull(),
+    ended_at: integer("ended_at").notNull(),
+    outcome: text("outcome").notNull(),
+    work_key: text("work_key"),
+    /** JSON: the receipt body (records.ts turnReceipt, without `op`). */
+    body: text("body").notNull(),
+    /** Log position of the receipt: the list's order and the paging cursor. */
+    position: integer("position").notNull(),
+  },
+  (t) => [index("turn_receipts_position").on(t.position), index("turn_receipts_seat").on(t.seat, t.position), index("turn_receipts_day").on(t.day, t.seat), index("turn_receipts_ended").on(t.ended_at), index("turn_receipts_work").on(t.work_key, t.ended_at)],
+);
+
 // ---- knowledge --------------------------------------------------------------------------
 
 export const containers = sqliteTable("kb_containers", {
@@ -197,6 +221,7 @@ export const REPLICATED_TABLES = [
   "tracker_items",
   "tracker_comments",
   "tracker_activity",
+  "turn_receipts",
   "kb_containers",
   "kb_pages",
   "kb_revisions",

@@ -29,7 +29,7 @@ export const SNAPSHOT_OBJECT = "estate.db";
 
 /** Each domain's own tables (besides the shared ledger and checkpoints, filtered by domain). */
 export const DOMAIN_TABLES: Record<Domain, readonly string[]> = {
-  tracker: ["tracker_projects", "tracker_items", "tracker_comments", "tracker_activity"],
+  tracker: ["tracker_projects", "tracker_items", "tracker_comments", "tracker_activity", "turn_receipts"],
   pages: ["kb_containers", "kb_pages", "kb_revisions"],
   chat: ["chat_channels", "chat_messages", "chat_message_edits"],
 };

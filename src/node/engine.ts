@@ -26,6 +26,7 @@ import { BudgetCounters } from "../spend/counters.ts";
 import { BudgetGate } from "../spend/gate.ts";
 import { costMicros } from "../spend/budget.ts";
 import { TranscriptStore } from "../agent/transcripts.ts";
+import { RECEIPT_STOP_WAIT_MS, ReceiptWriter } from "../agent/receipt.ts";
 import type { RunStore } from "../sandbox/runs.ts";
 import { SeatRuns, type BrokerAccess } from "../sandbox/seat-runs.ts";
 import { ApprovalGate, unitsAround, type ApprovalAudit } from "../approvals/gate.ts";
@@ -93,6 +94,8 @@ export class NodeEngine {
   readonly memorySync: MemorySync;
   /** Turn transcripts this node ran (read through the holder, src/agent/holder-reads.ts). */
   readonly transcripts: TranscriptStore;
+  /** Each finished turn's receipt, written to the estate (GET /turns, src/agent/receipt.ts). */
+  readonly receipts: ReceiptWriter;
   private readonly reflect: ReflectDispatcher;
   /** The seats' coding runs, when this node can start and collect them. */
   readonly runs: SeatRuns | null;
@@ -110,6 +113,7 @@ export class NodeEngine {
     this.mcp = new McpPool({ clock: o.clock, log: o.log });
     this.memoryStore = new MemoryStore(this.db, o.clock);
     this.transcripts = new TranscriptStore(this.db);
+    this.receipts = new ReceiptWriter({ estate: o.estate, clock: o.clock, log: o.log, timezone: () => this.company.timezone });
     this.memorySync = new MemorySync({ store: this.memoryStore, changelog: o.changelog, clock: o.clock, log: o.log });
     const providerFor = (seat: { llm?: string | null }) => (seat.llm ? this.providers.get(seat.llm) : undefined);
     const events = publishEventSink(o.queue, o.log, () => o.clock.now());
@@ -176,7 +180,11 @@ export class NodeEngine {
       memory: new TurnMemory({ store: this.memoryStore, sync: this.memorySync, estate: o.estate, queue: o.queue, claims: o.claims, node_id: o.nodeId, clock: o.clock, log: o.log }),
       events,
       transcripts: {
-        keep: (t) => this.transcripts.insert(t, o.clock.now()),
+        // The fleet's receipt first (it never throws), then this node's transcript.
+        keep: (t, facts) => {
+          this.receipts.keep(t, facts);
+          this.transcripts.insert(t, o.clock.now());
+        },
         costOf: (name, usage) => {
           const p = this.company.providers.llm[name];
           return p && p.type !== "scripted" && p.pricing ? costMicros(usage, p.pricing) : null;
@@ -264,6 +272,9 @@ export class NodeEngine {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    // The last turns' receipts, while the router can still write them (bounded: a store
+    // that is away keeps the stop waiting no longer than RECEIPT_STOP_WAIT_MS).
+    await this.receipts.settled(this.o.clock, RECEIPT_STOP_WAIT_MS);
     this.retention.cancel();
     this.budgets?.stop();
     await this.reflect.detachAll();

@@ -98,7 +98,7 @@ test("agent page → turn transcript → controls → spend; a read-only token i
   const notes = ["@engineer notes for the launch:", ...Array.from({ length: 14 }, (_, i) => `${i + 1}. check item ${i + 1} <script>alert(${i})</script>`)].join("\n");
   expect((await node.post("/chat/channels/general/messages", { body: notes, author: "founder" })).status).toBe(200);
 
-  await page.goto(`${node.apiUrl}/dashboard`);
+  await page.goto(`${node.apiUrl}/dashboard#org`);
   await signIn(page, TEST_TOKEN);
   await page.getByRole("heading", { name: "Org chart", level: 2 }).waitFor({ timeout: SEE_MS });
 

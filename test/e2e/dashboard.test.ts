@@ -94,8 +94,11 @@ test("a person signs in, sees the fleet, asks @ceo for a plan and sees the reply
   await page.getByLabel("API token", { exact: true }).fill(TEST_TOKEN);
   await page.getByRole("button", { name: "Open dashboard" }).click();
 
-  // The org chart is the landing view: the company as a tree by who manages whom, each
-  // agent seat a card with its state, holder and open work; the founder shown as a person.
+  // Today is the landing view (test/e2e/dashboard-today.test.ts reads it); the org chart is
+  // one tab away: the company as a tree by who manages whom, each agent seat a card with its
+  // state, holder and open work; the founder shown as a person.
+  await page.getByRole("heading", { name: "Today", level: 2 }).waitFor({ timeout: SEE_MS });
+  await page.getByRole("link", { name: "Org", exact: true }).click();
   await page.getByRole("heading", { name: "Org chart", level: 2 }).waitFor({ timeout: SEE_MS });
   const cards = await until("five seat cards, the four agents held", async () => {
     const c = await orgCards(page);

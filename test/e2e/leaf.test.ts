@@ -1,6 +1,6 @@
 // A leaf node (seats only, no data, a scratch store) runs a seat pinned to it: its turn
-// reads the thread and writes work items and its reply through the estate router to the
-// data node, across the leafnode connection and the JetStream domain.
+// reads the thread and writes work items, its reply and its turn receipt through the estate
+// router to the data node, across the leafnode connection and the JetStream domain.
 import { afterAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
@@ -47,4 +47,13 @@ test("a seat pinned to a leaf node works through the router", async () => {
   // the reply is seen (~100 ms measured).
   await until("the leaf logs the ceo's turn_completed", async () => leaf.events("turn_completed").some((e) => e.seat === "ceo"), 20_000);
   expect(hub.events("turn_completed").some((e) => e.seat === "ceo")).toBe(false);
+  // Its receipt, written by the leaf through the router, is the fleet's: the hub answers it.
+  const receipts = await until("the ceo's receipt on the hub", async () => {
+    const { json } = await api(hub.apiUrl, "/turns?seat=ceo");
+    return json?.turns?.length > 0 ? json.turns : null;
+  }, 20_000);
+  expect(receipts[0]).toMatchObject({ seat: "ceo", node: "leaf", outcome: "completed", links: { channel: "general" } });
+  // Its summary is the turn's final words, which the reply in the thread carries.
+  expect(receipts[0].summary.length).toBeGreaterThan(0);
+  expect(reply.body).toContain(receipts[0].summary.replace(/…$/, "").slice(0, 200));
 }, 180_000);

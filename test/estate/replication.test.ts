@@ -1,6 +1,7 @@
 // Three data nodes on a 3-member cluster with R3 logs: concurrent writes through different
 // nodes end in identical tables; a data node killed with kill -9 mid-stream catches up and
-// matches; a node holding no data reads its own writes at once through the router.
+// matches; turn receipts and their horizon end identical too; a node holding no data reads
+// its own writes at once through the router.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 
 /** Generous: real nats-servers and child processes on a slow 2-core CI box. */
@@ -10,7 +11,8 @@ import { join } from "node:path";
 import type { NatsConnection } from "nats";
 import { digestTables } from "../../src/estate/digest.ts";
 import { ESTATE_DB_FILE } from "../../src/estate/estate.ts";
-import type { AnyBody } from "../../src/estate/records.ts";
+import { makeRecord, type AnyBody, type TurnReceipt } from "../../src/estate/records.ts";
+import { TURN_RECEIPT_HORIZON_MS } from "../../src/estate/turn-receipts.ts";
 import type { EstateRouter } from "../../src/estate/router.ts";
 import { DOMAINS, type Domain } from "../../src/estate/schema.ts";
 import { StateLog } from "../../src/estate/statelog.ts";
@@ -118,6 +120,33 @@ test("concurrent writes through three data nodes end in identical tables", async
     expect(h.in_service).toBe(true);
     expect(h.domains!.chat.lag).toBe(0);
   }
+}, TEST_TIMEOUT_MS);
+
+test("turn receipts, and the horizon that lets old ones go, are identical on every copy", async () => {
+  const old = Date.now() - TURN_RECEIPT_HORIZON_MS - 24 * 3_600_000;
+  const receipt = (who: string, i: number, ended_at: number): TurnReceipt => ({
+    op: "turn.receipt", seat: "alice", turn_id: `rcpt-${who}-${i}-${ended_at}`, node: who, day: new Date(ended_at).toISOString().slice(0, 10),
+    started_at: ended_at - 10, ended_at, duration_ms: 10, trigger: { type: "chat_mention", from: "carol", conversation: "chat:eng:m1", count: 1 },
+    summary: `${who} ${i}`, tools: [], input_tokens: i, output_tokens: 1, cost_micros: null, outcome: i % 3 ? "completed" : "failed", error: null,
+    links: { channel: "eng", thread_root: null, work_key: null },
+  });
+  // Each node first writes receipts of a month ago (as their own time, so they stay), then today's:
+  // the first of today's applied on a copy lets the old ones go there, at the same log position on every copy.
+  await Promise.all(
+    nodes.map(async (node) => {
+      for (let i = 0; i < 5; i++) {
+        const r = receipt(node.nodeId, i, old);
+        expect((await node.estate.router.writeRecord(makeRecord("tracker", r, old + 1, node.nodeId, r.turn_id))).status).not.toBe("unknown");
+      }
+      for (let i = 0; i < 5; i++) expect((await node.estate.router.write("tracker", receipt(node.nodeId, i, Date.now()))).status).not.toBe("unknown");
+    }),
+  );
+  const paths = nodes.map((node) => join(node.dir, ESTATE_DB_FILE));
+  await allLevel(paths);
+  const digests = paths.map(digestOf);
+  expect(digests[0]!.turn_receipts!.rows).toBe(15);
+  expect(digests[1]).toEqual(digests[0]!);
+  expect(digests[2]).toEqual(digests[0]!);
 }, TEST_TIMEOUT_MS);
 
 test("a data node killed with kill -9 mid-stream restarts, catches up and matches", async () => {

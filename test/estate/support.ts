@@ -97,7 +97,7 @@ export async function startTestEstate(o: {
     ...(o.retention ? { retention: o.retention } : {}),
     tuning: { check_interval_ms: 200, ...o.tuning },
   });
-  const estate = Object.assign(opened, { routeGroups: estateRouteGroups(opened) });
+  const estate = Object.assign(opened, { routeGroups: estateRouteGroups(opened, systemClock) });
   await estate.start();
   return { estate, nodeId: o.nodeId, dir, sink, nc: o.nc };
 }

@@ -18,6 +18,7 @@ import runsJs from "./client/runs.client.js" with { type: "text" };
 import approvalsJs from "./client/approvals.client.js" with { type: "text" };
 import turnJs from "./client/turn.client.js" with { type: "text" };
 import spendJs from "./client/spend.client.js" with { type: "text" };
+import todayJs from "./client/today.client.js" with { type: "text" };
 import chatJs from "./client/chat.client.js" with { type: "text" };
 import workJs from "./client/work.client.js" with { type: "text" };
 import eventsJs from "./client/events.client.js" with { type: "text" };
@@ -26,6 +27,7 @@ import liveJs from "./client/live.client.js" with { type: "text" };
 import opsJs from "./client/ops.client.js" with { type: "text" };
 import knowledgeJs from "./client/knowledge.client.js" with { type: "text" };
 import sentencesJs from "./event-sentences.js" with { type: "text" };
+import todayWordsJs from "./today-words.js" with { type: "text" };
 import companyDiffJs from "./company-diff.js" with { type: "text" };
 // Kept libraries, pinned in package.json, served as they ship (their ES module builds):
 // markdown to HTML, and the sanitizer every rendered page goes through.
@@ -53,6 +55,7 @@ const PARTS: ReadonlyArray<readonly [string, unknown]> = [
   ["core", coreJs],
   ["live", liveJs],
   ["event-sentences", sentencesJs],
+  ["today-words", todayWordsJs],
   ["company-diff", companyDiffJs],
   ["fleet", fleetJs],
   ["agents", agentsJs],
@@ -62,6 +65,7 @@ const PARTS: ReadonlyArray<readonly [string, unknown]> = [
   ["agent", agentJs],
   ["turn", turnJs],
   ["spend", spendJs],
+  ["today", todayJs],
   ["chat", chatJs],
   ["work", workJs],
   ["events", eventsJs],

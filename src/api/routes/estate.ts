@@ -17,13 +17,17 @@ import { callerActor } from "../estate-http.ts";
 import { chatRoutes } from "./chat.ts";
 import { pagesRoutes } from "./pages.ts";
 import { workRoutes } from "./work.ts";
+import { turnsRoutes } from "./turns.ts";
+import type { Clock } from "../../clock.ts";
 
-/** The estate's route groups on an ingress node: work, pages, chat and the operator's /estate. */
-export function estateRouteGroups(estate: Estate): RouteGroup[] {
+/** The estate's route groups on an ingress node: work, pages, chat, the turn ledger and the
+ *  operator's /estate. `clock` says what "today" is for the ledger's week and stuck work. */
+export function estateRouteGroups(estate: Estate, clock: Clock): RouteGroup[] {
   return [
     workRoutes(estate.router),
     pagesRoutes(estate.router),
     chatRoutes(estate.router, () => estate.company()),
+    turnsRoutes(estate.router, () => estate.company(), clock),
     estateAdminGroup({
       health: () => estate.health(),
       skip: (domain, position, reason, actor) => estate.skip(domain, position, reason, actor),

@@ -17,7 +17,8 @@
 //   seat-controls.client.js (pause/resume/stop, the paused marker, the budget badge,
 //   readBudgets), runs.client.js (a seat's coding runs on the agent page, keepChildren),
 //   event-sentences.js and company-diff.js (pure, table-tested).
-// - One file per view, each ending with registerView("name", makeView): fleet, agents,
+// - One file per view, each ending with registerView("name", makeView): today (the
+//   landing page; its words in today-words.js, pure, table-tested), fleet, agents,
 //   org, agent, turn (#turn/{handle}/{id}: a transcript), spend, chat, work, events, ops,
 //   knowledge, approvals. A view is { title, root, refresh(), select?(arg), pause?(), resume?(),
 //   leave?() }; refresh() is called every REFRESH_MS while shown. Note: DOM
@@ -274,7 +275,8 @@ function registerView(name, make) {
 function parseHash() {
   const [name, ...rest] = location.hash.replace(/^#/, "").split("/");
   const arg = rest.length ? decodeURIComponent(rest.join("/")) : null;
-  return VIEWS[name] ? { name, arg } : { name: "org", arg: null };
+  // Today is the landing page: what waits on the person, what is stuck, what was done.
+  return VIEWS[name] ? { name, arg } : { name: "today", arg: null };
 }
 
 function show() {

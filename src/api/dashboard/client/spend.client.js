@@ -120,11 +120,14 @@ function spendView() {
     refreshNow();
   });
   const historyBox = h("div");
+  // The week's turns and outcomes per agent beside the spend (GET /turns/week; today.client.js).
+  const weekBox = h("div");
   return {
     title: "Spend",
     root,
     async refresh() {
-      const [budgets, { agents }] = await Promise.all([readBudgets(), api("/agents")]);
+      const [budgets, { agents }, weekR] = await Promise.all([readBudgets(), api("/agents"), attempt(api("/turns/week"))]);
+      weekBox.replaceChildren(weekR.ok ? weekChart(`Turns per agent per day, the last ${weekR.value.days.length} days`, weekR.value) : notRead("the turn ledger", weekR.err));
       if (budgets !== null) {
         const scopes = ["org", ...agents.map((a) => `seat:${a.handle}`)];
         if (JSON.stringify(scopes) !== JSON.stringify([...historySelect.options].map((o) => o.value))) {
@@ -160,7 +163,7 @@ function spendView() {
           )
         : h("p", { class: "muted" }, "No seat is held on this node; open the dashboard of a node that holds seats to see their tokens.");
       if (budgets === null) {
-        root.replaceChildren(h("p", {}, "This node keeps no spend counters, so no budgets are shown."), h("h3", {}, "Tokens per seat"), tokenChart);
+        root.replaceChildren(h("p", {}, "This node keeps no spend counters, so no budgets are shown."), h("h3", {}, "Tokens per seat"), tokenChart, h("h3", {}, "Turns per agent this week"), weekBox);
         return;
       }
       const soft = budgets.soft_alert ?? BUDGET_NEAR_FRACTION;
@@ -196,6 +199,8 @@ function spendView() {
         h("h3", {}, `The last ${HISTORY_DAYS} days`),
         h("div", { class: "filters" }, h("label", { for: "spend-history-scope" }, "Scope "), historySelect),
         historyBox,
+        h("h3", {}, "Turns per agent this week"),
+        weekBox,
         h("h3", {}, "Top spenders"),
         spenders.length ? h("ol", { class: "plain" }, spenders.map((b) => h("li", {}, `${scopeLabel(b.scope)} · ${spentText(b)} this ${b.window}`))) : h("p", { class: "muted" }, "Nobody has spent anything in the current windows."),
         h("h3", {}, "Tokens per seat"),
