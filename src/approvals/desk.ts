@@ -1,10 +1,6 @@
-// Where decisions are taken: a person's yes or no (the API, the CLI, the dashboard) and
-// the expiry of a request nobody decided. A decision is written beside the owner's fields
-// (the first one wins), then told to the seat as an `approval_decided` trigger on its
-// inbox — owner-routed, so whichever node holds the seat then resumes it — and only then
-// marked told. A decision written but not told (the node died between) is told again by
-// the approvals duty's sweep; the trigger's message id and the completion ledger make the
-// retelling harmless.
+// Where decisions are taken (a person's, or an expiry) and told to the seat as an
+// `approval_decided` trigger on its inbox, so whichever node holds it resumes it; the first
+// decision wins, and a retelling is harmless (message id, completion ledger).
 import type { Clock } from "../clock.ts";
 import { conversationRefs, postInConversation } from "../agent/conversation-post.ts";
 import type { EstatePort } from "../agent/tools/estate-port.ts";
@@ -24,14 +20,9 @@ export const RETELL_AFTER_MS = 30_000;
  *  member's election is over in 4–6.5 s (measured), so 1+2+4+8 s outlasts one, and the
  *  person's request is answered at once rather than held through it. */
 export const TELL_RETRY_MS = [1_000, 2_000, 4_000, 8_000] as const;
-/**
- * A decision told this long ago that no holder has taken is told again: its trigger was
- * lost on the way (a holder of an older build that does not know it dead-lettered it, an
- * operator purged the inbox). Ten minutes is past the broker's 2-minute duplicate window,
- * so the copy is a new message, and long enough that a seat merely between holders is
- * not sent the same decision every sweep; the ledger and the record's state keep a copy
- * from running anything twice.
- */
+/** A decision told but not taken this long (its trigger lost, e.g. dead-lettered by an
+ *  older build) is told again: past the broker's 2-minute duplicate window, and rare
+ *  enough not to resend to a seat merely between holders. */
 export const RETAKE_AFTER_MS = 10 * 60_000;
 /** A settled request is kept this long for GET /approvals and the Today view, then deleted. */
 export const APPROVAL_KEEP_MS = 7 * 24 * 3_600_000;

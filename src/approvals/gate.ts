@@ -1,10 +1,6 @@
-// The seat's side of approvals, on whichever node holds it. A tool call a rule covers is
-// parked instead of run: its request is recorded (once per turn and call: approvalId),
-// posted where the work came from, and the model is told it waits. A decision comes back
-// on the seat's inbox as an `approval_decided` trigger (decide.ts); the holder then takes
-// the record under its own grant, runs an approved call at most once, and the seat's turn
-// reads the decision and the result. The completion ledger keeps a redelivered decision
-// from running a second turn; the record's state keeps it from running the call twice.
+// The seat's side of approvals: a covered call is parked (recorded once, asked in the
+// thread) instead of run; a decided request is taken under the holder's grant and an
+// approved call run at most once — the record's state guards the call, the ledger the turn.
 import type { Clock } from "../clock.ts";
 import { matchRule, type ApprovalsConfig } from "../config/approvals.ts";
 import { MAX_TRIGGER_TEXT_BYTES, type Trigger } from "../org/trigger.ts";

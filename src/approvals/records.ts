@@ -1,12 +1,6 @@
-// An approval: a tool call a rule said needs a person's yes, parked in the fleet's
-// coordination store (crewlet_approvals) keyed `{seat}.{id}` — the fenced-records
-// mechanism a coding run's record uses, so whichever node holds the seat when the decision
-// comes finds it, and a zombie's late write bounces. ONE schema, decoded on every read.
-//
-// Its life: pending (parked, asked in the thread) → decided (a person's yes or no, or
-// expired; written beside the owner's fields, then told to the seat as a trigger) →
-// running (the holder took the approved call; only ever once) → done (the call's result,
-// or why it did not run, is on the record and in the seat's turn).
+// A call parked for a person's yes, in crewlet_approvals keyed `{seat}.{id}` on the fenced
+// records a coding run uses, so the seat's next holder finds it. ONE schema, decoded on
+// every read. Its life: pending → decided → running (once) → done.
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { Clock } from "../clock.ts";

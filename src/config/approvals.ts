@@ -1,10 +1,6 @@
-// company.approvals: what needs a person's yes before it happens. A rule names tools (by
-// name, `*` glob, or `mcp:*` for any MCP tool not annotated read-only), may narrow them to
-// seats or units, and may apply only once the turn has spent over an amount. A company
-// change an agent proposes (a hire, a changed goal) always waits for a person when a rule
-// says `company_changes: true` — and without one the agent is not offered the tool.
-// Default: no rules, so nothing waits. The decision is pure (matchRule); the parking and
-// the resume are in src/approvals/.
+// company.approvals: what needs a person's yes before it happens, by tool, seat or unit and
+// spend; `company_changes: true` offers (and always parks) propose_company_change. No rules,
+// nothing waits. Pure: matchRule; the parking and the resume are in src/approvals/.
 import { z } from "zod";
 
 /** How long a request waits for a decision before it is rejected as expired: three days

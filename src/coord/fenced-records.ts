@@ -1,10 +1,7 @@
-// A seat's durable records that outlive a turn and its node — a coding run, a call parked
-// for a person's approval — kept in one coordination slot, keyed `{seat}.{id}`. They are
-// written by whoever holds the seat, so every holder's write is fenced (spec: Fencing): it
-// is refused when the record's owner_epoch outranks the writer's, and it takes the
-// writer's owner and epoch, so a zombie's late write bounces. A person's request (a
-// cancel, a decision) holds no seat and takes no epoch: it is written beside the owner's
-// fields. Every write is a compare-and-set, so two writers never both win one flip.
+// A seat's records that outlive its turn and node (a coding run, a parked approval), keyed
+// `{seat}.{id}`. A holder's write is fenced by owner_epoch (spec: Fencing), so a zombie's
+// late write bounces; a person's request takes no epoch and is written beside the owner's
+// fields. Every write is a compare-and-set.
 import type { Clock } from "../clock.ts";
 import { CasConflict, type KvEntry, type KvSlot } from "./contract.ts";
 
