@@ -7,6 +7,8 @@
 import { accessSync, constants, existsSync, statSync } from "node:fs";
 import { isIP } from "node:net";
 import { dirname, resolve } from "node:path";
+import { ELECTION_WORST_MS } from "../coord/contract.ts";
+import { replicatedLeaseTtlFloorMs } from "../coord/ttl.ts";
 import { revisionSizeProblem } from "./revision-body.ts";
 import { bwrapProblem } from "./sandbox.ts";
 import { DEFAULT_NODE_ID, type TierA } from "./tier-a.ts";
@@ -106,6 +108,24 @@ export function sandboxIsolationProblems(c: TierA): ConfigProblem[] {
   return problem ? [{ path: "company.providers.sandbox.isolation", message: problem }] : [];
 }
 
+/** A replicated lease bucket elects a leader when its leader dies; a TTL shorter than the
+ * election's worst case lets one member's death fence every seat in the fleet at once. */
+export function leaseTtlProblems(c: TierA): ConfigProblem[] {
+  if (c.coordination.type !== "embedded-kv" || c.stream.replicas < 2) return [];
+  const floor_s = c.testing?.lease_ttl_floor_seconds ?? replicatedLeaseTtlFloorMs() / 1000;
+  const ttl_s = c.coordination.lease_ttl_seconds;
+  if (ttl_s >= floor_s) return [];
+  return [
+    {
+      path: "coordination.lease_ttl_seconds",
+      message:
+        `${ttl_s} s is below ${floor_s} s, the smallest TTL a lease keeps through the lease bucket's leader election ` +
+        `(replicas ${c.stream.replicas}: nats-server elects within ${ELECTION_WORST_MS / 1000} s of a leader's death, measured 4–6.5 s); ` +
+        `under it one member's death can fence every seat in the fleet`,
+    },
+  ];
+}
+
 export const CONFIG_CHECKS: readonly ConfigCheck[] = [
   { name: "topology", run: topologyProblems },
   { name: "ports", run: portCollisions },
@@ -113,6 +133,7 @@ export const CONFIG_CHECKS: readonly ConfigCheck[] = [
   { name: "logging_file", run: loggingFileProblems },
   { name: "company_size", run: companySizeProblems },
   { name: "sandbox_isolation", run: sandboxIsolationProblems },
+  { name: "lease_ttl", run: leaseTtlProblems },
 ];
 
 export function configProblems(c: TierA): ConfigProblem[] {

@@ -17,6 +17,18 @@
 export const LEASE_PROTOCOL = 6;
 /** Shipped lease TTL: three heartbeats, so two missed renewals still leave one to recover. */
 export const DEFAULT_LEASE_TTL_MS = 45_000;
+/** Heartbeat = TTL / 3: three renewals per TTL tolerate two consecutive misses (a GC pause,
+ * a store blip) with one interval left to recover in. */
+export const HEARTBEATS_PER_TTL = 3;
+/** The longest a replicated lease bucket goes without a leader after its leader dies:
+ * nats-server's raft followers campaign 4–9 s after the last heartbeat they heard
+ * (server/raft.go, maxElectionTimeoutDefault), and a second covers the vote and the first
+ * write. Measured after kill -9: 4–6.5 s (issue 34). */
+export const ELECTION_WORST_MS = 10_000;
+/** While a renewal's answer is unknown (an election, most often), one stale seat is renewed
+ * this often instead of at the next heartbeat, so renewals land within this of the election's
+ * end. One call per probe whatever the seat count, so a leaderless bucket is not stormed. */
+export const RENEW_PROBE_MS = 500;
 
 export type LeaseMeta = Record<string, unknown>;
 

@@ -20,7 +20,8 @@ import { encodedSlot, withFaults, type Bucket } from "./bucket.ts";
 import { leaseBuckets, SLOT_BUCKETS } from "./buckets.ts";
 import type { StoreFaults } from "./faults.ts";
 import { GateView } from "./gate.ts";
-import { openBucket, opTimeoutFor } from "./kv.ts";
+import { openBucket } from "./kv.ts";
+import { opTimeoutFor } from "./ttl.ts";
 import { BucketLeaseStore } from "./leases.ts";
 import { MemoryBuckets } from "./local.ts";
 

@@ -69,13 +69,6 @@ const LISTING_ATTEMPTS = 2;
 /** Bound on one listing (keys/entries): far above any fleet's seat count. */
 const LIST_LIMIT = 1_000_000;
 
-/** How long one store call may take before it is `unknown`: a third of a heartbeat (5 s at
- *  the shipped 45 s TTL), so a renew answers well before the next one is due, and long
- *  enough to ride out most of an R3 leader change (4–6.5 s after a kill; a graceful
- *  stepdown well under a second) instead of reporting unknown. */
-export function opTimeoutFor(lease_ttl_ms: number): number {
-  return Math.min(5_000, Math.max(250, Math.floor(lease_ttl_ms / 9)));
-}
 
 function apiErrCode(err: unknown): number | undefined {
   const e = err as { api_error?: { err_code?: number } } | null;

@@ -149,6 +149,24 @@ export class Grants {
     this.expireIfLapsed(s);
   }
 
+  /** True while some held seat's last renewal went unanswered. */
+  anyStale(): boolean {
+    for (const s of this.h.seats.values()) if (s.stale && s.lease_held && !s.fenced) return true;
+    return false;
+  }
+
+  /** Renews the stalest stale seat once (RENEW_PROBE_MS); true when it came back renewed,
+   * i.e. the store answers again and every other seat should renew now. */
+  async probe(): Promise<boolean> {
+    let stalest: SeatState | null = null;
+    for (const s of this.h.seats.values()) {
+      if (s.stale && s.lease_held && !s.fenced && (!stalest || s.last_renew_ok_ms < stalest.last_renew_ok_ms)) stalest = s;
+    }
+    if (!stalest) return false;
+    await this.renew(stalest);
+    return stalest.lease_held && !stalest.stale;
+  }
+
   /** The grant is gone at its lease's lapse whatever the store would answer. */
   private expireIfLapsed(s: SeatState): void {
     if (!s.lease_held || s.fenced || !this.lapsed(s)) return;

@@ -7,9 +7,10 @@
 //   give-back.ts   leases going back, asked again when the answer was lost
 //   claim-loop.ts  the sweep applying the pure planner's decisions (placement.ts)
 //   drain.ts       giving every seat back, within a bound
-// The heartbeat (presence row and every renew, on one beat of TTL / 3) lives here.
+// The heartbeat (presence row and every renew, on one beat of TTL / 3, probing between
+// beats while a renewal's answer is unknown) lives here.
 import { eachInFlight } from "../in-flight.ts";
-import type { LeaseView } from "../coord/contract.ts";
+import { RENEW_PROBE_MS, type LeaseView } from "../coord/contract.ts";
 import { LEASE_CALLS_IN_FLIGHT } from "./bounded-store.ts";
 import { ClaimLoop } from "./claim-loop.ts";
 import { Drain } from "./drain.ts";
@@ -108,13 +109,15 @@ export class SeatHost {
   private readonly heartbeatLoop: DutyLoop;
   private readonly sweepLoop: DutyLoop;
   private lastEarlySweep_ms = Number.NEGATIVE_INFINITY;
+  private lastFullBeat_ms = Number.NEGATIVE_INFINITY;
 
   constructor(opts: SeatHostOptions) {
     const h = new HostState(opts);
     this.h = h;
     this.node_id = h.node_id;
     this.owner = h.owner;
-    this.heartbeatLoop = new DutyLoop("seat_heartbeat", opts.clock, () => h.heartbeat_ms, () => this.heartbeat(), opts.log, opts.watchdog);
+    const beat_ms = () => (this.grants.anyStale() ? Math.min(RENEW_PROBE_MS, h.heartbeat_ms) : h.heartbeat_ms);
+    this.heartbeatLoop = new DutyLoop("seat_heartbeat", opts.clock, beat_ms, () => this.heartbeat(), opts.log, opts.watchdog);
     this.sweepLoop = new DutyLoop("seat_sweep", opts.clock, () => SWEEP_INTERVAL_MS, () => this.claimLoop.sweep(), opts.log, opts.watchdog);
     this.giveBacks = new GiveBacks(h);
     this.grants = new Grants(h, (s, reason) => this.tenures.fence(s, reason));
@@ -239,7 +242,11 @@ export class SeatHost {
 
   private async heartbeat(): Promise<void> {
     const h = this.h;
+    // Between full beats the loop only probes a stale seat (RENEW_PROBE_MS): the first
+    // renewal that comes back after an election brings the full beat forward.
+    if (h.clock.now() - this.lastFullBeat_ms < h.heartbeat_ms && !(await this.grants.probe())) return;
     const started = h.clock.now();
+    this.lastFullBeat_ms = started;
     const presence = h.draining ? Promise.resolve() : h.presence.beat(h.presenceMeta()).then((beat) => this.afterPresenceBeat(beat));
     // The stalest first, so a beat that runs out of time leaves the freshest for the next.
     const held = [...h.seats.values()].filter((s) => s.lease_held).sort((a, b) => a.last_renew_ok_ms - b.last_renew_ok_ms);

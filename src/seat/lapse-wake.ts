@@ -11,7 +11,7 @@
 // going unrenewed only in the last half of its TTL, so below a TTL of two sweep intervals
 // (10 s) the wake rarely fires: at TTL 3 s the figure is a regular pass's (8.5–11 s from
 // the kill, either way).
-import { HEARTBEATS_PER_TTL } from "./placement.ts";
+import { HEARTBEATS_PER_TTL } from "../coord/contract.ts";
 
 /**
  * The wake comes this long after the listed expiry: the pass it starts reads the store's

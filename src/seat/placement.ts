@@ -3,6 +3,7 @@
 // which to give back, which no live node can run, and whether the fleet is already full.
 // No I/O and no clock reads (lease liveness arrives judged by the store's clock), so every
 // rule below is a table test (test/seat/placement.test.ts) and the seat host is a thin caller.
+import { HEARTBEATS_PER_TTL } from "../coord/contract.ts";
 
 /** Seats whose acquire spawns subprocesses (MCP servers) a node may claim in one pass. Each
  * such takeover forks the seat's MCP subprocess trees, so four per five-second sweep absorbs
@@ -37,9 +38,6 @@ export const QUIET_RELEASE_LIMIT_PER_SWEEP = QUIET_CLAIM_LIMIT_PER_SWEEP;
 /** The cadence for what changes in the fleet (joins, leaves, lapses). Shorter buys nothing
  * a lease TTL does not already bound; longer leaves a dead node's seats dark longer. */
 export const SWEEP_INTERVAL_MS = 5_000;
-/** Heartbeat = TTL / 3: three renewals per TTL tolerate two consecutive misses (a GC pause,
- * a store blip) with one interval left to recover in. */
-export const HEARTBEATS_PER_TTL = 3;
 /** A stuck teardown is not news, still failing is: re-raise the alarm every twenty
  * heartbeats (five minutes at the shipped TTL). */
 export const UNDEAD_ALARM_EVERY_HEARTBEATS = 20;

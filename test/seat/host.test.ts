@@ -5,7 +5,7 @@ import { SWEEP_INTERVAL_MS } from "../../src/seat/placement.ts";
 import { INBOX_DRAIN_MAX } from "../../src/seat/host.ts";
 import { LEASE_CALLS_IN_FLIGHT } from "../../src/seat/bounded-store.ts";
 import { ack, type Delivery } from "../../src/queue/contract.ts";
-import { LEASE_PROTOCOL } from "../../src/coord/contract.ts";
+import { LEASE_PROTOCOL, RENEW_PROBE_MS, StoreUnavailable } from "../../src/coord/contract.ts";
 import { encodeLeaseKey } from "../../src/coord/bucket.ts";
 import { isWrite } from "../../src/coord/faults.ts";
 
@@ -203,6 +203,40 @@ describe("admission and renewals", () => {
     expect(admitted).toEqual([epoch as number]);
     await f.advance(100);
     expect(f.turns.map((t) => t.epoch)).toEqual([epoch as number]);
+  });
+
+  // An election: the lease bucket answers nothing from just before a heartbeat's renewal
+  // for 1.5 heartbeats. Renewing only on heartbeats, the beat after the outage falls on the
+  // lapse and every seat is fenced; probing one stale seat every RENEW_PROBE_MS renews all
+  // eight within a probe of the outage's end, with a store call per probe, not per seat.
+  test("an outage inside the TTL's slack fences nothing: a probe renews within RENEW_PROBE_MS of its end, one call at a time", async () => {
+    const f = await makeFleet(8);
+    const a = await f.addNode({ id: "a" });
+    await f.advance(10_000);
+    expect(a.host.held().length).toBe(8);
+    const last = Math.max(...a.host.held().map((h) => a.host.seatState(h)!.renewed_at_ms));
+    await f.advance(last + 950 - a.clock.now(), 50);
+    const ends = a.clock.now() + 1_500;
+    const refused = new Map<number, number>(); // instant → lease writes refused then
+    const renewedAfter: number[] = [];
+    a.faults.onOp = (op) => {
+      if (a.clock.now() < ends) {
+        if (op.bucket.includes("lease") && isWrite(op)) refused.set(a.clock.now(), (refused.get(a.clock.now()) ?? 0) + 1);
+        throw new StoreUnavailable(`leaderless (test) at ${op.kind}`);
+      }
+      if (op.kind === "update" && op.key?.startsWith("seat")) renewedAfter.push(a.clock.now() - ends);
+    };
+    await f.advance(1_500 + 2 * RENEW_PROBE_MS, 50);
+    expect(a.sink.events("seat_fenced")).toEqual([]);
+    expect(a.host.held().length).toBe(8);
+    expect(a.host.held().every((h) => !a.host.seatState(h)!.stale)).toBe(true);
+    expect(Math.min(...renewedAfter)).toBeLessThanOrEqual(RENEW_PROBE_MS);
+    // Each instant is a full beat (eight renewals and the presence row), one a heartbeat, or
+    // a probe's single call; never a renewal per seat per probe.
+    const calls = [...refused.values()];
+    expect(calls.filter((n) => n !== 1 && n !== 9)).toEqual([]);
+    expect(calls.filter((n) => n === 9).length).toBeLessThanOrEqual(Math.ceil(1_500 / a.host.heartbeat_ms));
+    expect(calls.filter((n) => n === 1).length).toBeGreaterThan(0);
   });
 
   test("renews that hang do not keep a grant past its lapse: it is revoked at last good renew + TTL, not when an answer comes", async () => {

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { stringify } from "yaml";
 import { freePort } from "./ports.ts";
+import { replicatedLeaseTtlFloorMs } from "../../src/coord/ttl.ts";
 
 const MAIN = resolve(import.meta.dir, "../../src/main.ts");
 /** Test token: fixed so the tests can call every route; ≥ 24 chars like any token. */
@@ -122,6 +123,10 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
     dial.set(m.id, opts.via ? { cluster: await opts.via("cluster", m.id, p.cluster), leaf: await opts.via("leaf", m.id, p.leaf) } : { cluster: p.cluster, leaf: p.leaf });
   }
   const fleetShape = opts.nodes.length > 1;
+  // Tests run TTLs of a few seconds so failovers are quick; on a replicated lease bucket that
+  // is below the election floor production refuses (config/checks.ts leaseTtlProblems).
+  const short_ttl = (opts.leaseTtlSeconds ?? 45) * 1000 < replicatedLeaseTtlFloorMs();
+  const testing = short_ttl || opts.testing ? { ...(short_ttl ? { lease_ttl_floor_seconds: 1 } : {}), ...opts.testing } : undefined;
   const nodes = opts.nodes.map((spec): FleetNode => {
     const p = ports.get(spec.id)!;
     const dir = join(root, spec.id);
@@ -148,7 +153,7 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
       api: { port: p.api, tokens: [{ id: "test", token: TEST_TOKEN }, ...(opts.tokens ?? [])] },
       logging: { level: opts.logLevel ?? "debug", format: "json", stderr: true },
       ...((spec.company ?? opts.company) ? { company: spec.company ?? opts.company } : {}),
-      ...(opts.testing ? { testing: opts.testing } : {}),
+      ...(testing ? { testing } : {}),
     };
     const configFile = join(dir, "crewlet.yaml");
     writeFileSync(configFile, stringify(JSON.parse(JSON.stringify(config))));
@@ -187,7 +192,7 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
         node.proc = Bun.spawn(opts.binary ? [opts.binary, "run", configFile] : [process.execPath, ...profileFlags(spec.id, started), MAIN, "run", configFile], {
           stdout: "ignore",
           stderr: out,
-          env: { ...process.env, ...opts.env, ...(opts.testing ? { CREWLET_TESTING: "1" } : {}) },
+          env: { ...process.env, ...opts.env, ...(testing ? { CREWLET_TESTING: "1" } : {}) },
         });
       },
       async waitReady(timeout_ms = 30_000) {
