@@ -384,4 +384,14 @@ describe("fences by touch", () => {
   ] as const)("%s", (_n, fences, want) => {
     expect(fencesByTouch({ faults: [fault("kill9", "a", 100), fault("sigstop", "c", 200)], fences: [...fences], run_ended_ms: 1_000 })).toEqual(want);
   });
+
+  // Below the config's floor a healthy node's fence is a figure; at or above it, a violation.
+  test.each([
+    [6_000, 0],
+    [19_000, 1],
+    [undefined, 0],
+  ] as const)("a healthy node fenced at TTL %p: %d violation(s)", (ttl_ms, n) => {
+    const v = check(facts({ ttl_ms, faults: [fault("kill9", "a", 100)], fences: [{ node: "b", seat: "s", reason: "ttl_grace_expired", ts: 150 }] }));
+    expect(v.violations.filter((x) => x.startsWith("fences:"))).toHaveLength(n);
+  });
 });

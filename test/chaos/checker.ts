@@ -39,6 +39,7 @@
 // the agent's inbox handler must never have been handed one (it would log
 // inbox_trigger_invalid, which no driver message can cause).
 import { KILL_KINDS, type FaultKind } from "./schedule.ts";
+import { replicatedLeaseTtlFloorMs } from "../../src/coord/ttl.ts";
 
 export interface Incarnation {
   node: string;
@@ -160,6 +161,8 @@ export interface ChaosFacts {
   approvals?: ApprovalFact[];
   /** seat_fenced lines: a holder gave a seat up because it could not renew in time. */
   fences?: { node: string; seat: string; reason: string; ts: number }[];
+  /** The run's lease TTL (absent in facts from before issue 34). */
+  ttl_ms?: number;
   run_started_ms: number;
   run_ended_ms: number;
 }
@@ -390,6 +393,11 @@ export function check(f: ChaosFacts): Verdict {
   // --- probes are not mail ---------------------------------------------------------------
   if ((f.invalidTriggers ?? 0) > 0) violations.push(`probes: the agent's inbox handler was handed ${f.invalidTriggers} message(s) that are not triggers (inbox_trigger_invalid)`);
   const fences = fencesByTouch(f);
+  // --- an election fences nobody at a TTL the config accepts (issue 34) ------------------
+  const untouched = Object.values(fences.untouched).reduce((a, b) => a + b, 0);
+  if (f.ttl_ms !== undefined && f.ttl_ms >= replicatedLeaseTtlFloorMs() && untouched > 0) {
+    violations.push(`fences: ${untouched} seat(s) fenced on nodes no fault touched, at TTL ${f.ttl_ms / 1000} s (the config's floor is ${replicatedLeaseTtlFloorMs() / 1000} s)`);
+  }
   const deaf_alarms: Record<string, number> = {};
   for (const a of f.deafAlarms ?? []) deaf_alarms[a.reason] = (deaf_alarms[a.reason] ?? 0) + 1;
 

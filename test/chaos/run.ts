@@ -555,6 +555,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       invalidTriggers,
       ...(await runFacts(members.filter(running), all)),
       approvals: await approvalFacts(members.filter(running)),
+      ttl_ms,
       run_started_ms: started_ms,
       run_ended_ms,
     };
