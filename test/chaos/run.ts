@@ -561,6 +561,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     };
     if (o.factsFile) writeFileSync(o.factsFile, factsToJson(facts));
     verdict = check(facts);
+    // A run that did not settle is told by its nodes' lines about it, read before the fleet goes.
+    for (const r of facts.runs ?? []) if (r.state !== "done" || !r.reported) note(`run ${r.id} unsettled; its lines:\n${runLines(all, r.id).join("\n")}`);
   } finally {
     driving = false;
     deciding = false;
@@ -607,6 +609,17 @@ async function runFacts(from: FleetNode[], all: FleetNode[]): Promise<{ runs: Ru
     }
   }
   return { runs: [], runTold };
+}
+
+/** Every log line (every incarnation) naming a run, oldest incarnation first, at most 40 per node. */
+function runLines(nodes: FleetNode[], run_id: string): string[] {
+  const out: string[] = [];
+  for (const n of nodes) {
+    const lines: string[] = [];
+    for (let inc = 1; inc <= n.incarnations(); inc++) for (const l of n.logOf(inc).split("\n")) if (l.includes(run_id)) lines.push(`${n.id}#${inc} ${l}`);
+    out.push(...lines.slice(-40));
+  }
+  return out;
 }
 
 /** Every reply in #general: a message with a thread parent, by its author. */
