@@ -21,6 +21,7 @@ import { makeRecord } from "../src/estate/records.ts";
 import { seedRecords } from "../src/estate/seed.ts";
 import { MemoryStore } from "../src/memory/store.ts";
 import { loadConfigFile } from "../src/config/load.ts";
+import { rng } from "../test/support/rng.ts";
 
 const { rows: ROWS, queries: QUERIES, seats: SEATS } = benchArgs(
   "search",
@@ -37,17 +38,6 @@ const LIMIT = 20;
 /** Rows per write transaction while building: large enough that fsync is not the figure. */
 const BATCH = 5_000;
 
-// mulberry32: a seeded generator, so the corpus is the same on every run.
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const random = rng(32);
 const word = (i: number) => `w${i.toString(36)}`;
 /** Zipf (s ≈ 1) by inverse transform on the harmonic CDF, approximated: rank = V^u. */
