@@ -186,6 +186,9 @@ test("CLI: chat post and work list talk HTTP to a running node", async () => {
     expect(await runChatCommand(["post", "nope", "x", "--url", url, "--token", OPS])).toBe(1);
     expect(await runWorkCommand(["list", "--url", url, "--token", OPS, "--project", "ENG"])).toBe(0);
     expect(await runWorkCommand(["list", "--url", url, "--token", "wrong-token-0123456789abcdef"])).toBe(1);
+    expect(await runWorkCommand(["search", "ship", "--url", url, "--token", OPS])).toBe(0);
+    expect(await runChatCommand(["search", "cli", "--channel", "general", "--url", url, "--token", OPS])).toBe(0);
+    expect(await runChatCommand(["search", "zzzunmatched", "--url", url, "--token", OPS])).toBe(0);
   } finally {
     console.log = origLog;
     console.error = origErr;
@@ -195,8 +198,14 @@ test("CLI: chat post and work list talk HTTP to a running node", async () => {
   expect(logged[1]).toMatch(/no channel nope/);
   expect(logged[2]).toMatch(/KEY\s+STATUS.*\nENG-1\s+in_progress/);
   expect(logged[3]).toMatch(/Authorization/);
+  expect(logged[4]).toMatch(/^ENG-1\s+in_progress\s+Ship it/);
+  expect(logged[5]).toMatch(/^#general\s+token:ops: hello from the \[cli\]/);
+  expect(logged[6]).toBe("no messages matched");
   const msgs = await node.estate.router.read({ q: "chat.messages", channel: "general" });
   expect(msgs.messages.map((m) => m.body)).toContain("hello from the cli");
   const { UsageError } = await import("../../src/cli/args.ts");
   await expect(runChatCommand(["post", "general"])).rejects.toBeInstanceOf(UsageError);
+  await expect(runWorkCommand(["search"])).rejects.toBeInstanceOf(UsageError);
+  await expect(runWorkCommand(["list", "extra"])).rejects.toBeInstanceOf(UsageError);
+  await expect(runChatCommand(["search"])).rejects.toBeInstanceOf(UsageError);
 }, TEST_TIMEOUT_MS);
