@@ -24,7 +24,8 @@ const messagesQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(500).default(100),
 });
 const searchQuery = z.strictObject({
-  q: z.string().min(1, "is empty").max(MAX_SEARCH_TEXT),
+  /** Required, but checked after the rest: a bad limit or an unknown parameter is named first. */
+  q: z.string().min(1, "is empty").max(MAX_SEARCH_TEXT).optional(),
   channel: channelId.optional(),
   /** Include this participant's DMs, as GET /chat/channels?member= lists them. */
   member: handle.optional(),
@@ -53,6 +54,7 @@ export function chatRoutes(router: EstateRouter, company: () => Company): RouteG
       });
       app.get("/messages", auth.require("state:read"), async (c) => {
         const { q: text, ...q } = parseQuery(c, searchQuery);
+        if (text === undefined) throw new ApiError(400, "invalid_input", "query.q: is required (the text to search for)", "q");
         return c.json(await estateCall(() => router.read({ q: "chat.search", text, ...q })));
       });
       app.get("/channels/:id/messages", auth.require("state:read"), async (c) => {
