@@ -10,7 +10,9 @@ Usage:
   crewlet version                         crewlet version, lease protocol, sidecar, arch
   crewlet schema                          JSON Schema of crewlet.yaml, for editors
   crewlet chat post <channel> <text>      post to a channel on a running node
+  crewlet chat search <text>              ranked search of chat (--channel, --member for DMs)
   crewlet work list                       list work items on a running node
+  crewlet work search <text>              ranked search of work items (--project, --status, --assignee)
   crewlet config list|show|apply|activate the fleet's company revisions on a running node
   crewlet schedules                       each schedule's next fire and last fire
   crewlet budgets                         each spend cap, its window's spend and reset

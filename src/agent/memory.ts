@@ -20,6 +20,8 @@ import type { Org, Seat } from "../org/org.ts";
 import type { Trigger } from "../org/trigger.ts";
 import { mailboxSubject } from "../queue/topics.ts";
 import { defineTool, ok, type Tool } from "./tools/contract.ts";
+import { searchMemory, type MemorySearchDeps } from "./memory-search.ts";
+import type { Embedder } from "./providers/embeddings.ts";
 import type { EstatePort, PublishPort } from "./tools/estate-port.ts";
 
 /** Pages of a unit's space the onboarding step reads the titles of. */
@@ -65,13 +67,15 @@ export interface TurnMemoryOptions {
   node_id: string;
   clock: Clock;
   log: Logger;
+  /** The embeddings endpoint of the company in force (memory_search blends vectors), or null. */
+  embedder?: () => Embedder | null;
 }
 
 export class TurnMemory implements TurnMemoryPort {
   private readonly toolList: Tool[];
 
   constructor(private readonly o: TurnMemoryOptions) {
-    this.toolList = memoryTools(o.store);
+    this.toolList = memoryTools({ store: o.store, embedder: o.embedder ?? (() => null), log: o.log });
   }
 
   tools(): readonly Tool[] {
@@ -177,7 +181,8 @@ export class TurnMemory implements TurnMemoryPort {
 }
 
 /** memory_note and memory_search: the seat's own memory, nothing outside the engine. */
-export function memoryTools(store: MemoryStore): Tool[] {
+export function memoryTools(deps: MemorySearchDeps): Tool[] {
+  const { store } = deps;
   const own = { readOnly: false, openWorld: false, estateWrite: false };
   return [
     defineTool({
@@ -200,7 +205,7 @@ export function memoryTools(store: MemoryStore): Tool[] {
       description: "Search your own diary and the summaries of your earlier turns.",
       input: MemorySearchInput,
       annotations: { readOnly: true, openWorld: false, estateWrite: false },
-      run: async (a, ctx) => ok({ hits: store.search(ctx.seat, a.query, a.limit ?? MEMORY_SEARCH_MAX_RESULTS) }),
+      run: async (a, ctx) => ok(await searchMemory(deps, ctx.seat, a.query, a.limit ?? MEMORY_SEARCH_MAX_RESULTS, ctx.signal)),
     }),
   ];
 }

@@ -9,6 +9,7 @@ import { checkIntegrations, integrationsSchema } from "./integrations.ts";
 import { scheduleSchema, validTimeZone } from "./schedules.ts";
 import { budgetsSchema, checkBudgets, pricingSchema } from "./budgets.ts";
 import { todaySchema } from "./today.ts";
+import { embeddingsSchema } from "./embeddings.ts";
 import { roleSandboxSchema, sandboxProviderSchema, sandboxReferenceProblems } from "./sandbox.ts";
 
 export const HANDLE_RE = /^[a-z0-9][a-z0-9_\-]{0,47}$/;
@@ -153,6 +154,7 @@ const companyShape = z.strictObject({
     .strictObject({
       llm: z.record(z.string(), providerSchema).default({}),
       sandbox: sandboxProviderSchema.optional().describe("Where seats' coding runs happen (run_sandbox)"),
+      embeddings: embeddingsSchema,
     })
     .default({ llm: {} }),
   default_llm: z.string().optional(),

@@ -170,4 +170,46 @@ CREATE INDEX turn_receipts_ended ON turn_receipts (ended_at);
 CREATE INDEX turn_receipts_work ON turn_receipts (work_key, ended_at);
 `,
   },
+  {
+    id: 3,
+    name: "work_chat_fts",
+    // The same shape as kb_fts: external content (no second copy of the text), kept by
+    // triggers in the applier's own transaction, so an index row exists exactly when its
+    // row does — on the log's replay and on a snapshot restore, whose DELETE + INSERT of
+    // a domain's tables fires them row by row. These tables have no INTEGER PRIMARY KEY:
+    // the index follows their implicit rowid, which the triggers read from the row itself.
+    // The key is indexed too, so "ENG-12" finds ENG-12. 'rebuild' indexes the rows already
+    // held when a node first runs this build.
+    sql: `
+CREATE VIRTUAL TABLE work_fts USING fts5(
+  key, title, body, content='tracker_items', content_rowid='rowid', tokenize='porter unicode61'
+);
+CREATE TRIGGER tracker_items_fts_insert AFTER INSERT ON tracker_items BEGIN
+  INSERT INTO work_fts (rowid, key, title, body) VALUES (new.rowid, new.key, new.title, new.body);
+END;
+CREATE TRIGGER tracker_items_fts_delete AFTER DELETE ON tracker_items BEGIN
+  INSERT INTO work_fts (work_fts, rowid, key, title, body) VALUES ('delete', old.rowid, old.key, old.title, old.body);
+END;
+CREATE TRIGGER tracker_items_fts_update AFTER UPDATE OF key, title, body ON tracker_items BEGIN
+  INSERT INTO work_fts (work_fts, rowid, key, title, body) VALUES ('delete', old.rowid, old.key, old.title, old.body);
+  INSERT INTO work_fts (rowid, key, title, body) VALUES (new.rowid, new.key, new.title, new.body);
+END;
+INSERT INTO work_fts (work_fts) VALUES ('rebuild');
+
+CREATE VIRTUAL TABLE chat_fts USING fts5(
+  body, content='chat_messages', content_rowid='rowid', tokenize='porter unicode61'
+);
+CREATE TRIGGER chat_messages_fts_insert AFTER INSERT ON chat_messages BEGIN
+  INSERT INTO chat_fts (rowid, body) VALUES (new.rowid, new.body);
+END;
+CREATE TRIGGER chat_messages_fts_delete AFTER DELETE ON chat_messages BEGIN
+  INSERT INTO chat_fts (chat_fts, rowid, body) VALUES ('delete', old.rowid, old.body);
+END;
+CREATE TRIGGER chat_messages_fts_update AFTER UPDATE OF body ON chat_messages BEGIN
+  INSERT INTO chat_fts (chat_fts, rowid, body) VALUES ('delete', old.rowid, old.body);
+  INSERT INTO chat_fts (rowid, body) VALUES (new.rowid, new.body);
+END;
+INSERT INTO chat_fts (chat_fts) VALUES ('rebuild');
+`,
+  },
 ];

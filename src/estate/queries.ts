@@ -7,6 +7,7 @@ import type { Database } from "bun:sqlite";
 import type { EstateDb } from "./migrate.ts";
 import { actor, channelId, containerKey, handle, opId, pageTitle, projectKey, workKey } from "./records.ts";
 import { lastTurnByWork, listReceipts, receiptQueries, weekOfReceipts, type ReceiptRow, type SeatDay } from "./turn-receipts.ts";
+import { ftsExpression, searchChat, searchQueries, searchWork, SNIPPET_TOKENS, type ChatHit, type SearchAnswer, type WorkHit } from "./search.ts";
 import { activity, channels, comments, containers, messages, pages, projects, workItems, WORK_STATUSES, type Domain } from "./schema.ts";
 
 /** Largest page any list answers: a list is for reading, not for export. */
@@ -25,6 +26,7 @@ export const querySchema = z.discriminatedUnion("q", [
     limit: limit(100),
   }),
   z.strictObject({ q: z.literal("work.get"), key: workKey }),
+  searchQueries.work,
   z.strictObject({ q: z.literal("pages.containers") }),
   z.strictObject({
     q: z.literal("pages.list"),
@@ -49,6 +51,7 @@ export const querySchema = z.discriminatedUnion("q", [
     limit: limit(100),
   }),
   z.strictObject({ q: z.literal("chat.message"), id: opId }),
+  searchQueries.chat,
   receiptQueries.list,
   receiptQueries.week,
   receiptQueries.lastByWork,
@@ -148,6 +151,8 @@ export interface Results {
   "projects.list": Project[];
   "work.list": { items: WorkItem[]; next: number | null };
   "work.get": { item: WorkItem; comments: Comment[]; activity: Activity[] } | null;
+  /** Ranked (bm25); searched: false when nobody could search. */
+  "work.search": SearchAnswer<WorkHit>;
   "pages.containers": Container[];
   /** In (container, title) order; a full page's last entry is the `after` of the next. */
   "pages.list": PageSummary[];
@@ -158,6 +163,8 @@ export interface Results {
   "chat.channel": Channel | null;
   "chat.messages": { messages: Message[]; next: number | null };
   "chat.message": Message | null;
+  /** Ranked (bm25), open channels and the member's DMs; searched: false when nobody could search. */
+  "chat.search": SearchAnswer<ChatHit>;
   /** Newest first; `next` is the cursor of the page after, null at the end. */
   "turns.list": { turns: ReceiptRow[]; next: number | null };
   "turns.week": SeatDay[];
@@ -184,19 +191,6 @@ const toMessage = (r: typeof messages.$inferSelect): Message => ({
   position: r.position,
 });
 
-/**
- * An FTS5 MATCH expression from free text: every word quoted (so operators and column
- * filters in user text are literal), all of them required. Null when nothing is left.
- */
-export function ftsExpression(text: string): string | null {
-  const words = text.match(/[\p{L}\p{N}_]+/gu) ?? [];
-  if (words.length === 0) return null;
-  return words.slice(0, 32).map((w) => `"${w}"`).join(" ");
-}
-
-/** Words of snippet context either side of a hit: a line's worth in a result list. */
-const SNIPPET_TOKENS = 16;
-
 export function runQuery(db: EstateDb, sqlite: Database, query: Query): Results[QueryName] {
   switch (query.q) {
     case "projects.list":
@@ -216,6 +210,8 @@ export function runQuery(db: EstateDb, sqlite: Database, query: Query): Results[
         .all();
       return { items: rows.map(toItem), next: rows.length === query.limit ? rows[rows.length - 1]!.position : null };
     }
+    case "work.search":
+      return searchWork(sqlite, query);
     case "work.get": {
       const item = db.select().from(workItems).where(eq(workItems.key, query.key)).get();
       if (!item) return null;
@@ -296,6 +292,8 @@ export function runQuery(db: EstateDb, sqlite: Database, query: Query): Results[
       const rows = db.select().from(messages).where(and(...where)).orderBy(asc(messages.position)).limit(query.limit).all();
       return { messages: rows.map(toMessage), next: rows.length === query.limit ? rows[rows.length - 1]!.position : null };
     }
+    case "chat.search":
+      return searchChat(sqlite, query);
     case "chat.message": {
       const r = db.select().from(messages).where(eq(messages.id, query.id)).get();
       return r ? toMessage(r) : null;

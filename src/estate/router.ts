@@ -105,6 +105,11 @@ export interface RouterOptions {
 
 type Said = Record<string, string>;
 
+/** Searches are best effort (Scaling Out: "a search is best effort"): never an error for want of an answerer. */
+export function isSearch(q: QueryName): boolean {
+  return q === "pages.search" || q === "work.search" || q === "chat.search";
+}
+
 export class EstateRouter {
   /** This node's last write position per domain: the floor every answerer must have applied. */
   private floor: Floor = zeroFloor();
@@ -158,11 +163,13 @@ export class EstateRouter {
         this.last = node;
         return a.result as Results[K];
       }
-      if (a.status === "invalid") throw new EstateInvalid(a.message);
+      // This build parsed the query already: a peer refusing a search is an older build
+      // that has no such index, which costs the answer that peer, never the search.
+      if (a.status === "invalid" && !isSearch(query.q)) throw new EstateInvalid(a.message);
       said[node] = describe(a);
     }
     // A search is best effort: nobody answering is "could not be searched", not an error.
-    if (query.q === "pages.search") return { hits: [], searched: false } as unknown as Results[K];
+    if (isSearch(query.q)) return { hits: [], searched: false } as unknown as Results[K];
     throw new EstateUnavailable(`${query.q}`, said);
   }
 

@@ -69,7 +69,8 @@ function quoted(path: string): string {
  * Replaces one domain of `sqlite` with the snapshot file's: its tables, its ledger rows and
  * its checkpoint, in ONE immediate transaction (the write lock is taken before the first
  * delete, and a failure anywhere leaves the copy as it was). The caller has stopped the
- * domain's applier. The knowledge index follows kb_pages through its triggers.
+ * domain's applier. The search indexes (kb_fts, work_fts, chat_fts) follow their tables through
+ * their triggers, row by row (test/estate/search.test.ts).
  */
 export function restoreDomain(sqlite: Database, path: string, domain: Domain): void {
   sqlite.run(`ATTACH DATABASE ${quoted(path)} AS snap`);

@@ -158,4 +158,16 @@ END;
 CREATE TRIGGER IF NOT EXISTS memory_episodes_fts_del AFTER DELETE ON memory_episodes BEGIN
   DELETE FROM memory_fts WHERE handle = old.handle AND kind = 'episode' AND id = old.id;
 END;
+-- A note's or an episode's embedding (src/memory/vectors.ts), beside the row rather than in
+-- it, so the changelog's row shapes are unchanged; it goes when its row goes.
+CREATE TABLE IF NOT EXISTS memory_vectors (
+  handle TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL, model TEXT NOT NULL, dims INTEGER NOT NULL,
+  vector BLOB NOT NULL, PRIMARY KEY (handle, kind, id)
+);
+CREATE TRIGGER IF NOT EXISTS memory_diary_vec_del AFTER DELETE ON memory_diary BEGIN
+  DELETE FROM memory_vectors WHERE handle = old.handle AND kind = 'diary' AND id = old.id;
+END;
+CREATE TRIGGER IF NOT EXISTS memory_episodes_vec_del AFTER DELETE ON memory_episodes BEGIN
+  DELETE FROM memory_vectors WHERE handle = old.handle AND kind = 'episode' AND id = old.id;
+END;
 `;

@@ -303,16 +303,21 @@ export class MemoryStore {
 
   /** FTS over the seat's own diary and episodes; the query's words are matched as terms. */
   search(handle: string, query: string, limit: number): SearchHit[] {
+    return this.searchRanked(handle, query, limit).map(({ bm25: _r, ...hit }) => hit);
+  }
+
+  /** search() with each hit's bm25 (lower is better): the lexical half of a blended search. */
+  searchRanked(handle: string, query: string, limit: number): (SearchHit & { bm25: number })[] {
     const terms = query.match(/[\p{L}\p{N}_]+/gu) ?? [];
     if (terms.length === 0) return [];
     // Each word quoted: the model's text is data, never FTS syntax (NEAR, *, columns).
     const match = terms.slice(0, 16).map((w) => `"${w}"`).join(" OR ");
     return this.sqlite
-      .query<{ kind: "diary" | "episode"; id: string; body: string }, { $h: string; $m: string; $n: number }>(
-        "SELECT kind, id, body FROM memory_fts WHERE memory_fts MATCH $m AND handle = $h ORDER BY rank LIMIT $n",
+      .query<{ kind: "diary" | "episode"; id: string; body: string; bm25: number }, { $h: string; $m: string; $n: number }>(
+        "SELECT kind, id, body, rank AS bm25 FROM memory_fts WHERE memory_fts MATCH $m AND handle = $h ORDER BY rank LIMIT $n",
       )
       .all({ $h: handle, $m: match, $n: clampLimit(limit) })
-      .map((r) => ({ kind: r.kind, id: r.id, text: r.body }));
+      .map((r) => ({ kind: r.kind, id: r.id, text: r.body, bm25: r.bm25 }));
   }
 
   /** The overview's two facts, on cached statements (it asks them of every seat at once). */

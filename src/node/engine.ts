@@ -5,6 +5,7 @@
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import type { Clock, Timer } from "../clock.ts";
+import { embeddingsClient, type Embedder } from "../agent/providers/embeddings.ts";
 import type { Company } from "../config/company.ts";
 import type { KvSlot } from "../coord/contract.ts";
 import { TurnMemory } from "../agent/memory.ts";
@@ -80,12 +81,19 @@ export interface EngineOptions {
   secrets?: readonly string[];
 }
 
+function embedderOf(company: Company, clock: Clock): Embedder | null {
+  const cfg = company.providers.embeddings;
+  return cfg ? embeddingsClient(cfg, clock) : null;
+}
+
 export class NodeEngine {
   private org: Org;
   private company: Company;
   /** The fleet's spend counters (GET /budgets reads them); null without the slot. */
   readonly budgets: BudgetCounters | null;
   private providers: Map<string, Provider>;
+  /** The company's embeddings endpoint (memory_search blends vectors), or null. */
+  private embedder: Embedder | null;
   private readonly db: Database;
   private readonly mcp: McpPool;
   readonly turns: TurnEngine;
@@ -107,6 +115,7 @@ export class NodeEngine {
     this.company = o.company;
     this.providers = buildProviders(o.company.providers.llm, o.clock, { secrets: this.secretsOf(o.company), cooldowns: o.cooldowns });
     void probeProviders(o.company.providers.llm, o.clock, o.log);
+    this.embedder = embedderOf(o.company, o.clock);
     this.db = new Database(join(o.storeDir, NODE_DB_FILE), { create: true, strict: true });
     // WAL: turns write episodes while the API reads them.
     this.db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
@@ -177,7 +186,7 @@ export class NodeEngine {
       approvals,
       ledger: new CompletionLedger(o.ledger, o.clock, o.log),
       // The seat's episodes are its memory's (src/memory), written before the completion.
-      memory: new TurnMemory({ store: this.memoryStore, sync: this.memorySync, estate: o.estate, queue: o.queue, claims: o.claims, node_id: o.nodeId, clock: o.clock, log: o.log }),
+      memory: new TurnMemory({ store: this.memoryStore, sync: this.memorySync, estate: o.estate, queue: o.queue, claims: o.claims, node_id: o.nodeId, clock: o.clock, log: o.log, embedder: () => this.embedder }),
       events,
       transcripts: {
         // The fleet's receipt first (it never throws), then this node's transcript.
@@ -240,6 +249,7 @@ export class NodeEngine {
     this.company = company;
     this.providers = buildProviders(company.providers.llm, this.o.clock, { secrets: this.secretsOf(company), cooldowns: this.o.cooldowns });
     void probeProviders(company.providers.llm, this.o.clock, this.o.log);
+    this.embedder = embedderOf(company, this.o.clock);
   }
 
   /** Every secret a provider's error must not carry: the node's, and the company's

@@ -95,6 +95,32 @@ test("pages: put, get, search", async () => {
   expect(spaces.containers.map((c) => c.key)).toContain("eng-docs");
 }, TEST_TIMEOUT_MS);
 
+test("search: GET /work?q= and GET /chat/messages?q= rank with snippets; bad input is a 400 naming the field, no token a 401", async () => {
+  expect((await call("POST", "/work", { project: "ENG", title: "Tune the marmoset cache", body: "it thrashes" })).status).toBe(200);
+  expect((await call("POST", "/chat/channels/general/messages", { body: "the marmoset cache thrashes again" })).status).toBe(200);
+  const work = (await (await call("GET", "/work?q=marmoset%20cache&project=ENG", undefined, { token: READER })).json()) as { searched: boolean; hits: { title: string; snippet: string }[] };
+  expect(work).toMatchObject({ searched: true, hits: [{ title: "Tune the marmoset cache" }] });
+  const chat = (await (await call("GET", "/chat/messages?q=marmoset&channel=general", undefined, { token: READER })).json()) as { searched: boolean; hits: { channel: string; snippet: string }[] };
+  expect(chat).toMatchObject({ searched: true, hits: [{ channel: "general", snippet: "the [marmoset] cache thrashes again" }] });
+  expect((await call("GET", "/chat/messages?q=marmoset", undefined, { token: null })).status).toBe(401);
+  expect((await call("GET", "/work?q=marmoset", undefined, { token: null })).status).toBe(401);
+  const bad: [string, string][] = [
+    ["/work?q=", "q"],
+    ["/work?q=x&after=3", "after"],
+    ["/work?q=x&limit=101", "limit"],
+    [`/work?q=${"x".repeat(501)}`, "q"],
+    ["/chat/messages", "q"],
+    ["/chat/messages?q=x&channel=Not%20A%20Channel", "channel"],
+    ["/chat/messages?q=x&limit=0", "limit"],
+    ["/chat/messages?q=x&sort=new", "sort"],
+  ];
+  for (const [path, field] of bad) {
+    const res = await call("GET", path);
+    expect({ path, status: res.status }).toEqual({ path, status: 400 });
+    expect(((await res.json()) as { error: { field?: string } }).error.field).toBe(field);
+  }
+}, TEST_TIMEOUT_MS);
+
 test("chat: channels, post with mentions, a DM opened by its first message, paging", async () => {
   const channels = (await (await call("GET", "/chat/channels")).json()) as { channels: { id: string }[] };
   expect(channels.channels.map((c) => c.id)).toEqual(["eng", "general", "sales"]);
@@ -160,6 +186,9 @@ test("CLI: chat post and work list talk HTTP to a running node", async () => {
     expect(await runChatCommand(["post", "nope", "x", "--url", url, "--token", OPS])).toBe(1);
     expect(await runWorkCommand(["list", "--url", url, "--token", OPS, "--project", "ENG"])).toBe(0);
     expect(await runWorkCommand(["list", "--url", url, "--token", "wrong-token-0123456789abcdef"])).toBe(1);
+    expect(await runWorkCommand(["search", "ship", "--url", url, "--token", OPS])).toBe(0);
+    expect(await runChatCommand(["search", "cli", "--channel", "general", "--url", url, "--token", OPS])).toBe(0);
+    expect(await runChatCommand(["search", "zzzunmatched", "--url", url, "--token", OPS])).toBe(0);
   } finally {
     console.log = origLog;
     console.error = origErr;
@@ -169,8 +198,14 @@ test("CLI: chat post and work list talk HTTP to a running node", async () => {
   expect(logged[1]).toMatch(/no channel nope/);
   expect(logged[2]).toMatch(/KEY\s+STATUS.*\nENG-1\s+in_progress/);
   expect(logged[3]).toMatch(/Authorization/);
+  expect(logged[4]).toMatch(/^ENG-1\s+in_progress\s+Ship it/);
+  expect(logged[5]).toMatch(/^#general\s+token:ops: hello from the \[cli\]/);
+  expect(logged[6]).toBe("no messages matched");
   const msgs = await node.estate.router.read({ q: "chat.messages", channel: "general" });
   expect(msgs.messages.map((m) => m.body)).toContain("hello from the cli");
   const { UsageError } = await import("../../src/cli/args.ts");
   await expect(runChatCommand(["post", "general"])).rejects.toBeInstanceOf(UsageError);
+  await expect(runWorkCommand(["search"])).rejects.toBeInstanceOf(UsageError);
+  await expect(runWorkCommand(["list", "extra"])).rejects.toBeInstanceOf(UsageError);
+  await expect(runChatCommand(["search"])).rejects.toBeInstanceOf(UsageError);
 }, TEST_TIMEOUT_MS);

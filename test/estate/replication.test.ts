@@ -205,4 +205,6 @@ test("nobody answering is an error that says so, never an empty list", async () 
   await expect(lonely.estate.router.read({ q: "chat.channels" })).rejects.toThrow(/no data node answered chat.channels.*nobody-1: not reachable/);
   // A search is best effort: "could not be searched", not "nothing matched".
   expect(await lonely.estate.router.read({ q: "pages.search", text: "x" })).toEqual({ hits: [], searched: false });
+  expect(await lonely.estate.router.read({ q: "work.search", text: "x" })).toEqual({ hits: [], searched: false });
+  expect(await lonely.estate.router.read({ q: "chat.search", text: "x" })).toEqual({ hits: [], searched: false });
 }, TEST_TIMEOUT_MS);

@@ -256,13 +256,15 @@ export function trimScenario(SIZE: number): void {
       expect(d.sink.events("estate_copy_restore_failed").length).toBe(0);
       const ref2 = fileFacts("a");
       for (const id of ["b", "c", "d"]) expect(fileFacts(id).digest).toEqual(ref2.digest);
-      // The knowledge index follows the restored pages (FTS5's own consistency check, and a search).
+      // The search indexes follow the restored rows (FTS5's own consistency check, and a search).
       for (const id of ["c", "d"]) {
         const sqlite = nodes.get(id)!.estate.copy!.sqlite;
-        sqlite.run("INSERT INTO kb_fts(kb_fts, rank) VALUES('integrity-check', 1)");
-        const hits = (q: Database) => q.query<{ n: number }, []>("SELECT count(*) AS n FROM kb_fts WHERE kb_fts MATCH 'text'").get()!.n;
-        expect(hits(sqlite)).toBe(hits(nodes.get("a")!.estate.copy!.sqlite));
-        expect(hits(sqlite)).toBeGreaterThan(0);
+        for (const fts of ["kb_fts", "work_fts", "chat_fts"]) sqlite.run(`INSERT INTO ${fts}(${fts}, rank) VALUES('integrity-check', 1)`);
+        for (const [fts, word] of [["kb_fts", "text"], ["work_fts", "item"], ["chat_fts", "says"]] as const) {
+          const hits = (q: Database) => q.query<{ n: number }, []>(`SELECT count(*) AS n FROM ${fts} WHERE ${fts} MATCH '${word}'`).get()!.n;
+          expect({ fts, hits: hits(sqlite) }).toEqual({ fts, hits: hits(nodes.get("a")!.estate.copy!.sqlite) });
+          expect(hits(sqlite)).toBeGreaterThan(0);
+        }
       }
 
       // With the shipped snapshot age, a stored snapshot covering part of the purge is reused

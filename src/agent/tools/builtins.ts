@@ -17,14 +17,6 @@ import { routeFor } from "../../org/routing.ts";
 import { defineTool, fail, ok, type Tool, type ToolContext, type ToolResult } from "./contract.ts";
 import type { EstatePort, PublishPort, WriteOutcome } from "./estate-port.ts";
 
-/** Messages one chat read/search walks at most: a tool answer is for a model's context,
- * and a channel longer than this is searched by its newest pages' worth. */
-export const CHAT_SCAN_MAX = 5_000;
-/** Work items one work_search walks at most, for the same reason. */
-export const WORK_SCAN_MAX = 5_000;
-/** Page size of the walks above (the estate's own list bound). */
-const PAGE = 500;
-
 export interface ChatPostedFact {
   channel: string;
   /** The thread the post went into (its root message id), or null for a top-level post. */
@@ -88,21 +80,6 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
     return result;
   };
 
-  /**
-   * Walks a channel from its newest message back, a page at a time, at most CHAT_SCAN_MAX
-   * messages; `visit` answers false to stop. Newest first, so a channel longer than the
-   * bound is searched by its most recent messages, never only its oldest.
-   */
-  const walkNewestFirst = async (channel: string, visit: (m: Message) => boolean): Promise<void> => {
-    let before: number | undefined;
-    for (let scanned = 0; scanned < CHAT_SCAN_MAX; scanned += PAGE) {
-      const page = await estate.read({ q: "chat.messages", channel, order: "newest", before, limit: PAGE });
-      for (let i = page.messages.length - 1; i >= 0; i--) if (!visit(page.messages[i]!)) return;
-      if (page.next === null) return;
-      before = page.next;
-    }
-  };
-
   return [
     defineTool({
       name: "work_list",
@@ -128,23 +105,12 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
     }),
     defineTool({
       name: "work_search",
-      description: "Find work items whose key, title or body contains the text.",
-      input: z.strictObject({ text: text(200), project: projectKey.optional(), limit: z.number().int().min(1).max(50).default(20) }),
+      description: "Full-text search of work items (key, title, body), best matches first.",
+      input: z.strictObject({ text: text(200), project: projectKey.optional(), status: z.enum(WORK_STATUSES).optional(), limit: z.number().int().min(1).max(50).default(20) }),
       annotations: readOnly,
       run: async (a) => {
-        const needle = a.text.toLowerCase();
-        const hits: unknown[] = [];
-        let after: number | undefined;
-        for (let scanned = 0; scanned < WORK_SCAN_MAX && hits.length < a.limit; scanned += PAGE) {
-          const page = await estate.read({ q: "work.list", project: a.project, after, limit: PAGE });
-          for (const it of page.items) {
-            if (`${it.key}\n${it.title}\n${it.body}`.toLowerCase().includes(needle)) hits.push({ key: it.key, title: it.title, status: it.status, assignee: it.assignee });
-            if (hits.length >= a.limit) break;
-          }
-          if (page.next === null) break;
-          after = page.next;
-        }
-        return ok({ hits });
+        const found = await estate.read({ q: "work.search", text: a.text, project: a.project, status: a.status, limit: a.limit });
+        return ok({ searched: found.searched, hits: found.hits.map(({ key, title, status, assignee, snippet }) => ({ key, title, status, assignee, snippet })) });
       },
     }),
     defineTool({
@@ -279,24 +245,13 @@ export function builtinTools(deps: BuiltinDeps): Tool[] {
     }),
     defineTool({
       name: "chat_search",
-      description: "Find chat messages containing the text, in one channel or every channel you can see.",
+      description: "Full-text search of chat messages, in one channel or every channel you can see, best matches first.",
       input: z.strictObject({ text: text(200), channel: channelId.optional(), limit: z.number().int().min(1).max(50).default(20) }),
       annotations: readOnly,
       run: async (a, ctx) => {
-        const needle = a.text.toLowerCase();
-        const channels = a.channel !== undefined ? [a.channel] : (await estate.read({ q: "chat.channels", member: ctx.seat })).map((c) => c.id);
-        const hits: Message[] = [];
-        for (const ch of channels) {
-          const found: Message[] = [];
-          await walkNewestFirst(ch, (m) => {
-            if (!m.deleted && m.body.toLowerCase().includes(needle)) found.push(m);
-            return found.length < a.limit;
-          });
-          hits.push(...found);
-        }
-        // The newest `limit` hits across the channels, shown oldest first.
-        hits.sort((x, y) => y.created_at - x.created_at || y.position - x.position);
-        return ok({ hits: hits.slice(0, a.limit).reverse().map(brief) });
+        // member: the seat's own DMs are searched with the open channels, nobody else's.
+        const found = await estate.read({ q: "chat.search", text: a.text, channel: a.channel, member: ctx.seat, limit: a.limit });
+        return ok({ searched: found.searched, hits: found.hits.map((h) => ({ id: h.id, channel: h.channel, author: h.author, snippet: h.snippet, thread: h.thread_parent, at: h.created_at })) });
       },
     }),
     defineTool({

@@ -1,4 +1,5 @@
-// Chat: GET /chat/channels, GET /chat/channels/{id}/messages?cursor=,
+// Chat: GET /chat/channels, GET /chat/channels/{id}/messages?cursor=, GET /chat/messages?q=
+// (a ranked search across the channels, a member's DMs included),
 // POST /chat/channels/{id}/messages. A DM is addressed by its derived id (`dm.alice.bob`)
 // and exists from its first message.
 import { Hono } from "hono";
@@ -11,6 +12,7 @@ import { callerActor, estateCall, writeReply } from "../estate-http.ts";
 import { dmMembers, parseMentions } from "../../estate/mentions.ts";
 import { actor, channelId, chatPost, handle, opId } from "../../estate/records.ts";
 import type { EstateRouter } from "../../estate/router.ts";
+import { MAX_SEARCH_LIMIT, MAX_SEARCH_TEXT } from "../../estate/search.ts";
 
 const channelsQuery = z.strictObject({ member: handle.optional() });
 const messagesQuery = z.strictObject({
@@ -20,6 +22,14 @@ const messagesQuery = z.strictObject({
   before: z.coerce.number().int().min(1).optional(),
   order: z.enum(["oldest", "newest"]).default("oldest"),
   limit: z.coerce.number().int().min(1).max(500).default(100),
+});
+const searchQuery = z.strictObject({
+  /** Required, but checked after the rest: a bad limit or an unknown parameter is named first. */
+  q: z.string().min(1, "is empty").max(MAX_SEARCH_TEXT).optional(),
+  channel: channelId.optional(),
+  /** Include this participant's DMs, as GET /chat/channels?member= lists them. */
+  member: handle.optional(),
+  limit: z.coerce.number().int().min(1).max(MAX_SEARCH_LIMIT).default(20),
 });
 const postBody = z.strictObject({
   body: chatPost.shape.body,
@@ -41,6 +51,11 @@ export function chatRoutes(router: EstateRouter, company: () => Company): RouteG
       app.get("/channels", auth.require("state:read"), async (c) => {
         const q = parseQuery(c, channelsQuery);
         return c.json({ channels: await estateCall(() => router.read({ q: "chat.channels", member: q.member })) });
+      });
+      app.get("/messages", auth.require("state:read"), async (c) => {
+        const { q: text, ...q } = parseQuery(c, searchQuery);
+        if (text === undefined) throw new ApiError(400, "invalid_input", "query.q: is required (the text to search for)", "q");
+        return c.json(await estateCall(() => router.read({ q: "chat.search", text, ...q })));
       });
       app.get("/channels/:id/messages", auth.require("state:read"), async (c) => {
         const id = channelParam(c.req.param("id"));

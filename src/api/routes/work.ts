@@ -1,4 +1,4 @@
-// Work items: GET /work, GET /work/{key}, POST /work, PATCH /work/{key},
+// Work items: GET /work (a list, or with q= a ranked search with snippets), GET /work/{key}, POST /work, PATCH /work/{key},
 // POST /work/{key}/comments. Every call goes through the estate router.
 import { Hono } from "hono";
 import { z } from "zod";
@@ -10,14 +10,21 @@ import { actor, workComment, workFields, workKey, projectKey } from "../../estat
 import type { EstateRouter } from "../../estate/router.ts";
 import { DEFAULT_PROJECT_KEY } from "../../estate/seed.ts";
 import { WORK_STATUSES } from "../../estate/schema.ts";
+import { MAX_SEARCH_LIMIT, MAX_SEARCH_TEXT } from "../../estate/search.ts";
 
 const listQuery = z.strictObject({
   project: projectKey.optional(),
   status: z.enum(WORK_STATUSES).optional(),
   assignee: actor.optional(),
   after: z.coerce.number().int().min(0).optional(),
-  limit: z.coerce.number().int().min(1).max(500).default(100),
+  limit: z.coerce.number().int().min(1).max(500).optional(),
+  /** Full-text search (title 5×, key 10×); the filters above narrow it. */
+  q: z.string().min(1, "is empty").max(MAX_SEARCH_TEXT).optional(),
 });
+/** A list's page when the caller names none. */
+const LIST_LIMIT_DEFAULT = 100;
+/** A search's hits when the caller names none: a screenful. */
+const SEARCH_LIMIT_DEFAULT = 20;
 
 const createBody = z.strictObject({
   project: projectKey.default(DEFAULT_PROJECT_KEY),
@@ -53,8 +60,12 @@ export function workRoutes(router: EstateRouter): RouteGroup {
     routes: (auth) => {
       const app = new Hono<AuthEnv>();
       app.get("/", auth.require("state:read"), async (c) => {
-        const q = parseQuery(c, listQuery);
-        return c.json(await estateCall(() => router.read({ q: "work.list", ...q })));
+        const { q: text, ...q } = parseQuery(c, listQuery);
+        if (text === undefined) return c.json(await estateCall(() => router.read({ q: "work.list", ...q, limit: q.limit ?? LIST_LIMIT_DEFAULT })));
+        if (q.after !== undefined) throw new ApiError(400, "invalid_input", "query.after: a search is ranked, not paged; raise limit instead", "after");
+        if (q.limit !== undefined && q.limit > MAX_SEARCH_LIMIT) throw new ApiError(400, "invalid_input", `query.limit: a search answers at most ${MAX_SEARCH_LIMIT} hits`, "limit");
+        const { after: _after, ...filters } = q;
+        return c.json(await estateCall(() => router.read({ q: "work.search", text, ...filters, limit: q.limit ?? SEARCH_LIMIT_DEFAULT })));
       });
       app.get("/:key", auth.require("state:read"), async (c) => {
         const key = keyParam(c.req.param("key"));
