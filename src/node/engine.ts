@@ -253,10 +253,10 @@ export class NodeEngine {
   }
 
   /** Every secret a provider's error must not carry: the node's, and the company's
-   * integration secrets and tokens (provider keys are added by buildProviders). */
+   * integration secrets and tokens, and its embeddings keys (model keys are added by buildProviders). */
   private secretsOf(company: Company): string[] {
     const integrations = company.integrations.flatMap((i) => [i.secret, i.token].filter((x): x is string => typeof x === "string"));
-    return [...(this.o.secrets ?? []), ...integrations];
+    return [...(this.o.secrets ?? []), ...integrations, ...(company.providers.embeddings?.api_keys ?? [])];
   }
 
   private stopped = false;
