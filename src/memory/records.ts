@@ -116,7 +116,12 @@ export const MAX_SKILL_BODY_BYTES = 2 * 1024;
 export const MAX_SKILL_TERMS = 8;
 /** Episodes a skill version names as its evidence (the newest of its cluster). */
 export const MAX_SKILL_EVIDENCE = 16;
-const skillTerm = z.string().min(1).max(64).regex(/^[\p{Ll}\p{N}_]+$/u, "may hold only lower-case letters, digits and '_'");
+const skillTerm = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[\p{L}\p{N}_]+$/u, "may hold only letters, digits and '_'")
+  .refine((w) => w === w.toLowerCase(), "is not lower-case");
 
 export const SKILL_STATES = ["active", "stale", "archived"] as const;
 export type SkillState = (typeof SKILL_STATES)[number];
