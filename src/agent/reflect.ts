@@ -6,6 +6,8 @@
 // and its note on the counterparty, flushed when the pass ends.
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
+import { applyLearning, LearningWakeInvalid } from "../memory/learning-apply.ts";
+import { decodeLearningDue, wakeType } from "../memory/learning-due.ts";
 import { MemoryRowInvalid } from "../memory/records.ts";
 import { decodeReflectionDue, parseReflection, reflectionPrompt } from "../memory/reflection.ts";
 import type { MemoryStore } from "../memory/store.ts";
@@ -75,6 +77,7 @@ export class ReflectDispatcher {
   }
 
   private async handle(handle: string, d: Delivery): Promise<Outcome> {
+    if (wakeType(d.data) === "learning_due") return this.learn(handle, d);
     const decoded = decodeReflectionDue(d.data);
     if (!decoded.ok) {
       this.o.log.error("memory_reflection_wake_invalid", { seat: handle, seq: d.streamSeq, error: decoded.error });
@@ -145,6 +148,32 @@ export class ReflectDispatcher {
     }
     await this.o.sync.flushQuietly(handle, "reflection");
     this.o.log.info("memory_reflected", { seat: handle, turn_id: due.turn_id, notes, counterparty_note: r.counterparty_note !== null });
+    return ack();
+  }
+
+  /**
+   * The learning duty's decisions for this seat, written here because this node holds it.
+   * No model call: the duty decided; this applies, flushes, and tells each state move. A
+   * wake no schema accepts, or one for another seat, is acked and named: redelivering it
+   * cannot make it valid, and the duty's next tick decides again from the changelog.
+   */
+  private async learn(handle: string, d: Delivery): Promise<Outcome> {
+    const decoded = decodeLearningDue(d.data);
+    if (!decoded.ok || decoded.due.seat !== handle) {
+      this.o.log.error("memory_learning_wake_invalid", { seat: handle, seq: d.streamSeq, error: decoded.ok ? `wake for ${decoded.due.seat}` : decoded.error });
+      return ack();
+    }
+    let applied;
+    try {
+      applied = applyLearning(this.o.store, decoded.due, this.o.clock.now());
+    } catch (err) {
+      if (!(err instanceof LearningWakeInvalid) && !(err instanceof MemoryRowInvalid)) throw err;
+      this.o.log.error("memory_learning_wake_invalid", { seat: handle, seq: d.streamSeq, error: err.message });
+      return ack();
+    }
+    for (const m of applied.moves) this.o.log.info("skill_state_changed", { seat: handle, skill: m.skill, from: m.from, to: m.to });
+    await this.o.sync.flushQuietly(handle, "learning");
+    this.o.log.info("memory_learning_applied", { seat: handle, versions: applied.versions, skills: applied.skills, episodes_compacted: applied.compacted });
     return ack();
   }
 }
