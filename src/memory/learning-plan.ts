@@ -9,8 +9,9 @@
 //      compaction horizon; its terms are skill-terms.ts normaliseTerms(summary).
 //   2. A term's weight is how many of the seat's counted episodes hold it (document
 //      frequency); terms held by fewer than MIN_CLUSTER_EPISODES are not shared work.
-//   3. An episode's key is its CLUSTER_KEY_TERMS heaviest shared terms (ties: alphabetical),
-//      sorted. Episodes with one key are one cluster; a cluster of MIN_CLUSTER_EPISODES or
+//   3. An episode's key is its CLUSTER_KEY_TERMS heaviest shared terms (ties: the term that
+//      comes earlier in the summaries on average — a summary leads with its work — then
+//      alphabetical), sorted. Episodes with one key are one cluster; a cluster of MIN_CLUSTER_EPISODES or
 //      more is a skill whose body lists its newest MAX_SKILL_EXAMPLES summaries.
 // Lifecycle: active → stale after STALE_AFTER_MS without a use or new evidence; stale →
 // archived after ARCHIVE_AFTER_MS more; a use revives a stale skill, new evidence (a new
@@ -82,10 +83,12 @@ export function clusterEpisodes(episodes: readonly EpisodeRow[], since_ms: numbe
   const counted = episodes.filter((e) => e.outcome === "completed" && e.created_at >= since_ms);
   const termsOf = new Map(counted.map((e) => [e, normaliseTerms(e.summary)]));
   const df = new Map<string, number>();
-  for (const ts of termsOf.values()) for (const t of ts) df.set(t, (df.get(t) ?? 0) + 1);
+  const at = new Map<string, number>(); // summed position: a summary leads with its work
+  for (const ts of termsOf.values()) ts.forEach((t, i) => (df.set(t, (df.get(t) ?? 0) + 1), at.set(t, (at.get(t) ?? 0) + i)));
+  const earlier = (a: string, b: string) => at.get(a)! / df.get(a)! - at.get(b)! / df.get(b)!;
   const groups = new Map<string, { terms: string[]; episodes: EpisodeRow[] }>();
   for (const [e, ts] of termsOf) {
-    const shared = ts.filter((t) => (df.get(t) ?? 0) >= MIN_CLUSTER_EPISODES).sort((a, b) => df.get(b)! - df.get(a)! || cmp(a, b));
+    const shared = ts.filter((t) => (df.get(t) ?? 0) >= MIN_CLUSTER_EPISODES).sort((a, b) => df.get(b)! - df.get(a)! || earlier(a, b) || cmp(a, b));
     if (shared.length === 0) continue;
     const key = shared.slice(0, CLUSTER_KEY_TERMS).sort(cmp);
     const g = groups.get(key.join(" ")) ?? { terms: key, episodes: [] };
