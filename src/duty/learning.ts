@@ -15,6 +15,7 @@ import type { Org } from "../org/org.ts";
 import type { Queue } from "../queue/contract.ts";
 import { mailboxSubject } from "../queue/topics.ts";
 import { bounded } from "./bound.ts";
+import { dutyTiming } from "./duties.ts";
 import type { DutyContext, DutyWork } from "./runner.ts";
 
 const MINUTE_MS = 60_000;
@@ -51,8 +52,7 @@ export class LearningDuty implements DutyWork {
   private readonly lastSent = new Map<string, string>();
 
   constructor(private readonly o: LearningDutyOptions) {
-    this.tick_ms = o.tick_ms ?? LEARNING_TICK_MS;
-    this.ttl_ms = o.tick_ms === undefined ? LEARNING_TTL_MS : Math.max(30_000, 3 * o.tick_ms);
+    ({ tick_ms: this.tick_ms, ttl_ms: this.ttl_ms } = dutyTiming({ tick_ms: LEARNING_TICK_MS, ttl_ms: LEARNING_TTL_MS }, o.tick_ms));
   }
 
   nextTickIn(): number {

@@ -8,6 +8,7 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import { HandleSchema } from "../queue/topics.ts";
 import { SkillRow, SkillVersionRow, SKILL_STATES, type SkillState } from "./records.ts";
+import { decodeWake } from "./reflection.ts";
 
 /**
  * Skills a seat keeps live (active or stale): the clustering keeps the biggest clusters and
@@ -55,16 +56,7 @@ export function wakeType(data: Uint8Array): string | null {
 }
 
 export function decodeLearningDue(data: Uint8Array): { ok: true; due: LearningDue } | { ok: false; error: string } {
-  let value: unknown;
-  try {
-    value = JSON.parse(new TextDecoder().decode(data));
-  } catch (err) {
-    return { ok: false, error: `not JSON: ${(err as Error).message}` };
-  }
-  const p = LearningDue.safeParse(value);
-  if (p.success) return { ok: true, due: p.data };
-  const issue = p.error.issues[0];
-  return { ok: false, error: `${issue?.path.join(".") || "(wake)"}: ${issue?.message ?? "invalid"}` };
+  return decodeWake(LearningDue, data);
 }
 
 /**

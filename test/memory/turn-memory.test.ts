@@ -91,6 +91,19 @@ async function shared() {
 
 const owned = () => true;
 
+/** A provider that answers "done" and keeps every request it was sent. */
+function capturing(): { seen: CompletionRequest[]; capture: Provider } {
+  const seen: CompletionRequest[] = [];
+  const capture: Provider = {
+    name: "capture",
+    async complete(req) {
+      seen.push(req);
+      return { text: "done", toolCalls: [], usage: { input_tokens: 0, output_tokens: 0 } };
+    },
+  };
+  return { seen, capture };
+}
+
 async function waitFor(what: string, pred: () => boolean): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (!pred()) {
@@ -124,14 +137,7 @@ describe("memory in the turn", () => {
 
   test("the prompt carries the diary, this work's episodes and the counterparty note, within the budget", async () => {
     const s = await shared();
-    const seen: CompletionRequest[] = [];
-    const capture: Provider = {
-      name: "capture",
-      async complete(req) {
-        seen.push(req);
-        return { text: "done", toolCalls: [], usage: { input_tokens: 0, output_tokens: 0 } };
-      },
-    };
+    const { seen, capture } = capturing();
     const A = node("a", s, capture);
     A.store.writeDiary({ handle: "cto", content: "The motor supplier ships on Thursdays", source: "note", turn_id: null, work_key: null });
     A.store.setCounterpartyNote("cto", "ceo", "wants dates, not estimates");
@@ -295,14 +301,7 @@ describe("skills in the turn", () => {
 
   test("a learning wake is written by the seat's holder; the next prompt that fits carries the skill and the transcript names it", async () => {
     const s = await shared();
-    const seen: CompletionRequest[] = [];
-    const capture: Provider = {
-      name: "capture",
-      async complete(req) {
-        seen.push(req);
-        return { text: "done", toolCalls: [], usage: { input_tokens: 0, output_tokens: 0 } };
-      },
-    };
+    const { seen, capture } = capturing();
     const A = node("a", s, capture);
     for (const i of [0, 1, 2]) A.store.writeEpisode(refund(i));
     const [plan] = planLearning({ now_ms: Date.now(), seats: [{ handle: "cto", episodes: A.store.allEpisodes("cto"), skills: [], versions: new Map() }], peers: {} });
