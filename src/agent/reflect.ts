@@ -173,7 +173,7 @@ export class ReflectDispatcher {
     }
     for (const m of applied.moves) this.o.log.info("skill_state_changed", { seat: handle, skill: m.skill, from: m.from, to: m.to });
     await this.o.sync.flushQuietly(handle, "learning");
-    this.o.log.info("memory_learning_applied", { seat: handle, versions: applied.versions, skills: applied.skills, episodes_compacted: applied.compacted });
+    this.o.log.info("memory_learning_applied", { seat: handle, versions: applied.versions, versions_dropped: applied.versions_dropped, skills: applied.skills, episodes_compacted: applied.compacted });
     return ack();
   }
 }

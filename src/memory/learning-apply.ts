@@ -4,12 +4,15 @@
 // merged row equals the local one is not written again, so a wake delivered twice — or the
 // same decision made again by a killed duty holder's successor — changes nothing twice.
 import type { LearningDue } from "./learning-due.ts";
+import { SKILL_VERSIONS_KEPT } from "./learning-plan.ts";
 import { mergeSkill } from "./learning-due.ts";
 import type { SkillRow } from "./records.ts";
 import type { MemoryStore } from "./store.ts";
 
 export interface LearningApplied {
   versions: number;
+  /** Old versions dropped past SKILL_VERSIONS_KEPT per skill. */
+  versions_dropped: number;
   skills: number;
   compacted: number;
   /** State moves that took (the lifecycle's events), in the wake's order. */
@@ -30,12 +33,13 @@ export function applyLearning(store: MemoryStore, due: LearningDue, now_ms: numb
       throw new LearningWakeInvalid(`skill ${c.skill.id} is not ${due.seat}'s`);
     }
   }
-  const out: LearningApplied = { versions: 0, skills: 0, compacted: 0, moves: [] };
+  const out: LearningApplied = { versions: 0, versions_dropped: 0, skills: 0, compacted: 0, moves: [] };
   store.sqlite.transaction(() => {
     for (const c of due.skills) {
       if (c.version && store.writeSkillVersion(c.version)) out.versions += 1;
       const local = store.skill(due.seat, c.skill.id);
       const merged = mergeSkill(local, c, now_ms);
+      out.versions_dropped += store.dropOldSkillVersions(due.seat, merged.id, merged.version, SKILL_VERSIONS_KEPT);
       if (local !== null && sameSkill(local, merged)) continue;
       store.putSkill(merged);
       out.skills += 1;

@@ -15,7 +15,7 @@
 //      more is a skill whose body lists its newest MAX_SKILL_EXAMPLES summaries.
 // Lifecycle: active → stale after STALE_AFTER_MS without a use or new evidence; stale →
 // archived after ARCHIVE_AFTER_MS more; a use revives a stale skill, new evidence (a new
-// version) any skill. Compaction: episodes past the newest EPISODE_KEEP, or older than
+// version) any skill — a body is rewritten at most daily. Compaction: episodes past the newest EPISODE_KEEP, or older than
 // EPISODE_MAX_AGE_MS, are dropped by the holder. Promotion: an active clustered skill used
 // PROMOTE_MIN_USES times is offered to every agent sharing a unit with its seat.
 import { MAX_SKILLS_PER_SEAT, type SkillChange } from "./learning-due.ts";
@@ -32,6 +32,15 @@ export const CLUSTER_KEY_TERMS = 2;
 export const MAX_SKILL_EXAMPLES = 5;
 /** A summary's share of a body: five of them and the heading fit MAX_SKILL_BODY_BYTES. */
 const EXAMPLE_BYTES = 360;
+/**
+ * An active skill's body is rewritten at most once a day: every new episode changes its
+ * newest examples, and a version per tick would be 24 a day per skill on the changelog for
+ * ever (versions are append-only). A stale or archived skill takes new evidence at once.
+ */
+export const VERSION_MIN_AGE_MS = DAY_MS;
+/** Versions of one skill the holder keeps (the current one always among them): the history
+ * a person reads on the memory screen; older ones are dropped like compacted episodes. */
+export const SKILL_VERSIONS_KEPT = 20;
 /** Two weeks unused and unrefreshed: the work it describes has stopped coming. */
 export const STALE_AFTER_MS = 14 * DAY_MS;
 /** A month stale: out of the prompt for good, unless new evidence brings it back. */
@@ -122,6 +131,7 @@ function clusterChanges(s: SeatMemorySnapshot, since_ms: number, now: number): S
     const version: SkillVersionRow = { id: skillVersionId(id, body), handle: s.handle, skill_id: id, body, evidence: c.episodes.slice(0, MAX_SKILL_EVIDENCE).map((e) => e.id), created_at: now };
     const cur = byId.get(id);
     if (cur && cur.version === version.id) continue;
+    if (cur && cur.state === "active" && now - (s.versions.get(cur.version)?.created_at ?? -Infinity) < VERSION_MIN_AGE_MS) continue;
     if (!cur && room <= 0) continue;
     if (!cur || cur.state === "archived") room -= 1;
     const base: SkillRow = cur ?? { id, handle: s.handle, terms: c.terms, name: skillName(c.terms), state: "active", origin: "clustered", promoted_from: null, version: version.id, uses: 0, last_used_at: null, state_at: now, updated_at: now };

@@ -263,6 +263,19 @@ export class MemoryStore {
     return this.sqlite.query("DELETE FROM memory_episodes WHERE handle = ? AND created_at < ?").run(handle, cutoff).changes;
   }
 
+  /**
+   * Drops the skill's versions beyond the newest `keep`, never the one the skill carries now;
+   * returns how many went. Not replicated (deletes never are): a hydration may bring them
+   * back, and the next learning wake for the seat drops them again.
+   */
+  dropOldSkillVersions(handle: string, skill_id: string, current: string, keep: number): number {
+    return this.sqlite
+      .query(
+        "DELETE FROM memory_skill_versions WHERE rowid IN (SELECT rowid FROM memory_skill_versions WHERE handle = ? AND skill_id = ? AND id != ? ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?)",
+      )
+      .run(handle, skill_id, current, Math.max(0, keep - 1)).changes;
+  }
+
   /** Every episode of the seat, oldest first, bounded (the learning duty's local read). */
   allEpisodes(handle: string, limit = MAX_READ_ROWS): EpisodeRow[] {
     return this.db.select().from(t.episodes).where(eq(t.episodes.handle, handle)).orderBy(asc(t.episodes.created_at), asc(t.episodes.id)).limit(Math.max(1, Math.floor(limit))).all().map(episodeOf);

@@ -12,6 +12,7 @@ import {
   planLearning,
   PROMOTE_MIN_USES,
   STALE_AFTER_MS,
+  VERSION_MIN_AGE_MS,
   type SeatMemorySnapshot,
 } from "../../src/memory/learning-plan.ts";
 import { skillId, skillVersionId, type EpisodeRow, type SkillRow, type SkillVersionRow } from "../../src/memory/records.ts";
@@ -82,14 +83,19 @@ describe("the plan", () => {
     const input = { now_ms: NOW, seats: [seat("ann", refunds("ann", 4))], peers: {} };
     expect(planLearning(input)).toEqual(planLearning(input));
   });
-  test("a skill whose version is current is left alone; a new episode is a new version", () => {
+  test("a skill whose version is current is left alone; new evidence is a new version, at most daily", () => {
     const first = planLearning({ now_ms: NOW, seats: [seat("ann", refunds("ann", 3))], peers: {} })[0]!.skills[0]!;
     const held = seat("ann", refunds("ann", 3), [first.skill], [first.version!]);
     expect(planLearning({ now_ms: NOW + 1, seats: [held], peers: {} })).toEqual([]);
     const more = seat("ann", refunds("ann", 4), [first.skill], [first.version!]);
-    const next = planLearning({ now_ms: NOW + 2, seats: [more], peers: {} })[0]!.skills[0]!;
+    // Within a day of its current version an active skill keeps its body.
+    expect(planLearning({ now_ms: NOW + VERSION_MIN_AGE_MS - 1, seats: [more], peers: {} })).toEqual([]);
+    const next = planLearning({ now_ms: NOW + VERSION_MIN_AGE_MS, seats: [more], peers: {} })[0]!.skills[0]!;
     expect(next.version!.id).not.toBe(first.version!.id);
     expect(next.seen).toEqual({ state: "active", last_used_at: null });
+    // A stale skill takes new evidence at once, and is active again.
+    const stale = seat("ann", refunds("ann", 4), [{ ...first.skill, state: "stale" }], [first.version!]);
+    expect(planLearning({ now_ms: NOW + 1, seats: [stale], peers: {} })[0]!.skills[0]!.skill.state).toBe("active");
   });
 });
 
