@@ -28,6 +28,13 @@ export const LEARNING_TICK_MS = 60 * MINUTE_MS;
 /** Three ticks (the spec's "up to three hours for the learning passes"): a slow tick never
  * moves the duty, and a dead holder's passes resume on a peer within three hours. */
 export const LEARNING_TTL_MS = 3 * LEARNING_TICK_MS;
+/**
+ * An unchanged decision is sent again after this long. The plan only repeats while the
+ * changelog lacks what was decided, and past a seat's ordinary wait for a holder that means
+ * the wake was lost: a holder that died between applying it and its flush, or an older
+ * build's holder that cannot read a learning wake. Six ticks; the holder's apply is idempotent.
+ */
+export const LEARNING_RESEND_MS = 6 * LEARNING_TICK_MS;
 /** Default per-call bound: a replay of a big seat over a leader election. */
 const DEFAULT_CALL_BOUND_MS = 30_000;
 
@@ -46,10 +53,10 @@ export class LearningDuty implements DutyWork {
   readonly name = "learning";
   readonly ttl_ms: number;
   private readonly tick_ms: number;
-  /** The wake id last published per seat by this holder: an unchanged decision is not sent
-   *  again every tick. A successor starts afresh and sends each once (the holder's apply is
-   *  idempotent, and the broker's duplicate window drops a repeat within it). */
-  private readonly lastSent = new Map<string, string>();
+  /** The wake last published per seat by this holder: an unchanged decision is not sent
+   *  again every tick, only after LEARNING_RESEND_MS. A successor starts afresh and sends
+   *  each once (the holder's apply is idempotent). */
+  private readonly lastSent = new Map<string, { id: string; at: number }>();
 
   constructor(private readonly o: LearningDutyOptions) {
     ({ tick_ms: this.tick_ms, ttl_ms: this.ttl_ms } = dutyTiming({ tick_ms: LEARNING_TICK_MS, ttl_ms: LEARNING_TTL_MS }, o.tick_ms));
@@ -79,10 +86,11 @@ export class LearningDuty implements DutyWork {
       if (ctx.signal.aborted) break;
       const decided = { type: "learning_due" as const, seat: p.seat, skills: p.skills, compact_before: p.compact_before };
       const id = learningMsgId(decided);
-      if (this.lastSent.get(p.seat) === id) continue;
+      const last = this.lastSent.get(p.seat);
+      if (last?.id === id && now - last.at < LEARNING_RESEND_MS) continue;
       const due: LearningDue = { ...decided, at: now };
       await call(`learning wake for ${p.seat}`, this.o.queue.publish(mailboxSubject(p.seat, "reflect"), encodeLearningDue(due), { msgId: id }));
-      this.lastSent.set(p.seat, id);
+      this.lastSent.set(p.seat, { id, at: now });
       sent += 1;
       this.o.log.info("learning_decided", { seat: p.seat, skills: p.skills.length, new_versions: p.skills.filter((c) => c.version !== null).length, compact_before: p.compact_before });
     }

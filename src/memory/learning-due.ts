@@ -60,9 +60,10 @@ export function decodeLearningDue(data: Uint8Array): { ok: true; due: LearningDu
 }
 
 /**
- * The wake's message id: a digest of what it decides, never of when — so the successor of a
- * killed duty holder, deciding the same thing from the same episodes, publishes the same id
- * and the broker keeps one.
+ * The wake's message id: a digest of what it decides (not of the wake's own `at`), so a
+ * retried publish is kept once by the broker. A successor deciding at another instant
+ * stamps other times but names the same rows (ids are digests of content), which the
+ * holder's apply writes once.
  */
 export function learningMsgId(d: Omit<LearningDue, "at">): string {
   const h = createHash("sha256").update(JSON.stringify({ seat: d.seat, skills: d.skills, compact_before: d.compact_before })).digest("hex").slice(0, 32);
