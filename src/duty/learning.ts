@@ -74,10 +74,18 @@ export class LearningDuty implements DutyWork {
       return bounded(p, this.o.call_bound_ms?.() ?? DEFAULT_CALL_BOUND_MS, this.o.clock, what);
     };
     const seats: SeatMemorySnapshot[] = [];
+    let unread = 0;
     for (const seat of org.agentSeats()) {
       if (ctx.signal.aborted) return "stopped";
-      const replay = await call(`memory replay of ${seat.handle}`, this.o.changelog.replay(seat.handle));
-      seats.push(snapshotOf(seat.handle, replay.records));
+      try {
+        const replay = await call(`memory replay of ${seat.handle}`, this.o.changelog.replay(seat.handle));
+        seats.push(snapshotOf(seat.handle, replay.records));
+      } catch (err) {
+        // One seat's memory the broker cannot replay now waits for the next tick; the rest
+        // learn (it is left out of promotion's targets too, as a seat seen with no skills).
+        unread += 1;
+        this.o.log.warn("learning_seat_unread", { seat: seat.handle, error: err as Error });
+      }
     }
     const now = this.o.clock.now();
     const plans = planLearning({ now_ms: now, seats, peers: unitPeers(org) });
@@ -94,7 +102,7 @@ export class LearningDuty implements DutyWork {
       sent += 1;
       this.o.log.info("learning_decided", { seat: p.seat, skills: p.skills.length, new_versions: p.skills.filter((c) => c.version !== null).length, compact_before: p.compact_before });
     }
-    return `${seats.length} seats read, ${plans.length} with changes, ${sent} woken`;
+    return `${seats.length} seats read, ${plans.length} with changes, ${sent} woken${unread > 0 ? `, ${unread} unread` : ""}`;
   }
 }
 

@@ -48,7 +48,7 @@ async function setup() {
   const settle = async () => {
     for (let i = 0; i < 20; i++) await clock.advance(1);
   };
-  return { clock, duty, episodes, woken, settle };
+  return { clock, duty, episodes, woken, settle, changelog };
 }
 
 describe("the learning duty's tick", () => {
@@ -81,6 +81,18 @@ describe("the learning duty's tick", () => {
     expect(woken).toHaveLength(3);
     const rows = (w: (typeof woken)[number]) => w.due.skills.map((c) => [c.skill.id, c.version?.id]);
     expect(rows(woken[2]!)).toEqual(rows(woken[0]!));
+  });
+
+  test("a changelog that cannot replay a seat leaves it for the next tick; the tick still ends", async () => {
+    const { duty, episodes, woken, settle, changelog } = await setup();
+    await episodes("cto", 3);
+    changelog.failReplays = true;
+    const n = org.agentSeats().length;
+    expect(await duty().tick(ctx)).toBe(`0 seats read, 0 with changes, 0 woken, ${n} unread`);
+    changelog.failReplays = false;
+    expect(await duty().tick(ctx)).toBe(`${n} seats read, 1 with changes, 1 woken`);
+    await settle();
+    expect(woken.map((w) => w.seat)).toEqual(["cto"]);
   });
 
   test("promotion reaches the agents sharing a unit", () => {
