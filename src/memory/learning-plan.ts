@@ -8,7 +8,9 @@
 //   1. An episode counts when its outcome is `completed` and it is younger than the
 //      compaction horizon; its terms are skill-terms.ts normaliseTerms(summary).
 //   2. A term's weight is how many of the seat's counted episodes hold it (document
-//      frequency); terms held by fewer than MIN_CLUSTER_EPISODES are not shared work.
+//      frequency); terms held by fewer than MIN_CLUSTER_EPISODES are not shared work, and
+//      once a seat has MIN_EPISODES_FOR_SHARE counted episodes, terms held by more than
+//      MAX_TERM_SHARE of them say nothing about which work it was ("handled", "customer").
 //   3. An episode's key is its CLUSTER_KEY_TERMS heaviest shared terms (ties: the term that
 //      comes earlier in the summaries on average — a summary leads with its work — then
 //      alphabetical), sorted. Episodes with one key are one cluster; a cluster of MIN_CLUSTER_EPISODES or
@@ -28,6 +30,12 @@ const DAY_MS = 24 * 60 * 60 * 1_000;
 export const MIN_CLUSTER_EPISODES = 3;
 /** One shared term groups too loosely ("customer"); three rarely recur in short summaries. */
 export const CLUSTER_KEY_TERMS = 2;
+/** A term in more than half of a seat's episodes is its everyday vocabulary, not a kind of
+ * its work: clustering on it would fold everything the seat does into one "skill". */
+export const MAX_TERM_SHARE = 0.5;
+/** Below this many counted episodes every shared term counts: a new seat with one kind of
+ * work (all its episodes alike) must still be able to learn it. */
+export const MIN_EPISODES_FOR_SHARE = 8;
 /** Summaries a skill's body shows: the newest five say what works now, within 2 KiB. */
 export const MAX_SKILL_EXAMPLES = 5;
 /** A summary's share of a body: five of them and the heading fit MAX_SKILL_BODY_BYTES. */
@@ -95,11 +103,13 @@ export function clusterEpisodes(episodes: readonly EpisodeRow[], since_ms: numbe
   const at = new Map<string, number>(); // summed position: a summary leads with its work
   for (const ts of termsOf.values()) ts.forEach((t, i) => (df.set(t, (df.get(t) ?? 0) + 1), at.set(t, (at.get(t) ?? 0) + i)));
   const earlier = (a: string, b: string) => at.get(a)! / df.get(a)! - at.get(b)! / df.get(b)!;
+  const ceiling = counted.length >= MIN_EPISODES_FOR_SHARE ? counted.length * MAX_TERM_SHARE : Infinity;
+  const shared = (t: string) => (df.get(t) ?? 0) >= MIN_CLUSTER_EPISODES && df.get(t)! <= ceiling;
   const groups = new Map<string, { terms: string[]; episodes: EpisodeRow[] }>();
   for (const [e, ts] of termsOf) {
-    const shared = ts.filter((t) => (df.get(t) ?? 0) >= MIN_CLUSTER_EPISODES).sort((a, b) => df.get(b)! - df.get(a)! || earlier(a, b) || cmp(a, b));
-    if (shared.length === 0) continue;
-    const key = shared.slice(0, CLUSTER_KEY_TERMS).sort(cmp);
+    const mine = ts.filter(shared).sort((a, b) => df.get(b)! - df.get(a)! || earlier(a, b) || cmp(a, b));
+    if (mine.length === 0) continue;
+    const key = mine.slice(0, CLUSTER_KEY_TERMS).sort(cmp);
     const g = groups.get(key.join(" ")) ?? { terms: key, episodes: [] };
     g.episodes.push(e);
     groups.set(key.join(" "), g);

@@ -14,8 +14,8 @@ export const MAX_TERM_CHARS = 64;
 
 /**
  * Words that occur in almost every summary a turn writes and say nothing about the kind of
- * work. Kept short on purpose: the clustering's document-frequency rule already pushes
- * common words aside; this list only keeps them out of a skill's name.
+ * work. Kept short on purpose: the clustering also sets aside a seat's own everyday words
+ * (learning-plan.ts MAX_TERM_SHARE); this list keeps the language's out of a skill's name.
  */
 const STOPWORDS: ReadonlySet<string> = new Set(
   (

@@ -63,6 +63,16 @@ describe("clustering", () => {
     const cs = clusterEpisodes([...refunds("ann", 3), ...deploys], 0);
     expect(cs.map((c) => c.terms.join("+"))).toEqual(["deployed+staging", "invoice+refund"]);
   });
+  test("a seat's everyday words (in over half its episodes, once it has eight) key no cluster", () => {
+    const everyday = (kind: string, i: number) => ep("ann", `${kind}${i}`, `Handled the customer request: ${kind} for ${COMPANIES[i % COMPANIES.length]}`);
+    const eps = [0, 1, 2, 3, 4].flatMap((i) => [everyday("refund invoice", i), everyday("deploy staging", i)]);
+    expect(clusterEpisodes(eps, 0).map((c) => [c.terms.join("+"), c.episodes.length])).toEqual([
+      ["deploy+staging", 5],
+      ["invoice+refund", 5],
+    ]);
+    // Seven alike episodes (under the eight): their shared words still make the skill.
+    expect(clusterEpisodes(eps.filter((e) => e.id.startsWith("refund")).slice(0, 4), 0).map((c) => c.terms.join("+"))).toEqual(["customer+handled"]);
+  });
   test("the order episodes arrive in does not change the clusters (any node decides the same)", () => {
     const eps = [...refunds("ann", 5), ...Array.from({ length: 3 }, (_, i) => ep("ann", `d${i}`, `Deployed staging build ${i}`))];
     const key = (xs: EpisodeRow[]) => JSON.stringify(clusterEpisodes(xs, 0).map((c) => [c.terms, c.episodes.map((e) => e.id)]));
