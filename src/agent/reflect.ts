@@ -16,6 +16,7 @@ import type { Org, Seat } from "../org/org.ts";
 import { ack, nak, type Attachment, type Delivery, type Outcome, type Queue } from "../queue/contract.ts";
 import { mailbox } from "../queue/topics.ts";
 import { FAILED_DELIVERIES_MAX, redeliveryDelayMs } from "./classify.ts";
+import type { EventSink } from "./events.ts";
 import { systemPrompt } from "./prompt.ts";
 import { ProviderError, type Provider, type Usage } from "./providers/contract.ts";
 import type { FailureClass } from "./providers/failure.ts";
@@ -51,6 +52,8 @@ export interface ReflectOptions {
   log: Logger;
   /** Spend control: a reflection is a model call like a turn's round — checked and charged. */
   spend?: SpendGate | null;
+  /** Where a skill's lifecycle move is told (CREWLET_EVENTS on a node); absent: the log only. */
+  events?: EventSink;
 }
 
 export class ReflectDispatcher {
@@ -171,7 +174,12 @@ export class ReflectDispatcher {
       this.o.log.error("memory_learning_wake_invalid", { seat: handle, seq: d.streamSeq, error: err.message });
       return ack();
     }
-    for (const m of applied.moves) this.o.log.info("skill_state_changed", { seat: handle, skill: m.skill, from: m.from, to: m.to });
+    // One lifecycle event per move (spec: "the curator publishes a lifecycle event per transition").
+    for (const m of applied.moves) {
+      const fields = { seat: handle, skill: m.skill, name: m.name, from: m.from, to: m.to };
+      if (this.o.events) this.o.events.emit("skill_state_changed", fields);
+      else this.o.log.info("skill_state_changed", fields);
+    }
     await this.o.sync.flushQuietly(handle, "learning");
     this.o.log.info("memory_learning_applied", { seat: handle, versions: applied.versions, versions_dropped: applied.versions_dropped, skills: applied.skills, episodes_compacted: applied.compacted });
     return ack();

@@ -16,7 +16,7 @@ export interface LearningApplied {
   skills: number;
   compacted: number;
   /** State moves that took (the lifecycle's events), in the wake's order. */
-  moves: { skill: string; from: SkillRow["state"] | null; to: SkillRow["state"] }[];
+  moves: { skill: string; name: string; from: SkillRow["state"] | null; to: SkillRow["state"] }[];
 }
 
 export class LearningWakeInvalid extends Error {
@@ -43,7 +43,7 @@ export function applyLearning(store: MemoryStore, due: LearningDue, now_ms: numb
       if (local !== null && sameSkill(local, merged)) continue;
       store.putSkill(merged);
       out.skills += 1;
-      if (local?.state !== merged.state) out.moves.push({ skill: merged.id, from: local?.state ?? null, to: merged.state });
+      if (local?.state !== merged.state) out.moves.push({ skill: merged.id, name: merged.name, from: local?.state ?? null, to: merged.state });
     }
     if (due.compact_before !== null) out.compacted = store.dropEpisodesBefore(due.seat, due.compact_before);
   })();

@@ -139,7 +139,7 @@ export class NodeEngine {
       : null;
     // One spend gate for every model call this node makes: turns' rounds and reflections.
     const spend = this.budgets ? new BudgetGate({ counters: this.budgets, timezone, events, log: o.log, node_id: o.nodeId }) : null;
-    this.reflect = new ReflectDispatcher({ queue: o.queue, store: this.memoryStore, sync: this.memorySync, org: () => this.org, providerFor, clock: o.clock, log: o.log, spend });
+    this.reflect = new ReflectDispatcher({ queue: o.queue, store: this.memoryStore, sync: this.memorySync, org: () => this.org, providerFor, clock: o.clock, log: o.log, spend, events });
     this.runs = o.runs
       ? new SeatRuns({
           node_id: o.nodeId,
