@@ -114,12 +114,9 @@ export class TurnMemory implements TurnMemoryPort {
   /** The skills that fit the triggers: the seat's learned ones and this node's tool skills.
    *  A learned skill carried counts one use (the lifecycle's clock, and promotion's proof). */
   private skillsFor(handle: string, triggers: readonly Trigger[]) {
-    const learned: PromptSkill[] = [];
-    for (const k of this.o.store.skills(handle)) {
-      if (k.state === "archived") continue;
-      const body = this.o.store.skillVersion(handle, k.version)?.body;
-      if (body !== undefined) learned.push({ id: k.id, name: k.name, kind: "learned", terms: k.terms, body, state: k.state, uses: k.uses });
-    }
+    const learned: PromptSkill[] = this.o.store
+      .liveSkills(handle)
+      .map(({ skill: k, body }) => ({ id: k.id, name: k.name, kind: "learned", terms: k.terms, body, state: k.state === "stale" ? "stale" : "active", uses: k.uses }));
     const pick = pickSkills(triggers.map((t) => t.text).join("\n"), [...learned, ...(this.o.toolSkills?.() ?? [])]);
     const used = pick.picked.filter((s) => s.kind === "learned").map((s) => s.id);
     if (used.length > 0) this.o.store.markSkillsUsed(handle, used);

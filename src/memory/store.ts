@@ -239,6 +239,12 @@ export class MemoryStore {
     return this.db.select().from(t.skills).where(eq(t.skills.handle, handle)).orderBy(asc(t.skills.id)).all().map(skillOf);
   }
 
+  /** The skills a prompt may carry (active or stale), with their current bodies: one query,
+   *  at most MAX_SKILLS_PER_SEAT rows however many archived ones the seat keeps. */
+  liveSkills(handle: string): { skill: SkillRow; body: string }[] {
+    return this.sql.liveSkills.all({ $handle: handle }).map(({ body, ...r }) => ({ skill: skillOf(r), body }));
+  }
+
   skillVersion(handle: string, id: string): SkillVersionRow | null {
     const r = this.db.select().from(t.skillVersions).where(and(eq(t.skillVersions.handle, handle), eq(t.skillVersions.id, id))).get();
     return r ? skillVersionOf(r) : null;
@@ -527,6 +533,9 @@ function statements(sqlite: Database) {
     ),
     skillVersionInsert: sqlite.query(
       "INSERT INTO memory_skill_versions (handle, id, skill_id, body, evidence, created_at, seq) VALUES ($handle, $id, $skill_id, $body, $evidence, $created_at, $seq) ON CONFLICT DO NOTHING",
+    ),
+    liveSkills: sqlite.query<SkillDb & { body: string }, { $handle: string }>(
+      "SELECT s.*, v.body AS body FROM memory_skills s JOIN memory_skill_versions v ON v.handle = s.handle AND v.id = s.version WHERE s.handle = $handle AND s.state != 'archived' ORDER BY s.id",
     ),
     pendingSkills: sqlite.query<SkillDb, { $handle: string; $after: number }>("SELECT * FROM memory_skills WHERE handle = $handle AND seq > $after"),
     pendingSkillVersions: sqlite.query<SkillVersionDb, { $handle: string; $after: number }>("SELECT * FROM memory_skill_versions WHERE handle = $handle AND seq > $after"),
