@@ -35,8 +35,10 @@ export const LEARNING_TTL_MS = 3 * LEARNING_TICK_MS;
  * build's holder that cannot read a learning wake. Six ticks; the holder's apply is idempotent.
  */
 export const LEARNING_RESEND_MS = 6 * LEARNING_TICK_MS;
-/** Default per-call bound: a replay of a big seat over a leader election. */
-const DEFAULT_CALL_BOUND_MS = 30_000;
+/** Default per-call bound (a node passes its own, a third of the watchdog's threshold, as
+ * for every duty): a leader election (~4 s) twice over. A seat whose replay outlasts it is
+ * left for the next tick (learning_seat_unread). */
+const DEFAULT_CALL_BOUND_MS = 10_000;
 
 export interface LearningDutyOptions {
   changelog: Pick<Changelog, "replay">;

@@ -124,6 +124,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     },
     clock: o.clock,
     log,
+    call_bound_ms: callBound,
     ...(testing.learning_tick_seconds !== undefined ? { tick_ms: testing.learning_tick_seconds * 1000 } : {}),
   });
   const runner = new DutyRunner({
