@@ -84,11 +84,16 @@ describe("the learning duty on 3 members (R3, TTL 3 s)", () => {
     }
 
     // One skill, on the changelog once, however many members ran the duty loop.
-    const nc = await natsTo(reads.live()[0]!);
+    // Asked of a live member each time: the member asked first may be the one killed below.
     const subjects = async (table: string) => {
-      const jsm = await nc.jetstreamManager();
-      const info = await jsm.streams.info(STREAM_MEMORY, { subjects_filter: `crewlet.memory.keeper.${table}.*` });
-      return Object.keys(info.state.subjects ?? {}).sort();
+      const nc = await natsTo(reads.live()[0]!);
+      try {
+        const jsm = await nc.jetstreamManager();
+        const info = await jsm.streams.info(STREAM_MEMORY, { subjects_filter: `crewlet.memory.keeper.${table}.*` });
+        return Object.keys(info.state.subjects ?? {}).sort();
+      } finally {
+        await nc.close().catch(() => {});
+      }
     };
     const skills1 = await waitFor("keeper's skill on the changelog", async () => ((await subjects("skills")).length > 0 ? subjects("skills") : null), WAIT_MS, logs);
     const versions1 = await subjects("skill_versions");
