@@ -99,7 +99,7 @@ export function emptyCounts(): Record<MemoryTable, number> {
 }
 
 export function emptyView(): SeatMemoryView {
-  return { diary: [], episodes: [], counterparties: [], onboarding: [], conversations: [], counts: emptyCounts() };
+  return { diary: [], episodes: [], counterparties: [], onboarding: [], conversations: [], skills: [], counts: emptyCounts() };
 }
 
 export interface MemoryReadsOptions {

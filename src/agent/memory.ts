@@ -14,6 +14,7 @@ import { claimOnboarding, ONBOARDING_STEP } from "../memory/onboarding.ts";
 import { memoryBlock, RECALL_DIARY_NOTES, RECALL_EPISODES } from "../memory/recall.ts";
 import { MemoryNoteInput, MemorySearchInput, MEMORY_SEARCH_MAX_RESULTS, MAX_SUMMARY_BYTES, MAX_WORK_ITEMS, MAX_NOTE_BYTES, MemoryRowInvalid } from "../memory/records.ts";
 import { cutBytes, encodeReflectionDue, reflectionMsgId } from "../memory/reflection.ts";
+import { pickSkills, type PromptSkill } from "../memory/skill-pick.ts";
 import type { MemoryStore } from "../memory/store.ts";
 import type { MemorySync } from "../memory/sync.ts";
 import type { Org, Seat } from "../org/org.ts";
@@ -45,8 +46,11 @@ export interface TurnMemoryFacts {
 export interface Recalled {
   /** Added to the turn's opening message; null when there is nothing to say. */
   block: string | null;
-  /** For the scripted provider's templates: {{diary}} (newest note), {{memory}} (the block). */
+  /** For the scripted provider's templates: {{diary}} (newest note), {{memory}} (the block),
+   *  {{skills}} (the names of the skills carried, comma-separated). */
   vars: Record<string, string>;
+  /** The skills the prompt carries (the transcript names them). */
+  skills: { id: string; name: string; kind: PromptSkill["kind"] }[];
 }
 
 /** What the turn engine asks of the seat's memory (absent: a turn with no memory). */
@@ -65,6 +69,8 @@ export interface TurnMemoryOptions {
   /** crewlet_claims: the onboarding step's fleet-wide single-flight. Null: no onboarding. */
   claims: KvSlot | null;
   node_id: string;
+  /** This node's tool skills (the skills source's registry); absent: none. */
+  toolSkills?: () => readonly PromptSkill[];
   clock: Clock;
   log: Logger;
   /** The embeddings endpoint of the company in force (memory_search blends vectors), or null. */
@@ -100,7 +106,25 @@ export class TurnMemory implements TurnMemoryPort {
       counterparty: counterparty ? this.o.store.counterparty(handle, counterparty) : null,
       onboarding: this.o.store.view(handle, 1).onboarding,
     });
-    return { block, vars: { diary: diary[0]?.content ?? "", memory: block ?? "" } };
+    const skills = this.skillsFor(handle, r.triggers);
+    const joined = [skills.block, block].filter((b): b is string => b !== null).join("\n\n");
+    return {
+      block: joined === "" ? null : joined,
+      vars: { diary: diary[0]?.content ?? "", memory: block ?? "", skills: skills.picked.map((s) => s.name).join(", ") },
+      skills: skills.picked.map((s) => ({ id: s.id, name: s.name, kind: s.kind })),
+    };
+  }
+
+  /** The skills that fit the triggers: the seat's learned ones and this node's tool skills.
+   *  A learned skill carried counts one use (the lifecycle's clock, and promotion's proof). */
+  private skillsFor(handle: string, triggers: readonly Trigger[]) {
+    const learned: PromptSkill[] = this.o.store
+      .liveSkills(handle)
+      .map(({ skill: k, body }) => ({ id: k.id, name: k.name, kind: "learned", terms: k.terms, body, state: k.state === "stale" ? "stale" : "active", uses: k.uses }));
+    const pick = pickSkills(triggers.map((t) => t.text).join("\n"), [...learned, ...(this.o.toolSkills?.() ?? [])]);
+    const used = pick.picked.filter((s) => s.kind === "learned").map((s) => s.id);
+    if (used.length > 0) this.o.store.markSkillsUsed(handle, used);
+    return pick;
   }
 
   /** The seat's onboarding step, once per seat: marker here → done; else claim, run, mark. */

@@ -6,6 +6,8 @@
 // and its note on the counterparty, flushed when the pass ends.
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
+import { applyLearning, LearningWakeInvalid } from "../memory/learning-apply.ts";
+import { decodeLearningDue, wakeType } from "../memory/learning-due.ts";
 import { MemoryRowInvalid } from "../memory/records.ts";
 import { decodeReflectionDue, parseReflection, reflectionPrompt } from "../memory/reflection.ts";
 import type { MemoryStore } from "../memory/store.ts";
@@ -14,6 +16,7 @@ import type { Org, Seat } from "../org/org.ts";
 import { ack, nak, type Attachment, type Delivery, type Outcome, type Queue } from "../queue/contract.ts";
 import { mailbox } from "../queue/topics.ts";
 import { FAILED_DELIVERIES_MAX, redeliveryDelayMs } from "./classify.ts";
+import type { EventSink } from "./events.ts";
 import { systemPrompt } from "./prompt.ts";
 import { ProviderError, type Provider, type Usage } from "./providers/contract.ts";
 import type { FailureClass } from "./providers/failure.ts";
@@ -49,6 +52,8 @@ export interface ReflectOptions {
   log: Logger;
   /** Spend control: a reflection is a model call like a turn's round — checked and charged. */
   spend?: SpendGate | null;
+  /** Where a skill's lifecycle move is told (CREWLET_EVENTS on a node); absent: the log only. */
+  events?: EventSink;
 }
 
 export class ReflectDispatcher {
@@ -75,6 +80,7 @@ export class ReflectDispatcher {
   }
 
   private async handle(handle: string, d: Delivery): Promise<Outcome> {
+    if (wakeType(d.data) === "learning_due") return this.learn(handle, d);
     const decoded = decodeReflectionDue(d.data);
     if (!decoded.ok) {
       this.o.log.error("memory_reflection_wake_invalid", { seat: handle, seq: d.streamSeq, error: decoded.error });
@@ -145,6 +151,37 @@ export class ReflectDispatcher {
     }
     await this.o.sync.flushQuietly(handle, "reflection");
     this.o.log.info("memory_reflected", { seat: handle, turn_id: due.turn_id, notes, counterparty_note: r.counterparty_note !== null });
+    return ack();
+  }
+
+  /**
+   * The learning duty's decisions for this seat, written here because this node holds it.
+   * No model call: the duty decided; this applies, flushes, and tells each state move. A
+   * wake no schema accepts, or one for another seat, is acked and named: redelivering it
+   * cannot make it valid, and the duty's next tick decides again from the changelog.
+   */
+  private async learn(handle: string, d: Delivery): Promise<Outcome> {
+    const decoded = decodeLearningDue(d.data);
+    if (!decoded.ok || decoded.due.seat !== handle) {
+      this.o.log.error("memory_learning_wake_invalid", { seat: handle, seq: d.streamSeq, error: decoded.ok ? `wake for ${decoded.due.seat}` : decoded.error });
+      return ack();
+    }
+    let applied;
+    try {
+      applied = applyLearning(this.o.store, decoded.due, this.o.clock.now());
+    } catch (err) {
+      if (!(err instanceof LearningWakeInvalid) && !(err instanceof MemoryRowInvalid)) throw err;
+      this.o.log.error("memory_learning_wake_invalid", { seat: handle, seq: d.streamSeq, error: err.message });
+      return ack();
+    }
+    // One lifecycle event per move (spec: "the curator publishes a lifecycle event per transition").
+    for (const m of applied.moves) {
+      const fields = { seat: handle, skill: m.skill, name: m.name, from: m.from, to: m.to };
+      if (this.o.events) this.o.events.emit("skill_state_changed", fields);
+      else this.o.log.info("skill_state_changed", fields);
+    }
+    await this.o.sync.flushQuietly(handle, "learning");
+    this.o.log.info("memory_learning_applied", { seat: handle, versions: applied.versions, versions_dropped: applied.versions_dropped, skills: applied.skills, episodes_compacted: applied.compacted });
     return ack();
   }
 }

@@ -29,6 +29,17 @@ const ms = z.number().int().nonnegative();
 const count = z.number().int().nonnegative();
 const cutText = (max: number) => z.string().max(max + 64);
 
+/** Skills a transcript names: the prompt carries at most three (memory/skill-pick.ts); eight
+ * leaves room should that bound grow, without an unbounded list. */
+export const TRANSCRIPT_SKILLS_MAX = 8;
+
+export const TranscriptSkill = z.strictObject({
+  id: z.string().min(1).max(200),
+  name: z.string().max(200),
+  kind: z.enum(["learned", "tool"]),
+});
+export type TranscriptSkill = z.infer<typeof TranscriptSkill>;
+
 export const TranscriptUsage = z.strictObject({ input_tokens: count, output_tokens: count });
 
 export const TranscriptToolCall = z.strictObject({
@@ -82,6 +93,9 @@ export const TurnTranscript = z.strictObject({
   /** The first message the turn sent (the trigger in context, with recalled memory), cut. */
   opening: cutText(TRANSCRIPT_TEXT_MAX),
   system_chars: count,
+  /** The skills the turn's prompt carried (none: an empty list; a transcript kept before
+   *  skills existed reads as none). */
+  skills: z.array(TranscriptSkill).max(TRANSCRIPT_SKILLS_MAX).default([]),
   started_at: ms,
   ended_at: ms,
   duration_ms: ms,
@@ -128,6 +142,7 @@ export class TranscriptRecorder {
   private readonly rounds: TranscriptRound[] = [];
   private opening = "";
   private system_chars = 0;
+  private skills: TranscriptSkill[] = [];
 
   constructor(
     private readonly head: Pick<TurnTranscript, "id" | "handle" | "node" | "epoch" | "provider" | "model" | "trigger" | "started_at">,
@@ -148,6 +163,11 @@ export class TranscriptRecorder {
   opened(system: string, first: string): void {
     this.system_chars = system.length;
     this.opening = this.keep(first, TRANSCRIPT_TEXT_MAX);
+  }
+
+  /** The skills the turn's prompt carried. */
+  skillsUsed(skills: readonly TranscriptSkill[]): void {
+    this.skills = skills.slice(0, TRANSCRIPT_SKILLS_MAX).map((k) => ({ id: k.id.slice(0, 200), name: k.name.slice(0, 200), kind: k.kind }));
   }
 
   /** A model round answered: what was sent (summary), the text and the usage. */
@@ -202,6 +222,7 @@ export class TranscriptRecorder {
       ...this.head,
       opening: this.opening,
       system_chars: this.system_chars,
+      skills: this.skills,
       ended_at: end.ended_at,
       duration_ms: Math.max(0, end.ended_at - this.head.started_at),
       outcome: end.outcome.slice(0, 64),

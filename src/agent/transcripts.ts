@@ -89,7 +89,10 @@ export class TranscriptStore {
 
   get(handle: string, id: string): TurnTranscript | null {
     const row = this.db.query(`SELECT body FROM turn_transcripts WHERE handle = $handle AND id = $id`).get({ $handle: handle, $id: id }) as { body: string } | null;
-    return row ? (JSON.parse(row.body) as TurnTranscript) : null;
+    if (!row) return null;
+    const t = JSON.parse(row.body) as TurnTranscript;
+    // A transcript kept before skills existed names none.
+    return { ...t, skills: t.skills ?? [] };
   }
 
   count(handle: string): number {

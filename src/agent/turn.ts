@@ -622,6 +622,7 @@ export class TurnEngine {
     const toolCtx: ToolContext = { seat: seat.handle, epoch: req.epoch, turn_id: state.turn_id, signal: abort.signal, conversation: primary.conversation, from: primary.from };
     const max_rounds = this.o.max_rounds ?? MAX_ROUNDS;
     state.transcript?.opened(system, messages[0]!.content);
+    if (recalled && recalled.skills.length > 0) state.transcript?.skillsUsed(recalled.skills);
 
     state.limit_hit = true;
     for (let round = 1; round <= max_rounds; round++) {

@@ -10,6 +10,7 @@ import { scheduleSchema, validTimeZone } from "./schedules.ts";
 import { budgetsSchema, checkBudgets, pricingSchema } from "./budgets.ts";
 import { todaySchema } from "./today.ts";
 import { embeddingsSchema } from "./embeddings.ts";
+import { skillsSchema } from "./skills.ts";
 import { roleSandboxSchema, sandboxProviderSchema, sandboxReferenceProblems } from "./sandbox.ts";
 
 export const HANDLE_RE = /^[a-z0-9][a-z0-9_\-]{0,47}$/;
@@ -169,6 +170,8 @@ const companyShape = z.strictObject({
   today: todaySchema,
   /** What needs a person's yes before it happens (src/config/approvals.ts, src/approvals/). */
   approvals: approvalsSchema,
+  /** Where tool skills come from (src/config/skills.ts, src/agent/tool-skills.ts). */
+  skills: skillsSchema,
 });
 
 export const companySchema = companyShape.transform((c, ctx) => {

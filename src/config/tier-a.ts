@@ -128,6 +128,7 @@ export const testingSchema = z.strictObject({
   mailbox_grace_seconds: z.number().min(1).optional().describe("Removed-seat mailbox grace (shipped: 24 h)"),
   maintenance_tick_seconds: z.number().min(1).optional().describe("Maintenance sweep tick (shipped: 15 min)"),
   approvals_tick_seconds: z.number().min(1).optional().describe("Approvals expiry sweep tick (shipped: 1 min)"),
+  learning_tick_seconds: z.number().min(1).optional().describe("Learning passes' tick; the duty's TTL is three ticks, at least 30 s (shipped: 1 h)"),
   retention_tick_seconds: z.number().min(1).optional().describe("State-log trim tick (shipped: 15 min)"),
   retention_margin_records: z.number().int().min(0).optional().describe("Records the trim keeps below the floor (shipped: 1,000)"),
   retention_unheard_hold_seconds: z.number().min(1).optional().describe("How long a copy unheard from holds the log (shipped: 24 h)"),

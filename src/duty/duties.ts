@@ -26,6 +26,15 @@ export const SCHEDULER_TICK_MS = 1 * SECOND_MS;
  */
 export const SCHEDULER_TTL_MS = 30 * SECOND_MS;
 
+/**
+ * A duty's tick and TTL: the shipped pair, or a test's shortened tick (Tier A `testing`)
+ * with a TTL of three of those ticks — never under the spec's shortest duty TTL, 30 s.
+ */
+export function dutyTiming(shipped: { tick_ms: number; ttl_ms: number }, test_tick_ms?: number): { tick_ms: number; ttl_ms: number } {
+  if (test_tick_ms === undefined) return shipped;
+  return { tick_ms: test_tick_ms, ttl_ms: Math.max(SCHEDULER_TTL_MS, 3 * test_tick_ms) };
+}
+
 /** The maintenance sweep's tick (ARCHITECTURE.md numbers: maintenance tick 15 min). */
 export const MAINTENANCE_TICK_MS = 15 * MINUTE_MS;
 /**

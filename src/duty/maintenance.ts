@@ -5,7 +5,7 @@
 // startNodeRetention), since this duty runs on one node.
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
-import { MAINTENANCE_TICK_MS, MAINTENANCE_TTL_MS } from "./duties.ts";
+import { dutyTiming, MAINTENANCE_TICK_MS, MAINTENANCE_TTL_MS } from "./duties.ts";
 import type { MailboxSweep } from "./retirement.ts";
 import type { KvSlot, SlotName } from "../coord/contract.ts";
 import { purgeOldMarkers } from "./markers.ts";
@@ -33,9 +33,8 @@ export class Maintenance implements DutyWork {
   private readonly tick_ms: number;
 
   constructor(private readonly o: MaintenanceOptions) {
-    this.tick_ms = o.tick_ms ?? MAINTENANCE_TICK_MS;
     // Three ticks, as shipped (duties.ts MAINTENANCE_TTL_MS), however short the tick.
-    this.ttl_ms = o.tick_ms === undefined ? MAINTENANCE_TTL_MS : Math.max(30_000, 3 * o.tick_ms);
+    ({ tick_ms: this.tick_ms, ttl_ms: this.ttl_ms } = dutyTiming({ tick_ms: MAINTENANCE_TICK_MS, ttl_ms: MAINTENANCE_TTL_MS }, o.tick_ms));
   }
 
   nextTickIn(): number {

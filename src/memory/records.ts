@@ -110,12 +110,68 @@ export const ConversationRow = z.strictObject({
 });
 export type ConversationRow = z.infer<typeof ConversationRow>;
 
+/** A skill's body: what worked, in a few lines; the prompt carries it whole, so it is short. */
+export const MAX_SKILL_BODY_BYTES = 2 * 1024;
+/** Terms a skill is triggered by (the cluster's key): a handful of words, matched as terms. */
+export const MAX_SKILL_TERMS = 8;
+/** Episodes a skill version names as its evidence (the newest of its cluster). */
+export const MAX_SKILL_EVIDENCE = 16;
+const skillTerm = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[\p{L}\p{N}_]+$/u, "may hold only letters, digits and '_'")
+  .refine((w) => w === w.toLowerCase(), "is not lower-case");
+
+export const SKILL_STATES = ["active", "stale", "archived"] as const;
+export type SkillState = (typeof SKILL_STATES)[number];
+
+/**
+ * A synthesized skill: the mutable half (spec: "a skill's state and use count" — the
+ * carried copy wins). Its id is derived from (handle, terms), so the learning duty's
+ * successor re-deriving the same cluster writes the same row, never a second one.
+ */
+export const SkillRow = z.strictObject({
+  id: RowIdSchema,
+  handle,
+  /** The cluster key: sorted, distinct normalised terms (memory/skills.ts normaliseTerms). */
+  terms: z.array(skillTerm).min(1).max(MAX_SKILL_TERMS),
+  name: z.string().min(1).refine(maxBytes(200), "is over 200 bytes"),
+  state: z.enum(SKILL_STATES),
+  /** Where it came from: clustered out of this seat's episodes, or promoted from a peer's. */
+  origin: z.enum(["clustered", "promoted"]),
+  /** The seat a promoted skill came from; null for a clustered one. */
+  promoted_from: HandleSchema.nullable(),
+  /** The skill_versions row the prompt carries now. */
+  version: RowIdSchema,
+  /** Turns whose prompt carried it; counted by the holder when it builds the prompt. */
+  uses: z.number().int().nonnegative(),
+  last_used_at: ms.nullable(),
+  /** When the lifecycle last moved it (or it was made): the clock its next move is timed on. */
+  state_at: ms,
+  updated_at: ms,
+});
+export type SkillRow = z.infer<typeof SkillRow>;
+
+/** One version of a skill's body: append-only, immutable once written (the local copy stands). */
+export const SkillVersionRow = z.strictObject({
+  /** Derived from (skill id, body): the same body is the same version on any node. */
+  id: RowIdSchema,
+  handle,
+  skill_id: RowIdSchema,
+  body: text(MAX_SKILL_BODY_BYTES).refine((s) => s.trim().length > 0, "is empty"),
+  /** Episode ids (or, promoted, the source version's id) the body was drawn from. */
+  evidence: z.array(RowIdSchema).max(MAX_SKILL_EVIDENCE),
+  created_at: ms,
+});
+export type SkillVersionRow = z.infer<typeof SkillVersionRow>;
+
 /** Table names as they appear in the changelog subject. */
-export const MEMORY_TABLES = ["diary", "episodes", "counterparties", "onboarding", "conversations"] as const;
+export const MEMORY_TABLES = ["diary", "episodes", "counterparties", "onboarding", "conversations", "skills", "skill_versions"] as const;
 export type MemoryTable = (typeof MEMORY_TABLES)[number];
 
 /** Append-only rows keep the local copy on a collision; small mutable rows take the carried one. */
-export const APPEND_ONLY: ReadonlySet<MemoryTable> = new Set(["diary", "episodes"]);
+export const APPEND_ONLY: ReadonlySet<MemoryTable> = new Set(["diary", "episodes", "skill_versions"]);
 
 export const MemoryRecord = z.discriminatedUnion("table", [
   z.strictObject({ table: z.literal("diary"), row: DiaryRow }),
@@ -123,6 +179,8 @@ export const MemoryRecord = z.discriminatedUnion("table", [
   z.strictObject({ table: z.literal("counterparties"), row: CounterpartyRow }),
   z.strictObject({ table: z.literal("onboarding"), row: OnboardingRow }),
   z.strictObject({ table: z.literal("conversations"), row: ConversationRow }),
+  z.strictObject({ table: z.literal("skills"), row: SkillRow }),
+  z.strictObject({ table: z.literal("skill_versions"), row: SkillVersionRow }),
 ]);
 export type MemoryRecord = z.infer<typeof MemoryRecord>;
 
@@ -172,6 +230,10 @@ function digest(...parts: string[]): string {
 export const diaryId = (handle: string, content: string): string => `d${digest(handle, content)}`;
 export const counterpartyId = (handle: string, counterparty: string): string => `c${digest(handle, counterparty)}`;
 export const conversationId = (handle: string, conversation: string): string => `v${digest(handle, conversation)}`;
+/** A skill's id is its cluster key's digest: the same terms for one seat are one skill. */
+export const skillId = (handle: string, terms: readonly string[]): string => `s${digest(handle, ...terms)}`;
+/** A version's id is its body's digest under the skill: the same body is one version. */
+export const skillVersionId = (skill_id: string, body: string): string => `k${digest(skill_id, body)}`;
 
 // ---- tool inputs, derived from the row schemas -------------------------------------------
 

@@ -31,13 +31,18 @@ export function encodeReflectionDue(r: ReflectionDue): Uint8Array {
 }
 
 export function decodeReflectionDue(data: Uint8Array): { ok: true; due: ReflectionDue } | { ok: false; error: string } {
+  return decodeWake(ReflectionDue, data);
+}
+
+/** A wake on a seat's reflection subject, decoded by its one schema; the error names the field. */
+export function decodeWake<T>(schema: z.ZodType<T>, data: Uint8Array): { ok: true; due: T } | { ok: false; error: string } {
   let value: unknown;
   try {
     value = JSON.parse(new TextDecoder().decode(data));
   } catch (err) {
     return { ok: false, error: `not JSON: ${(err as Error).message}` };
   }
-  const p = ReflectionDue.safeParse(value);
+  const p = schema.safeParse(value);
   if (p.success) return { ok: true, due: p.data };
   const issue = p.error.issues[0];
   return { ok: false, error: `${issue?.path.join(".") || "(wake)"}: ${issue?.message ?? "invalid"}` };

@@ -92,6 +92,42 @@ export const conversations = sqliteTable(
   (t) => [primaryKey({ columns: [t.handle, t.id] }), index("memory_conversations_seq").on(t.handle, t.seq)],
 );
 
+/** A synthesized skill (mutable: state, version, use count). `terms` is a JSON array. */
+export const skills = sqliteTable(
+  "memory_skills",
+  {
+    handle: text("handle").notNull(),
+    id: text("id").notNull(),
+    terms: text("terms").notNull(),
+    name: text("name").notNull(),
+    state: text("state").notNull(),
+    origin: text("origin").notNull(),
+    promoted_from: text("promoted_from"),
+    version: text("version").notNull(),
+    uses: integer("uses").notNull(),
+    last_used_at: integer("last_used_at"),
+    state_at: integer("state_at").notNull(),
+    updated_at: integer("updated_at").notNull(),
+    seq: integer("seq").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.handle, t.id] }), index("memory_skills_seq").on(t.handle, t.seq)],
+);
+
+/** A skill's versions: append-only. `evidence` is a JSON array. */
+export const skillVersions = sqliteTable(
+  "memory_skill_versions",
+  {
+    handle: text("handle").notNull(),
+    id: text("id").notNull(),
+    skill_id: text("skill_id").notNull(),
+    body: text("body").notNull(),
+    evidence: text("evidence").notNull(),
+    created_at: integer("created_at").notNull(),
+    seq: integer("seq").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.handle, t.id] }), index("memory_skill_versions_seq").on(t.handle, t.seq), index("memory_skill_versions_skill").on(t.handle, t.skill_id)],
+);
+
 /** Per seat: the highest change sequence a flush has published. */
 export const published = sqliteTable("memory_published", {
   handle: text("handle").primaryKey(),
@@ -143,6 +179,20 @@ CREATE TABLE IF NOT EXISTS memory_conversations (
   PRIMARY KEY (handle, id)
 );
 CREATE INDEX IF NOT EXISTS memory_conversations_seq ON memory_conversations (handle, seq);
+CREATE TABLE IF NOT EXISTS memory_skills (
+  handle TEXT NOT NULL, id TEXT NOT NULL, terms TEXT NOT NULL, name TEXT NOT NULL, state TEXT NOT NULL,
+  origin TEXT NOT NULL, promoted_from TEXT, version TEXT NOT NULL, uses INTEGER NOT NULL, last_used_at INTEGER,
+  state_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, seq INTEGER NOT NULL,
+  PRIMARY KEY (handle, id)
+);
+CREATE INDEX IF NOT EXISTS memory_skills_seq ON memory_skills (handle, seq);
+CREATE TABLE IF NOT EXISTS memory_skill_versions (
+  handle TEXT NOT NULL, id TEXT NOT NULL, skill_id TEXT NOT NULL, body TEXT NOT NULL, evidence TEXT NOT NULL,
+  created_at INTEGER NOT NULL, seq INTEGER NOT NULL,
+  PRIMARY KEY (handle, id)
+);
+CREATE INDEX IF NOT EXISTS memory_skill_versions_seq ON memory_skill_versions (handle, seq);
+CREATE INDEX IF NOT EXISTS memory_skill_versions_skill ON memory_skill_versions (handle, skill_id);
 CREATE TABLE IF NOT EXISTS memory_published (handle TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS memory_counter (k TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(handle UNINDEXED, kind UNINDEXED, id UNINDEXED, body);

@@ -26,6 +26,8 @@ import {
   type MemoryRecord,
   type MemoryTable,
   type OnboardingRow,
+  type SkillRow,
+  type SkillVersionRow,
 } from "./records.ts";
 import * as t from "./schema.ts";
 
@@ -59,6 +61,7 @@ export interface SeatMemoryView {
   counterparties: CounterpartyRow[];
   onboarding: OnboardingRow[];
   conversations: ConversationRow[];
+  skills: SkillRow[];
   counts: Record<MemoryTable, number>;
 }
 
@@ -67,6 +70,8 @@ type EpisodeDb = typeof t.episodes.$inferSelect;
 type CounterpartyDb = typeof t.counterparties.$inferSelect;
 type OnboardingDb = typeof t.onboarding.$inferSelect;
 type ConversationDb = typeof t.conversations.$inferSelect;
+type SkillDb = typeof t.skills.$inferSelect;
+type SkillVersionDb = typeof t.skillVersions.$inferSelect;
 
 const diaryOf = ({ seq: _s, ...r }: DiaryDb): DiaryRow => ({ ...r, source: r.source as DiaryRow["source"] });
 const episodeOf = ({ seq: _s, ...r }: EpisodeDb): EpisodeRow => ({
@@ -77,6 +82,8 @@ const episodeOf = ({ seq: _s, ...r }: EpisodeDb): EpisodeRow => ({
 const counterpartyOf = ({ seq: _s, ...r }: CounterpartyDb): CounterpartyRow => r;
 const onboardingOf = ({ seq: _s, ...r }: OnboardingDb): OnboardingRow => r;
 const conversationOf = ({ seq: _s, ...r }: ConversationDb): ConversationRow => ({ ...r, last_trigger_ids: JSON.parse(r.last_trigger_ids) as string[] });
+const skillOf = ({ seq: _s, ...r }: SkillDb): SkillRow => ({ ...r, terms: JSON.parse(r.terms) as string[], state: r.state as SkillRow["state"], origin: r.origin as SkillRow["origin"] });
+const skillVersionOf = ({ seq: _s, ...r }: SkillVersionDb): SkillVersionRow => ({ ...r, evidence: JSON.parse(r.evidence) as string[] });
 
 export class MemoryStore {
   readonly db: BunSQLiteDatabase<Record<string, never>>;
@@ -199,6 +206,87 @@ export class MemoryStore {
     })();
   }
 
+  // ---- skills (the learning duty's rows, written by the seat's holder) ----------------------
+
+  /** A skill version: append-only, so one already here (same id) stands; false when it was. */
+  writeSkillVersion(input: SkillVersionRow): boolean {
+    const row = mustDecode({ table: "skill_versions", row: input }).row as SkillVersionRow;
+    return this.sqlite.transaction(() => this.insertSkillVersion(row, this.nextSeq()))();
+  }
+
+  /** A skill's mutable row, replaced whole (the caller merged it: memory/skills.ts mergeSkill). */
+  putSkill(input: SkillRow): SkillRow {
+    const row = mustDecode({ table: "skills", row: input }).row as SkillRow;
+    this.sqlite.transaction(() => this.writeSkillRow(row, this.nextSeq()))();
+    return row;
+  }
+
+  private insertSkillVersion(row: SkillVersionRow, seq: number): boolean {
+    return this.sql.skillVersionInsert.run(bind({ ...row, evidence: JSON.stringify(row.evidence), seq })).changes === 1;
+  }
+
+  private writeSkillRow(row: SkillRow, seq: number): void {
+    this.sql.skillPut.run(bind({ ...row, terms: JSON.stringify(row.terms), seq }));
+  }
+
+  skill(handle: string, id: string): SkillRow | null {
+    const r = this.sql.skillGet.get({ $handle: handle, $id: id });
+    return r ? skillOf(r) : null;
+  }
+
+  /** Every skill of the seat, any state, by id (a seat keeps at most MAX_SKILLS_PER_SEAT live ones). */
+  skills(handle: string): SkillRow[] {
+    return this.db.select().from(t.skills).where(eq(t.skills.handle, handle)).orderBy(asc(t.skills.id)).all().map(skillOf);
+  }
+
+  /** The skills a prompt may carry (active or stale), with their current bodies: one query,
+   *  at most MAX_SKILLS_PER_SEAT rows however many archived ones the seat keeps. */
+  liveSkills(handle: string): { skill: SkillRow; body: string }[] {
+    return this.sql.liveSkills.all({ $handle: handle }).map(({ body, ...r }) => ({ skill: skillOf(r), body }));
+  }
+
+  skillVersion(handle: string, id: string): SkillVersionRow | null {
+    const r = this.db.select().from(t.skillVersions).where(and(eq(t.skillVersions.handle, handle), eq(t.skillVersions.id, id))).get();
+    return r ? skillVersionOf(r) : null;
+  }
+
+  /** The prompt carried these skills: one more use each (a mutable row: a fresh seq). */
+  markSkillsUsed(handle: string, ids: readonly string[], at = this.clock.now()): void {
+    this.sqlite.transaction(() => {
+      for (const id of ids) {
+        const cur = this.skill(handle, id);
+        if (cur) this.writeSkillRow({ ...cur, uses: cur.uses + 1, last_used_at: at, updated_at: at }, this.nextSeq());
+      }
+    })();
+  }
+
+  /**
+   * Episode compaction (the learning duty's decision, applied by the holder): drops the
+   * seat's episodes created before `cutoff`; returns how many went. Deletes are not
+   * replicated: a later hydration may bring them back, and the next pass drops them again.
+   */
+  dropEpisodesBefore(handle: string, cutoff: number): number {
+    return this.sqlite.query("DELETE FROM memory_episodes WHERE handle = ? AND created_at < ?").run(handle, cutoff).changes;
+  }
+
+  /**
+   * Drops the skill's versions beyond the newest `keep`, never the one the skill carries now;
+   * returns how many went. Not replicated (deletes never are): a hydration may bring them
+   * back, and the next learning wake for the seat drops them again.
+   */
+  dropOldSkillVersions(handle: string, skill_id: string, current: string, keep: number): number {
+    return this.sqlite
+      .query(
+        "DELETE FROM memory_skill_versions WHERE rowid IN (SELECT rowid FROM memory_skill_versions WHERE handle = ? AND skill_id = ? AND id != ? ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?)",
+      )
+      .run(handle, skill_id, current, Math.max(0, keep - 1)).changes;
+  }
+
+  /** Every episode of the seat, oldest first, bounded (the learning duty's local read). */
+  allEpisodes(handle: string, limit = MAX_READ_ROWS): EpisodeRow[] {
+    return this.db.select().from(t.episodes).where(eq(t.episodes.handle, handle)).orderBy(asc(t.episodes.created_at), asc(t.episodes.id)).limit(Math.max(1, Math.floor(limit))).all().map(episodeOf);
+  }
+
   // ---- the changelog's side ----------------------------------------------------------------
 
   /** The seat's rows written past the last flush, oldest first. */
@@ -210,6 +298,8 @@ export class MemoryStore {
     for (const r of this.sql.pendingCounterparties.all(q)) out.push({ seq: r.seq, record: { table: "counterparties", row: counterpartyOf(r) } });
     for (const r of this.sql.pendingOnboarding.all(q)) out.push({ seq: r.seq, record: { table: "onboarding", row: onboardingOf(r) } });
     for (const r of this.sql.pendingConversations.all(q)) out.push({ seq: r.seq, record: { table: "conversations", row: conversationOf(r) } });
+    for (const r of this.sql.pendingSkills.all(q)) out.push({ seq: r.seq, record: { table: "skills", row: skillOf(r) } });
+    for (const r of this.sql.pendingSkillVersions.all(q)) out.push({ seq: r.seq, record: { table: "skill_versions", row: skillVersionOf(r) } });
     return out.sort((a, b) => a.seq - b.seq);
   }
 
@@ -260,6 +350,13 @@ export class MemoryStore {
           this.putConversation(rec.row, 0);
           return had ? "took_carried" : "inserted";
         }
+        case "skills": {
+          const had = this.sql.skillGet.get(key) !== null;
+          this.writeSkillRow(rec.row, 0);
+          return had ? "took_carried" : "inserted";
+        }
+        case "skill_versions":
+          return this.insertSkillVersion(rec.row, 0) ? "inserted" : "kept_local";
       }
     })();
   }
@@ -337,6 +434,8 @@ export class MemoryStore {
       counterparties: n("memory_counterparties"),
       onboarding: n("memory_onboarding"),
       conversations: n("memory_conversations"),
+      skills: n("memory_skills"),
+      skill_versions: n("memory_skill_versions"),
     };
   }
 
@@ -348,6 +447,7 @@ export class MemoryStore {
       counterparties: this.db.select().from(t.counterparties).where(eq(t.counterparties.handle, handle)).orderBy(desc(t.counterparties.last_seen)).limit(clampLimit(limit)).all().map(counterpartyOf),
       onboarding: this.db.select().from(t.onboarding).where(eq(t.onboarding.handle, handle)).orderBy(asc(t.onboarding.done_at)).all().map(onboardingOf),
       conversations: this.db.select().from(t.conversations).where(eq(t.conversations.handle, handle)).orderBy(desc(t.conversations.last_at)).limit(clampLimit(limit)).all().map(conversationOf),
+      skills: this.skills(handle).slice(0, clampLimit(limit)),
       counts: this.counts(handle),
     };
   }
@@ -360,6 +460,8 @@ export class MemoryStore {
     for (const r of this.db.select().from(t.counterparties).where(eq(t.counterparties.handle, handle)).all()) out.push({ table: "counterparties", row: counterpartyOf(r) });
     for (const r of this.db.select().from(t.onboarding).where(eq(t.onboarding.handle, handle)).all()) out.push({ table: "onboarding", row: onboardingOf(r) });
     for (const r of this.db.select().from(t.conversations).where(eq(t.conversations.handle, handle)).all()) out.push({ table: "conversations", row: conversationOf(r) });
+    for (const r of this.db.select().from(t.skills).where(eq(t.skills.handle, handle)).all()) out.push({ table: "skills", row: skillOf(r) });
+    for (const r of this.db.select().from(t.skillVersions).where(eq(t.skillVersions.handle, handle)).all()) out.push({ table: "skill_versions", row: skillVersionOf(r) });
     return out;
   }
 
@@ -382,7 +484,7 @@ export class MemoryStore {
   handles(): string[] {
     return this.sqlite
       .query<{ handle: string }, []>(
-        "SELECT handle FROM memory_diary UNION SELECT handle FROM memory_episodes UNION SELECT handle FROM memory_counterparties UNION SELECT handle FROM memory_onboarding UNION SELECT handle FROM memory_conversations",
+        "SELECT handle FROM memory_diary UNION SELECT handle FROM memory_episodes UNION SELECT handle FROM memory_counterparties UNION SELECT handle FROM memory_onboarding UNION SELECT handle FROM memory_conversations UNION SELECT handle FROM memory_skills UNION SELECT handle FROM memory_skill_versions",
       )
       .all()
       .map((r) => r.handle);
@@ -426,6 +528,22 @@ function statements(sqlite: Database) {
     pendingCounterparties: sqlite.query<CounterpartyDb, { $handle: string; $after: number }>("SELECT * FROM memory_counterparties WHERE handle = $handle AND seq > $after"),
     pendingOnboarding: sqlite.query<OnboardingDb, { $handle: string; $after: number }>("SELECT * FROM memory_onboarding WHERE handle = $handle AND seq > $after"),
     pendingConversations: sqlite.query<ConversationDb, { $handle: string; $after: number }>("SELECT * FROM memory_conversations WHERE handle = $handle AND seq > $after"),
+    skillGet: sqlite.query<SkillDb, { $handle: string; $id: string }>("SELECT * FROM memory_skills WHERE handle = $handle AND id = $id"),
+    skillPut: sqlite.query(
+      `INSERT INTO memory_skills (handle, id, terms, name, state, origin, promoted_from, version, uses, last_used_at, state_at, updated_at, seq)
+       VALUES ($handle, $id, $terms, $name, $state, $origin, $promoted_from, $version, $uses, $last_used_at, $state_at, $updated_at, $seq)
+       ON CONFLICT (handle, id) DO UPDATE SET terms = excluded.terms, name = excluded.name, state = excluded.state, origin = excluded.origin,
+         promoted_from = excluded.promoted_from, version = excluded.version, uses = excluded.uses, last_used_at = excluded.last_used_at,
+         state_at = excluded.state_at, updated_at = excluded.updated_at, seq = excluded.seq`,
+    ),
+    skillVersionInsert: sqlite.query(
+      "INSERT INTO memory_skill_versions (handle, id, skill_id, body, evidence, created_at, seq) VALUES ($handle, $id, $skill_id, $body, $evidence, $created_at, $seq) ON CONFLICT DO NOTHING",
+    ),
+    liveSkills: sqlite.query<SkillDb & { body: string }, { $handle: string }>(
+      "SELECT s.*, v.body AS body FROM memory_skills s JOIN memory_skill_versions v ON v.handle = s.handle AND v.id = s.version WHERE s.handle = $handle AND s.state != 'archived' ORDER BY s.id",
+    ),
+    pendingSkills: sqlite.query<SkillDb, { $handle: string; $after: number }>("SELECT * FROM memory_skills WHERE handle = $handle AND seq > $after"),
+    pendingSkillVersions: sqlite.query<SkillVersionDb, { $handle: string; $after: number }>("SELECT * FROM memory_skill_versions WHERE handle = $handle AND seq > $after"),
     publishedGet: sqlite.query<{ seq: number }, { $handle: string }>("SELECT seq FROM memory_published WHERE handle = $handle"),
     publishedPut: sqlite.query("INSERT INTO memory_published (handle, seq) VALUES ($handle, $seq) ON CONFLICT (handle) DO UPDATE SET seq = max(seq, excluded.seq)"),
     };

@@ -1,6 +1,6 @@
 // The duties a `workers` node runs, assembled: one runner over the duty lease bucket, with
-// the scheduler and the maintenance sweep (removed-seat mailbox retirement, removal markers)
-// and the state-log trim (`retention`, on a node holding a copy) as its duties.
+// the scheduler, the maintenance sweep (removed-seat mailbox retirement, removal markers),
+// the learning passes and the state-log trim (`retention`, on a node holding a copy) as its duties.
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../clock.ts";
 import type { Company } from "../config/company.ts";
@@ -20,6 +20,9 @@ import { RunStore } from "../sandbox/runs.ts";
 import { SandboxWaiter } from "../duty/sandbox-waiter.ts";
 import { ApprovalsDuty } from "../duty/approvals.ts";
 import type { ApprovalDesk } from "../approvals/desk.ts";
+import { LearningDuty } from "../duty/learning.ts";
+import type { Changelog } from "../memory/changelog.ts";
+import { buildOrg } from "../org/org.ts";
 
 export interface NodeDutiesOptions {
   nodeId: string;
@@ -38,6 +41,8 @@ export interface NodeDutiesOptions {
   roster: () => Promise<Roster>;
   /** The node's estate (a workers node holds data): the trim reads, snapshots and purges through it. */
   estate: Estate | null;
+  /** The seats' memory changelog: the learning duty reads every seat's memory from it. */
+  changelog: Changelog;
   /** Tier A `testing` (test-only shortenings; refused at load outside tests). */
   testing?: TierA["testing"];
   clock: Clock;
@@ -110,6 +115,18 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
   const runs = new RunStore(o.coord.slot("runs"), o.clock);
   const waiter = new SandboxWaiter({ store: runs, queue: o.queue, ping: o.pingSupervisor, clock: o.clock, log, call_bound_ms: callBound });
   const approvals = new ApprovalsDuty({ desk: o.approvals, clock: o.clock, log, call_bound_ms: callBound, ...(testing.approvals_tick_seconds !== undefined ? { tick_ms: testing.approvals_tick_seconds * 1000 } : {}) });
+  const learning = new LearningDuty({
+    changelog: o.changelog,
+    queue: o.queue,
+    org: () => {
+      const c = o.company();
+      return c ? buildOrg(c) : null;
+    },
+    clock: o.clock,
+    log,
+    call_bound_ms: callBound,
+    ...(testing.learning_tick_seconds !== undefined ? { tick_ms: testing.learning_tick_seconds * 1000 } : {}),
+  });
   const runner = new DutyRunner({
     node_id: o.nodeId,
     owner,
@@ -120,7 +137,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     takeover: o.takeover,
     claim_bound_ms: callBound,
     ...(o.watchdog ? { watchdog: o.watchdog } : {}),
-    duties: [scheduler, maintenance, waiter, approvals, ...(trim ? [trim] : [])],
+    duties: [scheduler, maintenance, waiter, approvals, learning, ...(trim ? [trim] : [])],
   });
   runner.start();
   return {

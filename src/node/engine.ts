@@ -10,6 +10,7 @@ import type { Company } from "../config/company.ts";
 import type { KvSlot } from "../coord/contract.ts";
 import { TurnMemory } from "../agent/memory.ts";
 import { ReflectDispatcher } from "../agent/reflect.ts";
+import { ToolSkillRegistry } from "../agent/tool-skills.ts";
 import type { Changelog } from "../memory/changelog.ts";
 import { MemoryStore } from "../memory/store.ts";
 import { MemorySync } from "../memory/sync.ts";
@@ -105,6 +106,8 @@ export class NodeEngine {
   /** Each finished turn's receipt, written to the estate (GET /turns, src/agent/receipt.ts). */
   readonly receipts: ReceiptWriter;
   private readonly reflect: ReflectDispatcher;
+  /** This node's tool skills (the skills source's pages), walked here as on every node. */
+  readonly toolSkills: ToolSkillRegistry;
   /** The seats' coding runs, when this node can start and collect them. */
   readonly runs: SeatRuns | null;
   /** This node's own retention tick over node.db (src/duty/retention.ts). */
@@ -122,6 +125,7 @@ export class NodeEngine {
     this.mcp = new McpPool({ clock: o.clock, log: o.log });
     this.memoryStore = new MemoryStore(this.db, o.clock);
     this.transcripts = new TranscriptStore(this.db);
+    this.toolSkills = new ToolSkillRegistry({ estate: o.estate, clock: o.clock, log: o.log });
     this.receipts = new ReceiptWriter({ estate: o.estate, clock: o.clock, log: o.log, timezone: () => this.company.timezone });
     this.memorySync = new MemorySync({ store: this.memoryStore, changelog: o.changelog, clock: o.clock, log: o.log });
     const providerFor = (seat: { llm?: string | null }) => (seat.llm ? this.providers.get(seat.llm) : undefined);
@@ -144,7 +148,7 @@ export class NodeEngine {
       : null;
     // One spend gate for every model call this node makes: turns' rounds and reflections.
     const spend = this.budgets ? new BudgetGate({ counters: this.budgets, timezone, events, log: o.log, node_id: o.nodeId }) : null;
-    this.reflect = new ReflectDispatcher({ queue: o.queue, store: this.memoryStore, sync: this.memorySync, org: () => this.org, providerFor, clock: o.clock, log: o.log, spend });
+    this.reflect = new ReflectDispatcher({ queue: o.queue, store: this.memoryStore, sync: this.memorySync, org: () => this.org, providerFor, clock: o.clock, log: o.log, spend, events });
     this.runs = o.runs
       ? new SeatRuns({
           node_id: o.nodeId,
@@ -186,7 +190,18 @@ export class NodeEngine {
       approvals,
       ledger: new CompletionLedger(o.ledger, o.clock, o.log),
       // The seat's episodes are its memory's (src/memory), written before the completion.
-      memory: new TurnMemory({ store: this.memoryStore, sync: this.memorySync, estate: o.estate, queue: o.queue, claims: o.claims, node_id: o.nodeId, clock: o.clock, log: o.log, embedder: () => this.embedder }),
+      memory: new TurnMemory({
+        store: this.memoryStore,
+        sync: this.memorySync,
+        estate: o.estate,
+        queue: o.queue,
+        claims: o.claims,
+        node_id: o.nodeId,
+        toolSkills: () => this.toolSkills.skills(),
+        embedder: () => this.embedder,
+        clock: o.clock,
+        log: o.log,
+      }),
       events,
       transcripts: {
         // The fleet's receipt first (it never throws), then this node's transcript.
@@ -204,6 +219,7 @@ export class NodeEngine {
     });
     this.inbox = new SeatInbox({ engine: this.turns, log: o.log, max_concurrent: o.max_concurrent });
     this.memorySync.start();
+    this.toolSkills.start(o.company.skills.source?.space ?? null);
     this.budgets?.start();
     // Every node sweeps its own node.db (the maintenance duty runs on one node of the fleet):
     // the table rules, and the diary cap over the seats held here, on one tick.
@@ -247,6 +263,7 @@ export class NodeEngine {
   setCompany(company: Company): void {
     this.org = buildOrg(company);
     this.company = company;
+    this.toolSkills.setSource(company.skills.source?.space ?? null);
     this.providers = buildProviders(company.providers.llm, this.o.clock, { secrets: this.secretsOf(company), cooldowns: this.o.cooldowns });
     void probeProviders(company.providers.llm, this.o.clock, this.o.log);
     this.embedder = embedderOf(company, this.o.clock);
@@ -286,6 +303,7 @@ export class NodeEngine {
     // that is away keeps the stop waiting no longer than RECEIPT_STOP_WAIT_MS).
     await this.receipts.settled(this.o.clock, RECEIPT_STOP_WAIT_MS);
     this.retention.cancel();
+    this.toolSkills.stop();
     this.budgets?.stop();
     await this.reflect.detachAll();
     await this.memorySync.stop();

@@ -299,7 +299,7 @@ export class CrewletNode {
     const estate = await this.at("estate", () => this.openEstate(nc, coord, store.dir)); // quorum
     const { engine, approvals } = await this.at("engine", () => this.startEngine({ store, plan, streams, coord, company, estate, integrations })); // local
     const seats = await this.at("seats", () => this.startSeats({ store, plan, nc, coord, estate, engine, integrations })); // the first heartbeat's store bound
-    if (roles.includes("workers")) this.at("duties", () => this.startWorkerDuties({ store, nc, coord, company, estate, approvals })); // local
+    if (roles.includes("workers")) this.at("duties", () => this.startWorkerDuties({ store, nc, coord, company, estate, approvals, streams })); // local
     await this.at("revisions", () => this.followRevisions(nc, company)); // quorum
     await this.at("api", () => this.mountRoutes({ store, api, nc, coord, company, estate, engine, seats, integrations, approvals })); // local
     this.at("ready", () => this.announceReady(store.dir, api.minted)); // local
@@ -731,7 +731,7 @@ export class CrewletNode {
 
   /** The singleton duties, on a workers node; registered after the seats, so a graceful
    * stop gives them back (after their last tick) before the seats are drained. */
-  private startWorkerDuties(b: { store: BootStore; nc: NatsConnection; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; approvals: BootApprovals }): void {
+  private startWorkerDuties(b: { store: BootStore; nc: NatsConnection; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; approvals: BootApprovals; streams: BootStreams }): void {
     const { nc, coord } = b;
     const { revisions } = b.company;
     this.duties = startDuties({
@@ -762,6 +762,7 @@ export class CrewletNode {
         return { ok: true, epoch: pointer.epoch, seats: new Set(agentSeats(pointer.company).map((s) => s.handle)) };
       },
       estate: b.estate.estate,
+      changelog: b.streams.changelog,
       testing: this.config.testing,
       clock: this.clock,
       log: this.log,

@@ -35,6 +35,7 @@ function transcript(o: Partial<TurnTranscript> = {}): TurnTranscript {
     handle: "cto",
     node: "node-a",
     epoch: 2,
+    skills: [],
     provider: "s",
     model: "scripted",
     trigger: { type: "chat_mention", from: "founder", conversation: `chat:general:${ROOT}`, text: "@cto plan it", count: 1 },

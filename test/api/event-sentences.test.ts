@@ -23,6 +23,8 @@ const cases: [string, Record<string, unknown>, string, Level][] = [
   ["turn_failure_told", { seat: "cto", channel: "general", text: "⚠ …" }, "cto told the asker in #general that it could not answer", "error"],
   ["provider_key_ready", { provider: "openai", key_id: "openai.ab12" }, "openai API key openai.ab12 is ready again", "ok"],
   ["budget_alert", { scope: "seat cto", window: "daily", fraction: 0.8123 }, "seat cto has used 81% of its daily budget", "warn"],
+  ["skill_state_changed", { seat: "cto", skill: "s1", name: "invoice, refund", from: null, to: "active" }, 'cto learned the skill "invoice, refund"', "ok"],
+  ["skill_state_changed", { seat: "cto", skill: "s1", name: "invoice, refund", from: "active", to: "stale" }, 'cto\'s skill "invoice, refund" went from active to stale', "info"],
   ["seat_detached", { seat: "cto", node: "node-a", reason: "drain", mode: "voluntary" }, "seat cto was let go by node-a (drain)", "info"],
   ["seat_detached", { seat: "cto", node: "node-a", reason: "lost", mode: "fenced" }, "seat cto was let go by node-a (lost, fenced)", "warn"],
   ["turn_stop_requested", { seat: "cto", by: "token:ops", node: "a" }, "token:ops stopped cto's turn", "warn"],

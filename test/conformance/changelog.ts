@@ -11,7 +11,7 @@ import { FakeClock, systemClock } from "../../src/clock.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { Changelog } from "../../src/memory/changelog.ts";
 import { memorySubject } from "../../src/memory/changelog.ts";
-import { encodeRecord, type EpisodeRow, type MemoryRecord } from "../../src/memory/records.ts";
+import { encodeRecord, skillId, skillVersionId, type EpisodeRow, type MemoryRecord, type SkillRow, type SkillVersionRow } from "../../src/memory/records.ts";
 import { MemoryStore } from "../../src/memory/store.ts";
 import { MemorySync } from "../../src/memory/sync.ts";
 
@@ -30,6 +30,13 @@ function sorted(rs: MemoryRecord[]): string[] {
 
 function episode(handle: string, id: string, work_key: string | null, summary = `did ${id}`): EpisodeRow {
   return { id, handle, work_key, turn_id: id, trigger_ids: [`ev-${id}`], conversation: "conv-1", counterparty: "founder", outcome: "completed", summary, work_items: ["ENG-1"], created_at: 1_000 };
+}
+
+function skill(handle: string, terms: string[], body: string, over: Partial<SkillRow> = {}): { skill: SkillRow; version: SkillVersionRow } {
+  const id = skillId(handle, terms);
+  const version: SkillVersionRow = { id: skillVersionId(id, body), handle, skill_id: id, body, evidence: ["t1"], created_at: 1_000 };
+  const row: SkillRow = { id, handle, terms, name: terms.join(" "), state: "active", origin: "clustered", promoted_from: null, version: version.id, uses: 0, last_used_at: null, state_at: 1_000, updated_at: 1_000, ...over };
+  return { skill: row, version };
 }
 
 export function changelogConformance(name: string, make: () => Promise<ChangelogHarness>): void {
@@ -72,6 +79,9 @@ export function changelogConformance(name: string, make: () => Promise<Changelog
       A.store.setCounterpartyNote(s, "founder", "asks for plans, likes bullet points");
       A.store.markOnboarding(s, "unit-knowledge", "read the Engineering space");
       A.store.touchConversation(s, "conv-1", "t1", ["ev-t1"]);
+      const k = skill(s, ["invoice", "refund"], "Refunds: check the invoice first.");
+      A.store.writeSkillVersion(k.version);
+      A.store.putSkill(k.skill);
       expect(await A.sync.flush(s)).toBeGreaterThan(0);
       expect(await A.sync.flush(s)).toBe(0); // nothing new: nothing published twice
 
@@ -174,6 +184,52 @@ export function changelogConformance(name: string, make: () => Promise<Changelog
       expect(new Set(ids).size).toBe(ids.length);
       expect(sorted(C.store.records(s))).toEqual(sorted(B.store.records(s)));
       expect(C.store.recentDiary(s, 10).map((d) => d.content).sort()).toEqual(["from A", "from B"]);
+    });
+
+    test("skills travel: the state and use count take the carried copy, a version is append-only", async () => {
+      const s = seat();
+      const A = node("a");
+      const v1 = skill(s, ["deploy", "staging"], "Deploy to staging first, then ask for review.");
+      A.store.writeSkillVersion(v1.version);
+      A.store.putSkill(v1.skill);
+      await A.sync.flush(s);
+      // The holder uses it twice and the lifecycle moves it; a second body is a second version.
+      A.store.markSkillsUsed(s, [v1.skill.id], 5_000);
+      A.store.markSkillsUsed(s, [v1.skill.id], 6_000);
+      const v2body = "Deploy to staging first; the release checklist is on the Ops page.";
+      const v2 = { ...v1.version, id: skillVersionId(v1.skill.id, v2body), body: v2body, created_at: 7_000 };
+      expect(A.store.writeSkillVersion(v2)).toBe(true);
+      expect(A.store.writeSkillVersion(v2)).toBe(false); // the same version is one row
+      A.store.putSkill({ ...A.store.skill(s, v1.skill.id)!, version: v2.id, updated_at: 7_000 });
+      await A.sync.flush(s);
+
+      const B = node("b");
+      // B already holds an older state of the skill and, under v1's id, other words (cannot
+      // happen honestly: ids are content digests; the local append-only row stands).
+      B.store.putSkill({ ...v1.skill, state: "stale" });
+      B.store.importRecord({ table: "skill_versions", row: { ...v1.version, body: "B's local words" } });
+      const r = await B.sync.hydrate(s);
+      expect(r.outcomes.took_carried).toBe(1);
+      expect(r.outcomes.kept_local).toBe(1);
+      expect(B.store.skill(s, v1.skill.id)).toMatchObject({ state: "active", uses: 2, last_used_at: 6_000, version: v2.id });
+      expect(B.store.skillVersion(s, v1.version.id)!.body).toBe("B's local words");
+      expect(B.store.skillVersion(s, v2.id)!.body).toBe(v2body);
+      expect(B.store.counts(s)).toMatchObject({ skills: 1, skill_versions: 2 });
+    });
+
+    test("a skill row no schema accepts is skipped, never a refused seat", async () => {
+      const s = seat();
+      const A = node("a");
+      const k = skill(s, ["triage"], "Triage by severity.");
+      A.store.writeSkillVersion(k.version);
+      A.store.putSkill(k.skill);
+      await A.sync.flush(s);
+      await h.putRaw(memorySubject(s, "skills", "sbad"), encodeRecord({ table: "skills", row: { ...k.skill, id: "sbad", terms: ["Not Normalised"] } } as MemoryRecord));
+      const B = node("b");
+      const r = await B.sync.hydrate(s);
+      expect(r.rows).toBe(2);
+      expect(r.undecodable).toBe(1);
+      expect(B.store.skills(s).map((x) => x.id)).toEqual([k.skill.id]);
     });
 
     test("many rows: a replay of 2,500 rows brings every one", async () => {

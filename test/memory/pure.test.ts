@@ -74,7 +74,7 @@ describe("row schemas", () => {
     ["a note over 2 KiB", { table: "diary", row: { ...note(1), content: "é".repeat(1025) } }, "row.content: is over 2048 bytes"],
     ["a row id that is not a subject token", { table: "diary", row: { ...note(1), id: "a.b" } }, "row.id"],
     ["a handle with a dot", { table: "diary", row: { ...note(1), handle: "a.b" } }, "row.handle"],
-    ["an unknown table", { table: "skills", row: {} }, "table"],
+    ["an unknown table", { table: "vectors", row: {} }, "table"],
     ["an extra field", { table: "diary", row: { ...note(1), vector: [] } }, "vector"],
   ] as const)("%s is refused naming the field", (_, value, field) => {
     const d = decodeRecord(value);

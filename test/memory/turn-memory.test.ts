@@ -19,6 +19,11 @@ import { buildProviders } from "../../src/agent/providers/index.ts";
 import type { CompletionRequest, Provider } from "../../src/agent/providers/contract.ts";
 import type { Trigger } from "../../src/org/trigger.ts";
 import { TurnEngine } from "../../src/agent/turn.ts";
+import type { TurnTranscript } from "../../src/agent/transcript.ts";
+import { encodeLearningDue, learningMsgId, type LearningDue } from "../../src/memory/learning-due.ts";
+import { planLearning } from "../../src/memory/learning-plan.ts";
+import { mailboxSubject } from "../../src/queue/topics.ts";
+import type { EpisodeRow } from "../../src/memory/records.ts";
 import { MemoryChangelog } from "../../src/memory/changelog.ts";
 import { ONBOARDING_STEP } from "../../src/memory/onboarding.ts";
 import { MemoryStore } from "../../src/memory/store.ts";
@@ -53,7 +58,9 @@ function node(name: string, shared: { changelog: MemoryChangelog; coord: MemoryC
   const memory = new TurnMemory({ store, sync, estate: shared.estate, queue: shared.queue, claims: c.slot("claims"), node_id: name, clock: systemClock, log });
   const ledgerSlot = c.slot("ledger");
   const events = new MemoryEventSink();
+  const kept: TurnTranscript[] = [];
   const engine = new TurnEngine({
+    transcripts: { keep: (t) => void kept.push(t), costOf: () => null, modelOf: () => "scripted" },
     org: () => org,
     node_id: name,
     clock: systemClock,
@@ -67,7 +74,7 @@ function node(name: string, shared: { changelog: MemoryChangelog; coord: MemoryC
   });
   const reflect = new ReflectDispatcher({ queue: shared.queue, store, sync, org: () => org, providerFor, clock: systemClock, log });
   cleanup.push(() => reflect.detachAll());
-  return { store, sync, engine, reflect, ledgerSlot, events };
+  return { store, sync, engine, reflect, ledgerSlot, events, kept };
 }
 
 async function shared() {
@@ -83,6 +90,19 @@ async function shared() {
 }
 
 const owned = () => true;
+
+/** A provider that answers "done" and keeps every request it was sent. */
+function capturing(): { seen: CompletionRequest[]; capture: Provider } {
+  const seen: CompletionRequest[] = [];
+  const capture: Provider = {
+    name: "capture",
+    async complete(req) {
+      seen.push(req);
+      return { text: "done", toolCalls: [], usage: { input_tokens: 0, output_tokens: 0 } };
+    },
+  };
+  return { seen, capture };
+}
 
 async function waitFor(what: string, pred: () => boolean): Promise<void> {
   const deadline = Date.now() + 10_000;
@@ -117,14 +137,7 @@ describe("memory in the turn", () => {
 
   test("the prompt carries the diary, this work's episodes and the counterparty note, within the budget", async () => {
     const s = await shared();
-    const seen: CompletionRequest[] = [];
-    const capture: Provider = {
-      name: "capture",
-      async complete(req) {
-        seen.push(req);
-        return { text: "done", toolCalls: [], usage: { input_tokens: 0, output_tokens: 0 } };
-      },
-    };
+    const { seen, capture } = capturing();
     const A = node("a", s, capture);
     A.store.writeDiary({ handle: "cto", content: "The motor supplier ships on Thursdays", source: "note", turn_id: null, work_key: null });
     A.store.setCounterpartyNote("cto", "ceo", "wants dates, not estimates");
@@ -268,5 +281,77 @@ describe("memory in the turn", () => {
     s.changelog.failReplays = false;
     await sync.hydrate("cto");
     expect(sync.state("cto")).toBe("ready");
+  });
+});
+
+describe("skills in the turn", () => {
+  const refund = (i: number): EpisodeRow => ({
+    id: `e${i}`,
+    handle: "cto",
+    work_key: `wk-${i}`,
+    turn_id: `t${i}`,
+    trigger_ids: [],
+    conversation: "c",
+    counterparty: "ceo",
+    outcome: "completed",
+    summary: `Refund the invoice for customer ${["acme", "globex", "initech"][i]}: checked the payment first`,
+    work_items: [],
+    created_at: Date.now() - 1_000 + i,
+  });
+
+  test("a learning wake is written by the seat's holder; the next prompt that fits carries the skill and the transcript names it", async () => {
+    const s = await shared();
+    const { seen, capture } = capturing();
+    const A = node("a", s, capture);
+    for (const i of [0, 1, 2]) A.store.writeEpisode(refund(i));
+    const [plan] = planLearning({ now_ms: Date.now(), seats: [{ handle: "cto", episodes: A.store.allEpisodes("cto"), skills: [], versions: new Map() }], peers: {} });
+    const due: LearningDue = { type: "learning_due", seat: "cto", skills: plan!.skills, compact_before: null, at: Date.now() };
+    await A.reflect.attach("cto");
+    await s.queue.publish(mailboxSubject("cto", "reflect"), encodeLearningDue(due), { msgId: learningMsgId(due) });
+    await waitFor("the skill", () => A.store.skills("cto").length === 1);
+    const skill = A.store.skills("cto")[0]!;
+    expect(skill).toMatchObject({ state: "active", uses: 0, origin: "clustered" });
+    // Written by the holder, so its flush carries it (the next holder hydrates it).
+    await waitFor("the flush", () => A.store.pending("cto").length === 0);
+    expect((await s.changelog.replay("cto")).records.filter((r) => r.table === "skills" || r.table === "skill_versions")).toHaveLength(2);
+
+    const msg = await s.estate.post("general", "ceo", "@cto please refund the invoice for hooli");
+    await A.engine.run({ seat: "cto", epoch: 1, fence: owned, triggers: [mentionTrigger("cto", "general", msg, "please refund the invoice for hooli", "ceo")] });
+    const turns = () => seen.filter((r) => r.facts?.trigger_type !== "reflection");
+    const opening = (turns().at(-1)!.messages[0] as { content: string }).content;
+    expect(skill.name).toBe("invoice, refund");
+    expect(opening).toContain(`[skill: ${skill.name}]`);
+    expect(opening).toContain("Refund the invoice for customer acme");
+    expect(turns().at(-1)!.facts!.vars.skills).toBe(skill.name);
+    expect(A.kept.at(-1)!.skills).toEqual([{ id: skill.id, name: skill.name, kind: "learned" }]);
+    expect(A.store.skill("cto", skill.id)).toMatchObject({ uses: 1 });
+
+    // A trigger about something else carries no skill; an archived skill is never carried.
+    const other = await s.estate.post("general", "ceo", "@cto how is the motor order going");
+    await A.engine.run({ seat: "cto", epoch: 1, fence: owned, triggers: [mentionTrigger("cto", "general", other, "how is the motor order going", "ceo")] });
+    expect((turns().at(-1)!.messages[0] as { content: string }).content).not.toContain("[skill:");
+    expect(A.kept.at(-1)!.skills).toEqual([]);
+    A.store.putSkill({ ...A.store.skill("cto", skill.id)!, state: "archived" });
+    const again = await s.estate.post("general", "ceo", "@cto refund another invoice");
+    await A.engine.run({ seat: "cto", epoch: 1, fence: owned, triggers: [mentionTrigger("cto", "general", again, "refund another invoice", "ceo")] });
+    expect((turns().at(-1)!.messages[0] as { content: string }).content).not.toContain("[skill:");
+  });
+
+  test("a learning wake carrying another seat's rows is refused whole; the next wake on the subject still applies (compaction)", async () => {
+    const s = await shared();
+    const A = node("a", s);
+    for (const i of [0, 1, 2]) A.store.writeEpisode(refund(i));
+    A.store.writeEpisode({ ...refund(0), id: "old", handle: "pm", work_key: "wk-old", created_at: 5 });
+    const [plan] = planLearning({ now_ms: Date.now(), seats: [{ handle: "cto", episodes: A.store.allEpisodes("cto"), skills: [], versions: new Map() }], peers: {} });
+    // cto's skill rows in a wake for pm, with a compaction that must not happen either.
+    const bad: LearningDue = { type: "learning_due", seat: "pm", skills: plan!.skills, compact_before: 10, at: Date.now() };
+    await A.reflect.attach("pm");
+    await s.queue.publish(mailboxSubject("pm", "reflect"), encodeLearningDue(bad));
+    const good: LearningDue = { type: "learning_due", seat: "pm", skills: [], compact_before: 10, at: Date.now() };
+    await s.queue.publish(mailboxSubject("pm", "reflect"), encodeLearningDue(good));
+    await waitFor("the compaction", () => A.store.counts("pm").episodes === 0);
+    expect(A.store.skills("pm")).toEqual([]);
+    expect(A.store.skills("cto")).toEqual([]);
+    expect(A.store.counts("cto").episodes).toBe(3);
   });
 });

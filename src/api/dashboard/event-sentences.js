@@ -143,6 +143,11 @@ export function describeEvent(name, body, before = null) {
       return { text: `${b.provider} API key ${b.key_id} is ready again`, level: "ok" };
     case "budget_exhausted":
       return { text: join(seat, `is out of its ${words(b.window)} budget`, b.scope && b.scope !== `seat ${seat}` ? `(${b.scope})` : "", b.reset_at ? `until ${clockOf(b.reset_at)}` : ""), level: "error" };
+    case "skill_state_changed": {
+      const named = typeof b.name === "string" ? `skill "${b.name}"` : "skill";
+      if (b.from === null || b.from === undefined) return { text: join(seat, "learned the", named), level: "ok" };
+      return { text: `${seat ?? "a seat"}'s ${named} went from ${words(b.from)} to ${words(b.to)}`, level: "info" };
+    }
     case "budget_alert": {
       const pct = typeof b.fraction === "number" ? `${Math.floor(b.fraction * 100)}%` : "most";
       return { text: `${b.scope ?? "a budget"} has used ${pct} of its ${words(b.window)} budget`, level: "warn" };

@@ -224,6 +224,11 @@ function agentView(arg) {
             m.counterparties.length
               ? h("ul", { class: "plain" }, m.counterparties.map((c) => h("li", {}, `${c.counterparty} · ${c.interactions} interaction${c.interactions === 1 ? "" : "s"} · last `, when(c.last_seen), c.note ? ` · ${c.note}` : "")))
               : h("p", { class: "muted" }, "Nobody yet."),
+            h("h4", {}, "Skills"),
+            // An older holder answers without skills: read as none.
+            (m.skills ?? []).length
+              ? h("ul", { class: "plain" }, m.skills.map((k) => h("li", {}, `${k.name} · ${k.state} · used ${k.uses} time${k.uses === 1 ? "" : "s"}${k.origin === "promoted" ? ` · from @${k.promoted_from}` : ""}`)))
+              : h("p", { class: "muted" }, "No skills learned yet."),
           );
       const allTurns = turns.failed ? [] : [...turns.turns, ...olderTurns.filter((o) => !turns.turns.some((x) => x.id === o.id))];
       olderButton.hidden = turnsCursor === null;
