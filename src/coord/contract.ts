@@ -148,7 +148,7 @@ export interface KvSlot {
   watch(onEntry: (entry: KvEntry) => void, opts?: { key?: string; includeCurrent?: boolean }): Promise<KvWatch>;
 }
 
-export const SLOT_NAMES = ["config", "status", "ledger", "claims", "mailboxes", "fires", "schedules", "rate", "budgets", "cooldowns", "controls", "estate", "runs", "approvals"] as const;
+export const SLOT_NAMES = ["config", "status", "ledger", "claims", "mailboxes", "fires", "schedules", "rate", "budgets", "cooldowns", "controls", "estate", "runs", "approvals", "objects"] as const;
 export type SlotName = (typeof SLOT_NAMES)[number];
 
 export interface Coordination {

@@ -170,4 +170,23 @@ CREATE INDEX turn_receipts_ended ON turn_receipts (ended_at);
 CREATE INDEX turn_receipts_work ON turn_receipts (work_key, ended_at);
 `,
   },
+  {
+    id: 3,
+    name: "file_attachments",
+    sql: `
+CREATE TABLE file_attachments (
+  id TEXT PRIMARY KEY,
+  domain TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  name TEXT NOT NULL,
+  content_type TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  by TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  position INTEGER NOT NULL
+);
+CREATE INDEX file_attachments_owner ON file_attachments (owner, position);
+`,
+  },
 ];

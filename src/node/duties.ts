@@ -20,6 +20,10 @@ import { RunStore } from "../sandbox/runs.ts";
 import { SandboxWaiter } from "../duty/sandbox-waiter.ts";
 import { ApprovalsDuty } from "../duty/approvals.ts";
 import type { ApprovalDesk } from "../approvals/desk.ts";
+import { ObjectCollector } from "../duty/object-collector.ts";
+import { copyState } from "../objects/collect.ts";
+import type { FileStore } from "../objects/store.ts";
+import { namedFileIds } from "../estate/attachments.ts";
 
 export interface NodeDutiesOptions {
   nodeId: string;
@@ -38,6 +42,8 @@ export interface NodeDutiesOptions {
   roster: () => Promise<Roster>;
   /** The node's estate (a workers node holds data): the trim reads, snapshots and purges through it. */
   estate: Estate | null;
+  /** The fleet's file store: the object collector deletes what no row names. */
+  files: FileStore;
   /** Tier A `testing` (test-only shortenings; refused at load outside tests). */
   testing?: TierA["testing"];
   clock: Clock;
@@ -110,6 +116,21 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
   const runs = new RunStore(o.coord.slot("runs"), o.clock);
   const waiter = new SandboxWaiter({ store: runs, queue: o.queue, ping: o.pingSupervisor, clock: o.clock, log, call_bound_ms: callBound });
   const approvals = new ApprovalsDuty({ desk: o.approvals, clock: o.clock, log, call_bound_ms: callBound, ...(testing.approvals_tick_seconds !== undefined ? { tick_ms: testing.approvals_tick_seconds * 1000 } : {}) });
+  const copy = estate?.copy ?? null;
+  // The collector needs this node's copy: the rows naming objects are read from it.
+  const collector = copy
+    ? new ObjectCollector({
+        node_id: o.nodeId,
+        files: o.files,
+        named: () => namedFileIds(copy.sqlite),
+        copy: () => copyState(estate!.health().domains),
+        slot: o.coord.slot("objects"),
+        clock: o.clock,
+        log,
+        ...(testing.objects_tick_seconds !== undefined ? { tick_ms: testing.objects_tick_seconds * 1000 } : {}),
+        ...(testing.objects_keep_seconds !== undefined ? { keep_ms: testing.objects_keep_seconds * 1000 } : {}),
+      })
+    : null;
   const runner = new DutyRunner({
     node_id: o.nodeId,
     owner,
@@ -120,7 +141,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     takeover: o.takeover,
     claim_bound_ms: callBound,
     ...(o.watchdog ? { watchdog: o.watchdog } : {}),
-    duties: [scheduler, maintenance, waiter, approvals, ...(trim ? [trim] : [])],
+    duties: [scheduler, maintenance, waiter, approvals, ...(trim ? [trim] : []), ...(collector ? [collector] : [])],
   });
   runner.start();
   return {

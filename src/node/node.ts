@@ -66,6 +66,8 @@ import { parsePresence, presenceKey } from "../seat/presence.ts";
 import { NODE_DB_FILE } from "./engine.ts";
 import { wipeScratchStore } from "./scratch.ts";
 import { NodeRefusal } from "./refusal.ts";
+import { openFiles } from "./files.ts";
+import type { FileStore } from "../objects/store.ts";
 import {
   API_CLOSE_WITHIN_MS,
   DUTIES_STOP_WITHIN_MS,
@@ -294,14 +296,15 @@ export class CrewletNode {
     const streams = await this.at("streams", () => this.ensureStreams(nc)); // quorum
     const coord = await this.at("coordination", () => this.openCoordination(nc)); // quorum
     await this.at("identity", () => this.refuseIfNodeIdInUse(coord, store.takeover)); // quorum
+    const files = await this.at("objects", () => openFiles({ config: this.config, nc, slot: coord.slot("objects"), nodeId: this.nodeId, decidesStreams: this.decidesStreams, clock: this.clock, log: this.log, wait: (fn) => this.whileClusterForms("objects", fn) })); // quorum
     const company = await this.at("company", () => this.loadCompany(coord, store.dir, nc)); // quorum
     const integrations = await this.at("mailboxes", () => this.ensureMailboxes(nc, streams.queue, coord)); // quorum
     const estate = await this.at("estate", () => this.openEstate(nc, coord, store.dir)); // quorum
     const { engine, approvals } = await this.at("engine", () => this.startEngine({ store, plan, streams, coord, company, estate, integrations })); // local
     const seats = await this.at("seats", () => this.startSeats({ store, plan, nc, coord, estate, engine, integrations })); // the first heartbeat's store bound
-    if (roles.includes("workers")) this.at("duties", () => this.startWorkerDuties({ store, nc, coord, company, estate, approvals })); // local
+    if (roles.includes("workers")) this.at("duties", () => this.startWorkerDuties({ store, nc, coord, company, estate, approvals, files })); // local
     await this.at("revisions", () => this.followRevisions(nc, company)); // quorum
-    await this.at("api", () => this.mountRoutes({ store, api, nc, coord, company, estate, engine, seats, integrations, approvals })); // local
+    await this.at("api", () => this.mountRoutes({ store, api, nc, coord, company, estate, engine, seats, integrations, approvals, files })); // local
     this.at("ready", () => this.announceReady(store.dir, api.minted)); // local
   }
 
@@ -731,7 +734,7 @@ export class CrewletNode {
 
   /** The singleton duties, on a workers node; registered after the seats, so a graceful
    * stop gives them back (after their last tick) before the seats are drained. */
-  private startWorkerDuties(b: { store: BootStore; nc: NatsConnection; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; approvals: BootApprovals }): void {
+  private startWorkerDuties(b: { store: BootStore; nc: NatsConnection; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; approvals: BootApprovals; files: FileStore }): void {
     const { nc, coord } = b;
     const { revisions } = b.company;
     this.duties = startDuties({
@@ -762,6 +765,7 @@ export class CrewletNode {
         return { ok: true, epoch: pointer.epoch, seats: new Set(agentSeats(pointer.company).map((s) => s.handle)) };
       },
       estate: b.estate.estate,
+      files: b.files,
       testing: this.config.testing,
       clock: this.clock,
       log: this.log,
@@ -792,7 +796,7 @@ export class CrewletNode {
   }
 
   /** Every route group this node serves (by its roles), with the audit log behind its writes. */
-  private async mountRoutes(b: { store: BootStore; api: BootApi; nc: NatsConnection; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; engine: NodeEngine; seats: BootSeats; integrations: Integrations; approvals: BootApprovals }): Promise<void> {
+  private async mountRoutes(b: { store: BootStore; api: BootApi; nc: NatsConnection; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; engine: NodeEngine; seats: BootSeats; integrations: Integrations; approvals: BootApprovals; files: FileStore }): Promise<void> {
     const { nc, coord, engine, integrations } = b;
     const { revisions } = b.company;
     const { estate } = b.estate;
@@ -819,7 +823,7 @@ export class CrewletNode {
       auditDb.close();
     }, AUDIT_STOP_FLUSH_MS + STOP_STEP_WITHIN_MS);
     this.mountApi(b.api.auth, [
-      ...(roles.includes("ingress") ? estateRouteGroups(estate, this.clock) : []),
+      ...(roles.includes("ingress") ? estateRouteGroups(estate, this.clock, b.files) : []),
       ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log }), chatStreamGroup({ nc, router: estate.router, clock: this.clock, log: this.log }), integrations.routeGroup()] : []),
       memoryGroup({ org: () => engine.currentOrg, reads: memoryReads }),
       agentsGroup({
