@@ -26,7 +26,9 @@ export class ApiError extends Error {
 }
 
 export function fromZod(err: z.ZodError, where: "body" | "query" | "params"): ApiError {
-  const first = err.issues[0];
+  // An unknown field is named before anything else: it is the likeliest typo, and the field
+  // it was meant to be is then "missing" too.
+  const first = err.issues.find((i) => i.code === "unrecognized_keys") ?? err.issues[0];
   // An unknown field is named by its own key, not its parent's path.
   const field = first ? formatPath(first.code === "unrecognized_keys" && first.keys.length > 0 ? [...first.path, first.keys[0]!] : first.path) : "";
   const message = first
@@ -54,6 +56,36 @@ function tooLarge(): ApiError {
 
 type BodyCache = Record<string, Promise<unknown>>;
 
+export class BodyTooLarge extends Error {}
+
+/** Reads a body, refusing (BodyTooLarge) past `max` bytes without reading on: a declared
+ *  length over it before anything is read, a streamed body the moment it passes. */
+export async function readBounded(req: Request, max: number): Promise<Uint8Array> {
+  const declared = Number(req.headers.get("content-length") ?? "NaN");
+  if (Number.isFinite(declared) && declared > max) throw new BodyTooLarge();
+  if (!req.body) return new Uint8Array(0);
+  const reader = req.body.getReader();
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > max) {
+      await reader.cancel().catch(() => undefined);
+      throw new BodyTooLarge();
+    }
+    parts.push(value);
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
+
 /**
  * A request body's bytes, refused with `over` past max_bytes: a declared length over it
  * before anything is read, a streamed body the moment it passes the bound (never buffered
@@ -61,33 +93,21 @@ type BodyCache = Record<string, Promise<unknown>>;
  * Idempotency-Key middleware's) reads the same body.
  */
 export async function readBodyBytes(c: Context, max_bytes: number, over: () => ApiError = tooLarge): Promise<Uint8Array> {
-  const declared = Number(c.req.header("content-length") ?? "NaN");
-  if (Number.isFinite(declared) && declared > max_bytes) throw over();
   const cache = c.req.bodyCache as BodyCache;
   if (Object.keys(cache).length > 0) {
     const whole = new Uint8Array(await c.req.arrayBuffer());
     if (whole.byteLength > max_bytes) throw over();
     return whole;
   }
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  const stream = c.req.raw.body;
-  if (stream) {
-    const reader = stream.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.byteLength;
-      if (size > max_bytes) {
-        await reader.cancel().catch(() => undefined);
-        throw over();
-      }
-      parts.push(value);
-    }
+  let bytes: Uint8Array;
+  try {
+    bytes = await readBounded(c.req.raw, max_bytes);
+  } catch (err) {
+    if (err instanceof BodyTooLarge) throw over();
+    throw err;
   }
-  const whole = Buffer.concat(parts, size);
-  const bytes = new Uint8Array(whole.buffer, whole.byteOffset, whole.byteLength);
-  cache.arrayBuffer = Promise.resolve(bytes.slice().buffer);
+  // readBounded hands back a fresh array of exactly the body: its buffer is the body.
+  cache.arrayBuffer = Promise.resolve(bytes.buffer);
   return bytes;
 }
 

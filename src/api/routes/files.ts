@@ -24,7 +24,9 @@ import { MAX_FILE_BYTES, type FileStore } from "../../objects/store.ts";
 const INLINE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp", "text/plain"]);
 const DEFAULT_CONTENT_TYPE = "application/octet-stream";
 
-const uploadQuery = z.strictObject({ name: fileName });
+// `name` is required, but judged after the owner: an unknown query parameter is named
+// first, then an owner that names nothing, then a missing name.
+const uploadQuery = z.strictObject({ name: fileName.optional() });
 
 /** One kind of owner: its log, the grant its writes need, how its path reads and what it asks the estate. */
 interface OwnerKind {
@@ -32,9 +34,9 @@ interface OwnerKind {
   domain: Domain;
   grant: Grant;
   owner(c: Context<AuthEnv>): FileOwner;
-  exists(router: EstateRouter, on: FileOwner): Promise<boolean>;
+  /** Null when the owner exists, else the 404 naming the parameter that names nothing. */
+  missing(router: EstateRouter, on: FileOwner): Promise<ApiError | null>;
   list(router: EstateRouter, on: FileOwner): Promise<FileRow[]>;
-  missing(on: FileOwner): ApiError;
 }
 
 const work: OwnerKind = {
@@ -42,9 +44,11 @@ const work: OwnerKind = {
   domain: "tracker",
   grant: "work:write",
   owner: (c) => ({ work: parseParam(workKey, c.req.param("key") ?? "", "key") }),
-  exists: async (r, on) => (await r.read({ q: "work.get", key: (on as { work: string }).work })) !== null,
+  missing: async (r, on) => {
+    const key = (on as { work: string }).work;
+    return (await r.read({ q: "work.get", key })) ? null : new ApiError(404, "unknown_work_item", `no work item ${key}`, "key");
+  },
   list: (r, on) => r.read({ q: "work.files", key: (on as { work: string }).work }),
-  missing: (on) => new ApiError(404, "unknown_work_item", `no work item ${(on as { work: string }).work}`, "key"),
 };
 
 const message: OwnerKind = {
@@ -52,9 +56,11 @@ const message: OwnerKind = {
   domain: "chat",
   grant: "chat:write",
   owner: (c) => ({ message: parseParam(opId, c.req.param("id") ?? "", "id") }),
-  exists: async (r, on) => (await r.read({ q: "chat.message", id: (on as { message: string }).message })) !== null,
+  missing: async (r, on) => {
+    const id = (on as { message: string }).message;
+    return (await r.read({ q: "chat.message", id })) ? null : new ApiError(404, "unknown_message", `no message ${id}`, "id");
+  },
   list: (r, on) => r.read({ q: "chat.files", message: (on as { message: string }).message }),
-  missing: (on) => new ApiError(404, "unknown_message", `no message ${(on as { message: string }).message}`, "id"),
 };
 
 type PageOwner = { container: string; title: string };
@@ -63,9 +69,15 @@ const page: OwnerKind = {
   domain: "pages",
   grant: "knowledge:write",
   owner: (c) => ({ container: parseParam(containerKey, c.req.param("container") ?? "", "container"), title: parseParam(pageTitle, c.req.param("title") ?? "", "title") }),
-  exists: async (r, on) => (await r.read({ q: "pages.get", ...(on as PageOwner) })) !== null,
+  missing: async (r, on) => {
+    const p = on as PageOwner;
+    if (await r.read({ q: "pages.get", ...p })) return null;
+    // Name what is missing: the container, or the page in a container that exists.
+    const known = await r.read({ q: "pages.containers" });
+    if (!known.some((k) => k.key === p.container)) return new ApiError(404, "unknown_container", `no container ${p.container}`, "container");
+    return new ApiError(404, "unknown_page", `no page "${p.title}" in ${p.container}`, "title");
+  },
   list: (r, on) => r.read({ q: "pages.files", ...(on as PageOwner) }),
-  missing: (on) => new ApiError(404, "unknown_page", `no page "${(on as PageOwner).title}" in ${(on as PageOwner).container}`, "title"),
 };
 
 export const OWNER_KINDS: readonly OwnerKind[] = [work, message, page];
@@ -117,6 +129,11 @@ async function download(c: Context<AuthEnv>, files: FileStore, row: FileRow): Pr
   });
 }
 
+async function ownerExists(kind: OwnerKind, router: EstateRouter, on: FileOwner): Promise<void> {
+  const missing = await estateCall(() => kind.missing(router, on));
+  if (missing) throw missing;
+}
+
 export function fileRoutes(o: { router: EstateRouter; files: FileStore | null }): RouteGroup {
   const { router } = o;
   return {
@@ -127,9 +144,10 @@ export function fileRoutes(o: { router: EstateRouter; files: FileStore | null })
         app.post(kind.path, auth.require(kind.grant), async (c) => {
           const on = kind.owner(c);
           const { name } = parseQuery(c, uploadQuery);
+          await ownerExists(kind, router, on);
+          if (name === undefined) throw new ApiError(400, "invalid_input", "query.name: the file's name is required (?name=report.pdf)", "name");
           const content_type = uploadType(c);
           const files = storeOf(o.files);
-          if (!(await estateCall(() => kind.exists(router, on)))) throw kind.missing(on);
           const bytes = await readBodyBytes(c, MAX_FILE_BYTES, tooLarge);
           const id = newFileId(c.get("op_id"));
           const stored = await files.put(id, bytes, { name, content_type });
@@ -140,13 +158,14 @@ export function fileRoutes(o: { router: EstateRouter; files: FileStore | null })
         app.get(kind.path, auth.require("state:read"), async (c) => {
           const on = kind.owner(c);
           parseNoQuery(c);
-          if (!(await estateCall(() => kind.exists(router, on)))) throw kind.missing(on);
+          await ownerExists(kind, router, on);
           return c.json({ files: await estateCall(() => kind.list(router, on)) });
         });
         app.get(`${kind.path}/:file`, auth.require("state:read"), async (c) => {
           const on = kind.owner(c);
           const id = parseParam(fileId, c.req.param("file") ?? "", "file");
           parseNoQuery(c);
+          await ownerExists(kind, router, on);
           const row = (await estateCall(() => kind.list(router, on))).find((f) => f.id === id);
           if (!row) throw new ApiError(404, "unknown_file", `no file ${id} on this ${kind.domain === "tracker" ? "work item" : kind.domain === "chat" ? "message" : "page"}`, "file");
           return download(c, storeOf(o.files), row);
