@@ -823,7 +823,7 @@ export class CrewletNode {
       auditDb.close();
     }, AUDIT_STOP_FLUSH_MS + STOP_STEP_WITHIN_MS);
     this.mountApi(b.api.auth, [
-      ...(roles.includes("ingress") ? estateRouteGroups(estate, this.clock, b.files) : []),
+      ...(roles.includes("ingress") ? estateRouteGroups(estate, this.clock, { files: b.files, protocolFloor: () => coord.leases.protocolFloor() }) : []),
       ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log }), chatStreamGroup({ nc, router: estate.router, clock: this.clock, log: this.log }), integrations.routeGroup()] : []),
       memoryGroup({ org: () => engine.currentOrg, reads: memoryReads }),
       agentsGroup({

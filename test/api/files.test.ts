@@ -8,6 +8,7 @@ import type { NatsConnection } from "nats";
 import { createApp } from "../../src/api/app.ts";
 import { TokenAuth } from "../../src/api/auth.ts";
 import { GRANTS } from "../../src/config/tier-a.ts";
+import { LEASE_PROTOCOL } from "../../src/coord/contract.ts";
 import { StateLog } from "../../src/estate/statelog.ts";
 import { DOMAINS } from "../../src/estate/schema.ts";
 import { silentLogger } from "../../src/log.ts";
@@ -24,11 +25,13 @@ let nats: TestNats;
 let nc: NatsConnection;
 let node: TestEstate;
 let app: ReturnType<typeof createApp>;
+/** The live nodes' lowest lease protocol, as the routes are told it. */
+let floor: number | null = LEASE_PROTOCOL;
 
 beforeAll(async () => {
   nats = await startNats(1);
   nc = await nats.connect();
-  node = await startTestEstate({ nc, nodeId: "a", dataNodes: () => ["a"] });
+  node = await startTestEstate({ nc, nodeId: "a", dataNodes: () => ["a"], protocolFloor: async () => floor });
   await node.estate.files.open();
   app = createApp({
     auth: new TokenAuth([
@@ -171,4 +174,23 @@ test("bad input is a 4xx naming the field, with nothing stored and nothing on an
   expect((await send("GET", `/work/${key}/files/not-an-id`)).status).toBe(400);
   expect(await logEnds()).toEqual(before);
   expect((await node.estate.files.list()).length).toBe(objectsBefore);
+}, TEST_TIMEOUT_MS);
+
+test("no file is attached while a node of an older build (a lower lease protocol) is live: 503, nothing stored", async () => {
+  const key = await newWorkItem();
+  const objectsBefore = (await node.estate.files.list()).length;
+  const before = await logEnds();
+  floor = LEASE_PROTOCOL - 1;
+  try {
+    const r = await send("POST", `/work/${key}/files?name=a.txt`, { body: "x", type: "text/plain" });
+    expect(r.status).toBe(503);
+    const body = (await r.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe("files_unavailable");
+    expect(body.error.message).toContain(`lease protocol ${LEASE_PROTOCOL - 1}`);
+  } finally {
+    floor = LEASE_PROTOCOL;
+  }
+  expect(await logEnds()).toEqual(before);
+  expect((await node.estate.files.list()).length).toBe(objectsBefore);
+  expect((await send("POST", `/work/${key}/files?name=a.txt`, { body: "x", type: "text/plain" })).status).toBe(200);
 }, TEST_TIMEOUT_MS);

@@ -81,6 +81,8 @@ export async function startTestEstate(o: {
   retention?: EstateOptions["retention"];
   company?: Company;
   tuning?: EstateOptions["tuning"];
+  /** The live nodes' lowest lease protocol, as the file routes judge it (none: not judged). */
+  protocolFloor?: () => Promise<number | null>;
 }): Promise<TestEstate> {
   const dir = o.dir ?? tempDir();
   const { log, sink } = memoryLogger("debug");
@@ -100,7 +102,7 @@ export async function startTestEstate(o: {
   });
   // The fleet's file store on the same broker (a real object store bucket), as a node opens it.
   const files = new FileStore({ nc: o.nc, bucket: DEFAULT_OBJECTS_BUCKET, replicas: o.replicas ?? 1, creates: true });
-  const estate = Object.assign(opened, { routeGroups: estateRouteGroups(opened, systemClock, files), files });
+  const estate = Object.assign(opened, { routeGroups: estateRouteGroups(opened, systemClock, { files, ...(o.protocolFloor ? { protocolFloor: o.protocolFloor } : {}) }), files });
   await estate.start();
   return { estate, nodeId: o.nodeId, dir, sink, nc: o.nc };
 }

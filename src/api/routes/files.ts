@@ -10,7 +10,8 @@ import { Hono, type Context } from "hono";
 import { z } from "zod";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError, parseNoQuery, parseParam, parseQuery, readBodyBytes } from "../errors.ts";
+import { ApiError, coordCall, parseNoQuery, parseParam, parseQuery, readBodyBytes } from "../errors.ts";
+import { LEASE_PROTOCOL } from "../../coord/contract.ts";
 import { callerActor, estateCall, writeReply } from "../estate-http.ts";
 import type { FileOwner, FileRow } from "../../estate/attachments.ts";
 import { containerKey, contentType, fileId, fileName, opId, pageTitle, workKey, type FileAttach } from "../../estate/records.ts";
@@ -134,7 +135,25 @@ async function ownerExists(kind: OwnerKind, router: EstateRouter, on: FileOwner)
   if (missing) throw missing;
 }
 
-export function fileRoutes(o: { router: EstateRouter; files: FileStore | null }): RouteGroup {
+/**
+ * An upload is refused while a node of an older build is live: its copy could not decode
+ * the file's row and would hold the whole domain (coord/contract.ts, protocol 7).
+ */
+async function refuseBeside(olderBuild: (() => Promise<number | null>) | undefined): Promise<void> {
+  const floor = olderBuild ? await coordCall("the lease protocol floor", olderBuild) : null;
+  if (floor !== null && floor < LEASE_PROTOCOL) {
+    throw new ApiError(503, "files_unavailable", `a node of an older build (lease protocol ${floor}) is live and could not read a file's row; files can be attached once every node runs protocol ${LEASE_PROTOCOL} or later`);
+  }
+}
+
+export interface FileRoutesOptions {
+  router: EstateRouter;
+  files: FileStore | null;
+  /** The lowest lease protocol among live nodes (coord.leases.protocolFloor), or none to judge. */
+  protocolFloor?: () => Promise<number | null>;
+}
+
+export function fileRoutes(o: FileRoutesOptions): RouteGroup {
   const { router } = o;
   return {
     prefix: "/",
@@ -148,6 +167,7 @@ export function fileRoutes(o: { router: EstateRouter; files: FileStore | null })
           if (name === undefined) throw new ApiError(400, "invalid_input", "query.name: the file's name is required (?name=report.pdf)", "name");
           const content_type = uploadType(c);
           const files = storeOf(o.files);
+          await refuseBeside(o.protocolFloor);
           const bytes = await readBodyBytes(c, MAX_FILE_BYTES, tooLarge);
           const id = newFileId(c.get("op_id"));
           const stored = await files.put(id, bytes, { name, content_type });
