@@ -300,7 +300,7 @@ export class CrewletNode {
     const company = await this.at("company", () => this.loadCompany(coord, store.dir, nc)); // quorum
     const integrations = await this.at("mailboxes", () => this.ensureMailboxes(nc, streams.queue, coord)); // quorum
     const estate = await this.at("estate", () => this.openEstate(nc, coord, store.dir)); // quorum
-    const { engine, approvals } = await this.at("engine", () => this.startEngine({ store, plan, streams, coord, company, estate, integrations })); // local
+    const { engine, approvals } = await this.at("engine", () => this.startEngine({ store, plan, streams, coord, company, estate, integrations, files })); // local
     const seats = await this.at("seats", () => this.startSeats({ store, plan, nc, coord, estate, engine, integrations })); // the first heartbeat's store bound
     if (roles.includes("workers")) this.at("duties", () => this.startWorkerDuties({ store, nc, coord, company, estate, approvals, files })); // local
     await this.at("revisions", () => this.followRevisions(nc, company)); // quorum
@@ -524,7 +524,7 @@ export class CrewletNode {
     return kit;
   }
 
-  private async startEngine(b: { store: BootStore; plan: BrokerPlan; streams: BootStreams; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; integrations: Integrations }): Promise<{ engine: NodeEngine; approvals: BootApprovals }> {
+  private async startEngine(b: { store: BootStore; plan: BrokerPlan; streams: BootStreams; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; integrations: Integrations; files: FileStore }): Promise<{ engine: NodeEngine; approvals: BootApprovals }> {
     const c = this.config;
     const { coord, plan, integrations } = b;
     const queue = b.streams.queue;
@@ -555,6 +555,7 @@ export class CrewletNode {
         owner: b.store.owner,
         runs_bucket: SLOT_BUCKETS.runs.name,
         broker: () => (plan.kind !== "none" && plan.supervisor ? { servers: this.broker!.clientUrls, user: plan.supervisor.user, pass: plan.supervisor.password } : null),
+        files: b.files,
       },
       approvals: {
         store: approvals.store,

@@ -14,6 +14,8 @@ import { MAX_MESSAGE_BYTES, truncateToBytes } from "../estate/records.ts";
 import { GENERAL_CHANNEL_ID } from "../estate/seed.ts";
 import type { Logger } from "../log.ts";
 import { conversationRefs, conversationTarget, postInConversation } from "../agent/conversation-post.ts";
+import type { FileStore } from "../objects/store.ts";
+import { storeRunArtifacts } from "./artifacts.ts";
 import { causeFloor, encodeTrigger, MAX_TRIGGER_TEXT_BYTES, type Trigger } from "../org/trigger.ts";
 import { ack, defer, nak, type Attachment, type Delivery, type Outcome, type Queue } from "../queue/contract.ts";
 import { mailbox } from "../queue/topics.ts";
@@ -51,6 +53,8 @@ export interface SeatRunsOptions {
   company: () => Company;
   /** How a supervisor reaches the broker (null: it cannot, and no run starts). */
   broker: () => BrokerAccess | null;
+  /** Where a finished run's diff and output are kept as files (null: they are not). */
+  files?: Pick<FileStore, "put"> | null;
   clock: Clock;
   log: Logger;
   events: EventSink;
@@ -229,6 +233,7 @@ export class SeatRuns {
 
   /** The result as a turn: a ledgered trigger on the seat's inbox, then the record says so. */
   private async report(rec: RunRecord, writer: RunWriter): Promise<void> {
+    if (this.o.files) await storeRunArtifacts({ files: this.o.files, estate: this.o.estate, log: this.o.log }, rec);
     const notice = failureNotice(rec);
     if (notice !== null) await this.postTo(rec, truncateToBytes(notice, MAX_MESSAGE_BYTES), `run-${rec.id}-failed`);
     const trigger = runTrigger(rec, this.o.clock.now());
