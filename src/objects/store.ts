@@ -21,6 +21,13 @@ export const OBJECT_CALL_TIMEOUT_MS = 30_000;
  */
 export const MAX_FILE_BYTES = 32 * 1024 * 1024;
 
+/**
+ * Unfinished uploads one listing looks at (one read each): a bounded pass, and more than
+ * this many dead uploads at once is a fleet that lost many nodes mid-upload — the next
+ * pass takes the rest.
+ */
+export const UNFINISHED_PER_PASS_MAX = 100;
+
 /** What the bucket says of one stored object. */
 export interface StoredObject {
   key: string;
@@ -113,6 +120,7 @@ export class FileStore {
     for (const [subject, chunks] of Object.entries(si.state.subjects ?? {})) {
       const nuid = subject.slice(prefix.length);
       if (named.has(nuid)) continue;
+      if (out.length >= UNFINISHED_PER_PASS_MAX) break;
       const last = await jsm.streams.getMessage(stream, { last_by_subj: subject });
       out.push({ nuid, last_chunk_ms: last.time.getTime(), chunks });
     }

@@ -233,12 +233,14 @@ export class SeatRuns {
 
   /** The result as a turn: a ledgered trigger on the seat's inbox, then the record says so. */
   private async report(rec: RunRecord, writer: RunWriter): Promise<void> {
-    if (this.o.files) await storeRunArtifacts({ files: this.o.files, estate: this.o.estate, log: this.o.log }, rec);
     const notice = failureNotice(rec);
     if (notice !== null) await this.postTo(rec, truncateToBytes(notice, MAX_MESSAGE_BYTES), `run-${rec.id}-failed`);
     const trigger = runTrigger(rec, this.o.clock.now());
     await this.o.queue.publish(mailbox(rec.seat, "inbox").subject, encodeTrigger(trigger), { msgId: trigger.event_id });
     await this.o.store.mutate(rec.seat, rec.id, writer, (r) => (r.reported ? null : { ...r, reported: true }));
+    // After the seat is told: keeping the files must not widen the window in which a seat
+    // move could tell a result twice. A holder that dies here leaves them unkept.
+    if (this.o.files) await storeRunArtifacts({ files: this.o.files, estate: this.o.estate, log: this.o.log }, rec);
     const failed = rec.result?.outcome !== "succeeded";
     this.o.events.emit(failed ? "sandbox_run_failed" : "sandbox_run_finished", {
       seat: rec.seat,
