@@ -12,7 +12,8 @@ import { LEASE_PROTOCOL } from "../../src/coord/contract.ts";
 import { StateLog } from "../../src/estate/statelog.ts";
 import { DOMAINS } from "../../src/estate/schema.ts";
 import { silentLogger } from "../../src/log.ts";
-import { MAX_FILE_BYTES } from "../../src/objects/store.ts";
+import { FileStore, MAX_FILE_BYTES } from "../../src/objects/store.ts";
+import { fileRoutes } from "../../src/api/routes/files.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
 import { removeTempDirs, startTestEstate, type TestEstate } from "../estate/support.ts";
 
@@ -193,4 +194,20 @@ test("no file is attached while a node of an older build (a lower lease protocol
   expect(await logEnds()).toEqual(before);
   expect((await node.estate.files.list()).length).toBe(objectsBefore);
   expect((await send("POST", `/work/${key}/files?name=a.txt`, { body: "x", type: "text/plain" })).status).toBe(200);
+}, TEST_TIMEOUT_MS);
+
+test("a file store that does not answer is a 503 to retry, with no row written", async () => {
+  const key = await newWorkItem();
+  const before = await logEnds();
+  // A bucket nobody created, opened as a leaf opens it (adopt only): every call fails.
+  const away = createApp({
+    auth: new TokenAuth([{ id: "ops", token: OPS, grants: GRANTS }]),
+    log: silentLogger,
+    health: { health: () => ({}), notReadyReason: () => null },
+    groups: [fileRoutes({ router: node.estate.router, files: new FileStore({ nc, bucket: "no_such_bucket", replicas: 1, creates: false }) })],
+  });
+  const r = await away.request(`/work/${key}/files?name=a.txt`, { method: "POST", headers: { authorization: `Bearer ${OPS}`, "content-type": "text/plain" }, body: "x" });
+  expect(r.status).toBe(503);
+  expect(((await r.json()) as { error: { code: string } }).error.code).toBe("files_unavailable");
+  expect(await logEnds()).toEqual(before);
 }, TEST_TIMEOUT_MS);

@@ -102,7 +102,7 @@ function tooLarge(): ApiError {
   return new ApiError(413, "too_large", `a file is at most ${MAX_FILE_BYTES} bytes (${MAX_FILE_BYTES / 1024 / 1024} MiB): an upload is held in memory whole while it is stored`, "body");
 }
 
-function attachBody(kind: OwnerKind, on: FileOwner, f: Omit<FileAttach, "op" | "on">): FileAttach {
+function attachBody(on: FileOwner, f: Omit<FileAttach, "op" | "on">): FileAttach {
   // The owner's shape is the kind's own (its schema in records.ts): checked by the record gate.
   return { op: "file.attach", ...f, on } as FileAttach;
 }
@@ -113,8 +113,8 @@ function storeOf(files: FileStore | null): FileStore {
 }
 
 async function download(c: Context<AuthEnv>, files: FileStore, row: FileRow): Promise<Response> {
-  const got = await files.get(row.id);
-  if (!got) throw new ApiError(404, "file_missing", `file ${row.id} is named but not in the store (the collector's audit reports these)`, "file");
+  const got = await coordCall("files", () => files.get(row.id));
+  if (!got) throw new ApiError(404, "file_missing", `file ${row.id} is named on this owner but is not in the fleet's file store`, "file");
   const disposition = INLINE_TYPES.has(row.content_type.split(";")[0]!) ? "inline" : "attachment";
   return new Response(got.data, {
     status: 200,
@@ -170,8 +170,9 @@ export function fileRoutes(o: FileRoutesOptions): RouteGroup {
           await refuseBeside(o.protocolFloor);
           const bytes = await readBodyBytes(c, MAX_FILE_BYTES, tooLarge);
           const id = newFileId(c.get("op_id"));
-          const stored = await files.put(id, bytes, { name, content_type });
-          const body = attachBody(kind, on, { file: id, name, content_type, size: stored.size, sha256: stored.sha256, by: callerActor(c) });
+          // A store that does not answer is a 503 to retry (under the same Idempotency-Key, the same object).
+          const stored = await coordCall("files", () => files.put(id, bytes, { name, content_type }));
+          const body = attachBody(on, { file: id, name, content_type, size: stored.size, sha256: stored.sha256, by: callerActor(c) });
           const out = await estateCall(() => router.write(kind.domain, body, { op_id: c.get("op_id") }));
           return writeReply(c, out);
         });
