@@ -1,7 +1,8 @@
 // The `object-collector` singleton duty (Seat Ownership § Singleton duties): hourly, lists
 // the fleet's file store and this node's rows naming objects, deletes every object stored
-// more than a day ago that no row names — none while this node's copy is not whole — and
-// abandons uploads that never finished. The decision is objects/collect.ts's; this reads,
+// more than a day ago that no row names — none while this node's copy is not whole —
+// abandons uploads that never finished, and raises objects_missing for a named object the
+// store does not hold (the spec's audit, hourly here and without a digest check). The decision is objects/collect.ts's; this reads,
 // deletes and records the pass in the `objects` slot (what the collector last found).
 // Two collectors would be safe (a key is named only by its own upload's write, and a
 // deleted object that is gone is not an error), but each would list the whole store.
@@ -25,6 +26,8 @@ export const COLLECTOR_KEY = "collector";
  * the bucket's records (a second or two at 100,000 objects), a delete two calls.
  */
 const CALL_BOUND_MS = 30_000;
+/** Missing keys one log line names: enough to look them up, bounded like every line. */
+const MISSING_LOGGED_MAX = 20;
 
 export const collectorRecordSchema = z.strictObject({
   v: z.literal(1),
@@ -38,6 +41,8 @@ export const collectorRecordSchema = z.strictObject({
   deferred: z.number().int(),
   held: z.string().nullable(),
   failed: z.number().int(),
+  /** Objects a row names that the store does not hold. */
+  missing: z.number().int(),
 });
 export type CollectorRecord = z.output<typeof collectorRecordSchema>;
 
@@ -72,13 +77,16 @@ export class ObjectCollector implements DutyWork {
   async tick(ctx: DutyContext): Promise<string> {
     const { clock } = this.o;
     ctx.beat();
-    // The listing first, the names second: a row written between the two is then seen.
+    // Names before the listing prove an object missing; names after it keep an object from
+    // deletion (a row written meanwhile is then seen).
+    const namedBefore = this.o.named();
     const objects = await bounded(this.o.files.list(), CALL_BOUND_MS, clock, "object store listing");
     const unfinished = await bounded(this.o.files.unfinished(), CALL_BOUND_MS, clock, "unfinished uploads listing");
     const named = this.o.named();
     const plan = planCollection({
       objects,
       named,
+      namedBefore,
       copy: this.o.copy(),
       unfinished,
       now_ms: clock.now(),
@@ -86,11 +94,12 @@ export class ObjectCollector implements DutyWork {
       ...(this.o.unfinished_after_ms !== undefined ? { unfinished_after_ms: this.o.unfinished_after_ms } : {}),
     });
     const done = await this.carryOut(plan, ctx);
-    const record: CollectorRecord = { v: 1, node: this.o.node_id, at: clock.now(), objects: objects.length, named: named.size, young: plan.young, deferred: plan.deferred, ...done };
+    const record: CollectorRecord = { v: 1, node: this.o.node_id, at: clock.now(), objects: objects.length, named: named.size, young: plan.young, deferred: plan.deferred, missing: plan.missing.length, ...done };
     if (record.held) this.o.log.warn("objects_collect_held", { reason: record.held, objects: record.objects });
+    if (plan.missing.length > 0) this.o.log.error("objects_missing", { count: plan.missing.length, keys: plan.missing.slice(0, MISSING_LOGGED_MAX) });
     this.o.log.info("objects_collected", { ...record });
     await bounded(this.o.slot.put(COLLECTOR_KEY, new TextEncoder().encode(JSON.stringify(record))), CALL_BOUND_MS, clock, "collector record");
-    return `objects: ${done.deleted} deleted, ${done.abandoned} abandoned, ${record.young} young${record.held ? `, held: ${record.held}` : ""}`;
+    return `objects: ${done.deleted} deleted, ${done.abandoned} abandoned, ${record.young} young, ${record.missing} missing${record.held ? `, held: ${record.held}` : ""}`;
   }
 
   /** Deletes and abandons; stops deleting the moment the copy stops being whole. */

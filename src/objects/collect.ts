@@ -26,8 +26,14 @@ export type CopyState = { whole: true } | { whole: false; reason: string };
 
 export interface CollectFacts {
   objects: readonly StoredObject[];
-  /** Every object id a row of this node's copy names. */
+  /** Every object id a row of this node's copy names, read AFTER the listing (what must not go). */
   named: ReadonlySet<string>;
+  /**
+   * The names read BEFORE the listing: each one's object was stored before its row was
+   * written, so it must be in the listing — one that is not is missing (the audit). Names
+   * read after the listing may be of objects stored since, and prove nothing.
+   */
+  namedBefore?: ReadonlySet<string>;
   copy: CopyState;
   unfinished: readonly UnfinishedUpload[];
   now_ms: number;
@@ -45,6 +51,8 @@ export interface CollectPlan {
   held: string | null;
   /** Past the per-pass bound: left for the next pass. */
   deferred: number;
+  /** Objects a row names that the store does not hold (the audit; none while the copy is not whole). */
+  missing: string[];
 }
 
 /**
@@ -58,7 +66,9 @@ export function planCollection(f: CollectFacts): CollectPlan {
   const max = f.max_deletes ?? DELETES_PER_PASS_MAX;
   const after_ms = f.unfinished_after_ms ?? UNFINISHED_AFTER_MS;
   const abandon = f.unfinished.filter((u) => f.now_ms - u.last_chunk_ms >= after_ms).map((u) => u.nuid);
-  if (!f.copy.whole) return { delete: [], abandon, young: 0, held: f.copy.reason, deferred: 0 };
+  if (!f.copy.whole) return { delete: [], abandon, young: 0, held: f.copy.reason, deferred: 0, missing: [] };
+  const stored = new Set(f.objects.map((o) => o.key));
+  const missing = [...(f.namedBefore ?? [])].filter((k) => !stored.has(k)).sort();
   const unnamed = f.objects.filter((o) => !f.named.has(o.key));
   const old = unnamed.filter((o) => f.now_ms - o.stored_at_ms >= keep_ms).sort((a, b) => a.stored_at_ms - b.stored_at_ms);
   return {
@@ -67,6 +77,7 @@ export function planCollection(f: CollectFacts): CollectPlan {
     young: unnamed.length - old.length,
     held: null,
     deferred: Math.max(0, old.length - max),
+    missing,
   };
 }
 

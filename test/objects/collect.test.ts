@@ -19,6 +19,7 @@ interface Row {
   held?: string | null;
   young?: number;
   deferred?: number;
+  missing?: string[];
 }
 
 const rows: Row[] = [
@@ -45,6 +46,9 @@ const rows: Row[] = [
   { name: "an upload still adding chunks is left alone", facts: { unfinished: [{ nuid: "N1", last_chunk_ms: NOW - 1_000, chunks: 3 }] }, delete: [], abandon: [] },
   { name: "the per-pass bound defers the rest", facts: { objects: [obj("fl-a", old - 2), obj("fl-b", old - 1), obj("fl-c", old)], max_deletes: 2 }, delete: ["fl-a", "fl-b"], deferred: 1 },
   { name: "a shortened keep (tests) is honoured", facts: { objects: [obj("fl-a", NOW - 5_000)], keep_ms: 5_000 }, delete: ["fl-a"] },
+  { name: "audit: a name read before the listing whose object is not stored is missing", facts: { objects: [obj("fl-a", young)], named: new Set(["fl-a", "fl-m"]), namedBefore: new Set(["fl-a", "fl-m"]) }, delete: [], missing: ["fl-m"] },
+  { name: "audit: a name read only after the listing proves nothing (its object may be newer)", facts: { objects: [], named: new Set(["fl-new"]), namedBefore: new Set() }, delete: [], missing: [] },
+  { name: "audit: nothing is judged missing while the copy is not whole", facts: { copy: RESTORING, namedBefore: new Set(["fl-m"]) }, delete: [], held: RESTORING.reason, missing: [] },
 ];
 
 describe("planCollection", () => {
@@ -56,6 +60,7 @@ describe("planCollection", () => {
       expect(plan.held).toBe(r.held ?? null);
       expect(plan.young).toBe(r.young ?? 0);
       expect(plan.deferred).toBe(r.deferred ?? 0);
+      expect(plan.missing).toEqual(r.missing ?? []);
       // Whatever the row: no named object is ever in the plan.
       for (const k of r.facts.named ?? []) expect(plan.delete).not.toContain(k);
     });

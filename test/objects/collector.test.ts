@@ -31,6 +31,8 @@ let coord: CoordinationHandle;
 let slot: KvSlot;
 let files: FileStore;
 const named: string[] = [];
+/** Named by a row, but gone from the store (the audit's case). */
+const lost: string[] = [];
 
 const ctx = () => ({ epoch: 1, signal: new AbortController().signal, beat: () => undefined });
 
@@ -99,9 +101,20 @@ test("a pass deletes the old unnamed object, abandons the unfinished upload, kee
   expect(log.sink.events("object_deleted").map((l) => l.fields.key)).toEqual(["fl-0000000000000000000000f1"]);
   expect((await files.unfinished()).length).toBe(0);
   const rec = collectorRecordSchema.parse(JSON.parse(new TextDecoder().decode((await slot.get(COLLECTOR_KEY))!.value)));
-  expect(rec).toMatchObject({ node: "a", deleted: 1, abandoned: 1, named: 2, held: null });
+  expect(rec).toMatchObject({ node: "a", deleted: 1, abandoned: 1, named: 2, held: null, missing: 0 });
   // A second pass finds nothing more, and a named object is still never touched.
   expect(await duty.tick(ctx())).toContain("0 deleted, 0 abandoned");
+  expect(await stillThere(named)).toEqual(named);
+}, TEST_TIMEOUT_MS);
+
+test("a named object gone from the store is reported missing, and nothing else is touched", async () => {
+  const gone = "fl-aaaaaaaaaaaaaaaaaaaaaaa3";
+  await attach("tracker", { work: "ENG-1" }, gone, "to be lost");
+  await files.delete(gone); // lost behind the fleet's back (a bucket restored from an old backup)
+  const { duty, log } = collectorFor(a.estate, "a");
+  expect(await duty.tick(ctx())).toContain("0 deleted, 0 abandoned, 0 young, 1 missing");
+  expect(log.sink.events("objects_missing").map((l) => l.fields.keys)).toEqual([[gone]]);
+  lost.push(...named.splice(named.indexOf(gone), 1));
   expect(await stillThere(named)).toEqual(named);
 }, TEST_TIMEOUT_MS);
 
@@ -137,7 +150,7 @@ test("a node whose copy is being restored from a snapshot never deletes a named 
     expect(passes.at(-1)).toContain("1 deleted");
     expect(log.sink.events("object_deleted").map((l) => l.fields.key)).toEqual(["fl-0000000000000000000000f2"]);
     // The restored copy names the files: they came back with the snapshot.
-    expect([...namedFileIds(b.copy!.sqlite)].sort()).toEqual([...named].sort());
+    expect([...namedFileIds(b.copy!.sqlite)].sort()).toEqual([...named, ...lost].sort());
   } finally {
     await starting.catch(() => undefined);
     await b.stop();
