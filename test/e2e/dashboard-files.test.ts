@@ -2,7 +2,8 @@
 // the item, attaches a PNG and a text file from the page (a real file input), sees both
 // listed, previews the image (shown from the bytes the page fetched, at its real size) and
 // the text, and the API lists the same files with the bytes uploaded. The view is checked
-// as every view is (screenshot, axe-core, 390 px) with no console errors. Needs Chromium
+// as every view is (screenshot, axe-core, 390 px) with no console errors. A knowledge page
+// takes and previews a file the same way. Needs Chromium
 // at /usr/bin/chromium.
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -111,5 +112,17 @@ test("a work item's files: attach from the page, listed, the image and the text 
     ["logo.png", "image/png", png(40, 30).length],
     ["notes.txt", "text/plain", 22],
   ]);
+
+  // A knowledge page carries files the same way.
+  const put = await fetch(`${node.apiUrl}/pages/company/Brand`, { method: "PUT", headers: { authorization: `Bearer ${TEST_TOKEN}`, "content-type": "application/json" }, body: JSON.stringify({ body: "# Brand\n\nThe logo rules." }) });
+  expect(put.status).toBe(200);
+  await page.goto(`${node.apiUrl}/dashboard#knowledge/company/Brand`);
+  await page.getByRole("heading", { name: "Brand", level: 3 }).waitFor({ timeout: SEE_MS });
+  await page.getByLabel("File to attach to company/Brand").setInputFiles(pngPath);
+  await page.getByRole("form", { name: "Attach a file to company/Brand" }).getByRole("button", { name: "Attach", exact: true }).click();
+  const pageFiles = page.getByRole("list", { name: "Files on company/Brand" });
+  await seen("the page's file listed", async () => ((await pageFiles.textContent()) ?? "").includes("logo.png"), { tolerant: true });
+  await pageFiles.getByRole("button", { name: "Preview" }).click();
+  await seen("the page's image decoded", async () => (await page.evaluate<number>("document.querySelector('figure.file-preview img')?.naturalWidth ?? 0")) === 40);
   expect(problems).toEqual([]);
 }, 240_000);

@@ -17,7 +17,7 @@ function sizeText(n) {
 function fileSection(ownerPath, ownerLabel) {
   const list = h("ul", { class: "files", "aria-label": `Files on ${ownerLabel}` });
   const preview = h("figure", { class: "file-preview", hidden: true, "aria-live": "polite" });
-  const input = h("input", { type: "file", id: "file-input", "aria-label": `File to attach to ${ownerLabel}` });
+  const input = h("input", { type: "file", "aria-label": `File to attach to ${ownerLabel}` });
   const error = h("p", { class: "error", role: "alert" });
   const form = h("form", { "aria-label": `Attach a file to ${ownerLabel}` }, input, h("button", { type: "submit" }, "Attach"), error);
   let shownUrl = null;
