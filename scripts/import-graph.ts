@@ -11,7 +11,7 @@ const SRC = join(ROOT, "src");
 // Folders not named here are an error, so a new folder must be placed on purpose.
 const LAYERS: readonly (readonly string[])[] = [
   ["src", "metrics"], // clock, log, version, in-flight; counters
-  ["queue", "coord", "config", "broker"], // the two shared-state contracts; the schemas; the sidecar
+  ["queue", "coord", "config", "broker", "objects"], // the two shared-state contracts; the schemas; the sidecar; the object store
   ["estate", "memory", "seat", "org"], // the company's records; seat memory; the seat host; the org model
   ["agent/providers", "agent/tools"], // model providers; the agent's tools
   ["agent"], // the turn engine

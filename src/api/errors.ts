@@ -4,6 +4,7 @@ import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
 import { formatPath } from "../config/load.ts";
+import { MAX_FILE_BYTES } from "../objects/store.ts";
 
 export interface ApiErrorBody {
   error: { code: string; message: string; field?: string };
@@ -25,7 +26,9 @@ export class ApiError extends Error {
 }
 
 export function fromZod(err: z.ZodError, where: "body" | "query" | "params"): ApiError {
-  const first = err.issues[0];
+  // An unknown field is named before anything else: it is the likeliest typo, and the field
+  // it was meant to be is then "missing" too.
+  const first = err.issues.find((i) => i.code === "unrecognized_keys") ?? err.issues[0];
   // An unknown field is named by its own key, not its parent's path.
   const field = first ? formatPath(first.code === "unrecognized_keys" && first.keys.length > 0 ? [...first.path, first.keys[0]!] : first.path) : "";
   const message = first
@@ -40,28 +43,80 @@ export function fromZod(err: z.ZodError, where: "body" | "query" | "params"): Ap
 export const MAX_BODY_BYTES = 1024 * 1024;
 /**
  * The HTTP server's own cap on a request body (Bun answers 413 past it without calling a
- * route; its default is 128 MiB, which a token holder or an unsigned webhook sender could
- * make a node buffer). Every route takes at most MAX_BODY_BYTES (webhooks too); the slack
- * lets a body just over a route's limit get that route's JSON 413 naming the limit.
+ * route; its default is 128 MiB). The largest body any route takes is a file upload
+ * (MAX_FILE_BYTES); every other route takes at most MAX_BODY_BYTES and stops reading past
+ * it (readBodyBytes), so no other route buffers more. The slack lets a body just over a
+ * route's limit get that route's JSON 413 naming the limit.
  */
-export const MAX_REQUEST_BODY_BYTES = MAX_BODY_BYTES + 64 * 1024;
+export const MAX_REQUEST_BODY_BYTES = Math.max(MAX_BODY_BYTES, MAX_FILE_BYTES) + 64 * 1024;
 
 function tooLarge(): ApiError {
   return new ApiError(413, "too_large", `body is over ${MAX_BODY_BYTES} bytes`, "body");
 }
 
+type BodyCache = Record<string, Promise<unknown>>;
+
+export class BodyTooLarge extends Error {}
+
+/** Reads a body, refusing (BodyTooLarge) past `max` bytes without reading on: a declared
+ *  length over it before anything is read, a streamed body the moment it passes. */
+export async function readBounded(req: Request, max: number): Promise<Uint8Array> {
+  const declared = Number(req.headers.get("content-length") ?? "NaN");
+  if (Number.isFinite(declared) && declared > max) throw new BodyTooLarge();
+  if (!req.body) return new Uint8Array(0);
+  const reader = req.body.getReader();
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > max) {
+      await reader.cancel().catch(() => undefined);
+      throw new BodyTooLarge();
+    }
+    parts.push(value);
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
+
 /**
- * A request body as text, refused with 413 past MAX_BODY_BYTES: a declared length over it
- * before anything is read; a chunked body is bounded by the server's own request limit
- * (MAX_REQUEST_BODY_BYTES in node.ts) and then measured. Hono caches the text, so the
- * Idempotency-Key middleware and the route read the one body.
+ * A request body's bytes, refused with `over` past max_bytes: a declared length over it
+ * before anything is read, a streamed body the moment it passes the bound (never buffered
+ * whole). The bytes are cached on the request, so a later read (the route's, after the
+ * Idempotency-Key middleware's) reads the same body.
+ */
+export async function readBodyBytes(c: Context, max_bytes: number, over: () => ApiError = tooLarge): Promise<Uint8Array> {
+  const cache = c.req.bodyCache as BodyCache;
+  if (Object.keys(cache).length > 0) {
+    const whole = new Uint8Array(await c.req.arrayBuffer());
+    if (whole.byteLength > max_bytes) throw over();
+    return whole;
+  }
+  let bytes: Uint8Array;
+  try {
+    bytes = await readBounded(c.req.raw, max_bytes);
+  } catch (err) {
+    if (err instanceof BodyTooLarge) throw over();
+    throw err;
+  }
+  // readBounded hands back a fresh array of exactly the body: its buffer is the body.
+  cache.arrayBuffer = Promise.resolve(bytes.buffer);
+  return bytes;
+}
+
+/**
+ * A request body as text, refused with 413 past MAX_BODY_BYTES (readBodyBytes: a declared
+ * length before anything is read, a streamed body as soon as it passes).
  */
 export async function readBodyText(c: Context): Promise<string> {
-  const declared = Number(c.req.header("content-length") ?? "NaN");
-  if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) throw tooLarge();
-  const text = await c.req.text();
-  if (Buffer.byteLength(text) > MAX_BODY_BYTES) throw tooLarge();
-  return text;
+  return new TextDecoder().decode(await readBodyBytes(c, MAX_BODY_BYTES));
 }
 
 function decodeJson(text: string): unknown {
@@ -118,6 +173,13 @@ export function parseQuery<S extends z.ZodType>(c: Context, schema: S): z.output
   }
   const parsed = schema.safeParse(c.req.query());
   if (!parsed.success) throw fromZod(parsed.error, "query");
+  return parsed.data;
+}
+
+/** One path parameter judged by its schema: a 400 naming it, never a throw past the route. */
+export function parseParam<T>(schema: z.ZodType<T>, raw: string, name: string): T {
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) throw new ApiError(400, "invalid_input", `params.${name}: ${parsed.error.issues[0]?.message}`, name);
   return parsed.data;
 }
 

@@ -27,6 +27,8 @@ const REFUSAL_STATUS: Record<string, 404 | 409 | 422> = {
   unknown_container: 404,
   unknown_channel: 404,
   unknown_message: 404,
+  unknown_page: 404,
+  too_many_files: 409,
   revision_conflict: 409,
   message_deleted: 409,
 };

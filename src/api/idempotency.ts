@@ -14,7 +14,7 @@ import type { KvSlot } from "../coord/contract.ts";
 import { CasConflict } from "../coord/contract.ts";
 import type { Logger } from "../log.ts";
 import type { AuthEnv, TokenAuth } from "./auth.ts";
-import { ApiError, readBodyText } from "./errors.ts";
+import { ApiError, MAX_REQUEST_BODY_BYTES, readBodyBytes } from "./errors.ts";
 
 export const IDEMPOTENCY_HEADER = "Idempotency-Key";
 /** Set on an answer that was remembered rather than produced again. */
@@ -58,7 +58,7 @@ export function scopeOf(tokenId: string, method: string, path: string, key: stri
 }
 
 /** A fingerprint of the request body: the same key with another body is another request. */
-export function fingerprint(body: string): string {
+export function fingerprint(body: string | Uint8Array): string {
   return createHash("sha256").update(body).digest("hex").slice(0, 32);
 }
 
@@ -94,7 +94,9 @@ export function idempotency(o: { auth: TokenAuth; slot: KvSlot | null; log: Logg
     const principal = o.auth.identify(c.req.header("authorization"));
     if (!principal) return next();
     const s = scopeOf(principal.tokenId, c.req.method, c.req.path, key);
-    const print = fingerprint(await readBodyText(c));
+    // The bytes, whatever the route's own limit (a file upload's is the largest): the route
+    // refuses a body over its limit itself, after this.
+    const print = fingerprint(await readBodyBytes(c, MAX_REQUEST_BODY_BYTES));
     c.set("op_id", s.op_id);
     if (o.slot) {
       let entry = null;

@@ -99,6 +99,18 @@ export const coordinationSchema = z.strictObject({
   lease_ttl_seconds: z.number().min(1).max(600).default(DEFAULT_LEASE_TTL_MS / 1000),
 });
 
+/** The object store bucket the company's files are in (src/objects), on the fleet's broker. */
+export const DEFAULT_OBJECTS_BUCKET = "crewlet_files";
+
+export const objectsSchema = z.strictObject({
+  type: z.enum(["nats"]).default("nats").describe("Where the company's files are: nats (a bucket on the fleet's broker)"),
+  bucket: z
+    .string()
+    .regex(/^[A-Za-z0-9_\-]{1,64}$/, "bucket names are 1–64 letters, digits, _ and -")
+    .default(DEFAULT_OBJECTS_BUCKET)
+    .describe("The object store bucket; every node of a fleet must name the same one"),
+});
+
 export const tokenSchema = z.strictObject({
   id: z.string().regex(/^[A-Za-z0-9_\-]{1,64}$/),
   token: z.string().min(MIN_TOKEN_CHARS, `tokens are at least ${MIN_TOKEN_CHARS} characters`),
@@ -129,6 +141,8 @@ export const testingSchema = z.strictObject({
   maintenance_tick_seconds: z.number().min(1).optional().describe("Maintenance sweep tick (shipped: 15 min)"),
   approvals_tick_seconds: z.number().min(1).optional().describe("Approvals expiry sweep tick (shipped: 1 min)"),
   learning_tick_seconds: z.number().min(1).optional().describe("Learning passes' tick; the duty's TTL is three ticks, at least 30 s (shipped: 1 h)"),
+  objects_tick_seconds: z.number().min(1).optional().describe("Object collector tick (shipped: 1 h)"),
+  objects_keep_seconds: z.number().min(0).optional().describe("How old an unnamed object must be before the collector deletes it (shipped: 1 day)"),
   retention_tick_seconds: z.number().min(1).optional().describe("State-log trim tick (shipped: 15 min)"),
   retention_margin_records: z.number().int().min(0).optional().describe("Records the trim keeps below the floor (shipped: 1,000)"),
   retention_unheard_hold_seconds: z.number().min(1).optional().describe("How long a copy unheard from holds the log (shipped: 24 h)"),
@@ -145,6 +159,7 @@ export const tierASchema = z.strictObject({
   stream: streamSchema.default(streamSchema.parse({})),
   coordination: coordinationSchema.default(coordinationSchema.parse({})),
   api: apiSchema.default(apiSchema.parse({})),
+  objects: objectsSchema.default(objectsSchema.parse({})),
   logging: loggingSchema.default(loggingSchema.parse({})),
   company: companySchema.optional().describe("The company seed this node activates when it differs from the active one"),
   testing: testingSchema.optional().describe(`Test-only settings; refused unless ${TESTING_ENV}=1`),

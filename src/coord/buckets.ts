@@ -112,6 +112,10 @@ export const SLOT_BUCKETS: Record<SlotName, BucketSpec> = {
   // approvals.expires_after_hours (a month at most), so none; the approvals duty deletes a
   // settled one once it is APPROVAL_KEEP_MS old.
   approvals: { name: "crewlet_approvals", max_age_ms: 0 },
+  // Which store the company's files are in, recorded by the first node (a node configured
+  // with another refuses to boot), and what the object collector last found. The record
+  // must outlive any outage, or a fleet back from one would take any store as its own.
+  objects: { name: "crewlet_objects", max_age_ms: 0 },
 };
 
 export { DEFAULT_LEASE_TTL_MS };

@@ -13,8 +13,12 @@
  * (agent/receipt.ts), a record a copy at 5 cannot decode — it would hold the whole tracker
  * domain there. So a node at 6 holds no seat (and writes no receipt) while any node at 5,
  * a data node among them, is live.
+ * 7: a file's row (`file.attach`, estate/attachments.ts) goes on the tracker, pages and chat
+ * logs, which a copy at 6 cannot decode. The writer is any ingress node's API, not a seat's
+ * holder, so the upload routes refuse (503) while any node below 7 is live; the seat gate
+ * follows as for every bump.
  */
-export const LEASE_PROTOCOL = 6;
+export const LEASE_PROTOCOL = 7;
 /** Shipped lease TTL: three heartbeats, so two missed renewals still leave one to recover. */
 export const DEFAULT_LEASE_TTL_MS = 45_000;
 /** Heartbeat = TTL / 3: three renewals per TTL tolerate two consecutive misses (a GC pause,
@@ -160,7 +164,7 @@ export interface KvSlot {
   watch(onEntry: (entry: KvEntry) => void, opts?: { key?: string; includeCurrent?: boolean }): Promise<KvWatch>;
 }
 
-export const SLOT_NAMES = ["config", "status", "ledger", "claims", "mailboxes", "fires", "schedules", "rate", "budgets", "cooldowns", "controls", "estate", "runs", "approvals"] as const;
+export const SLOT_NAMES = ["config", "status", "ledger", "claims", "mailboxes", "fires", "schedules", "rate", "budgets", "cooldowns", "controls", "estate", "runs", "approvals", "objects"] as const;
 export type SlotName = (typeof SLOT_NAMES)[number];
 
 export interface Coordination {

@@ -10,6 +10,7 @@ import type { EstateDb } from "./migrate.ts";
 import type { BodyOf, StateRecord } from "./records.ts";
 import { dmChannelId } from "./mentions.ts";
 import { applyReceipt } from "./turn-receipts.ts";
+import { applyAttach } from "./attachments.ts";
 import { activity, channels, comments, containers, messageEdits, messages, ops, pages, projects, revisions, workItems } from "./schema.ts";
 
 export type Outcome = ({ ok: true } & Record<string, unknown>) | { ok: false; code: string; message: string; field?: string };
@@ -30,7 +31,7 @@ function applyBody(db: EstateDb, r: StateRecord, position: number): Outcome {
     case "tracker":
       return applyTracker(db, r.body, r.op_id, r.at, position);
     case "pages":
-      return applyPages(db, r.body, r.at);
+      return applyPages(db, r.body, r.at, position);
     case "chat":
       return applyChat(db, r.body, r.op_id, r.at, position);
   }
@@ -106,6 +107,8 @@ function applyTracker(db: EstateDb, b: BodyOf<"tracker">, op_id: string, at: num
       // outcome, because by the time it runs later records may have changed the row.
       return { ok: true, key: b.key, changed: fields, title: (changed.title?.[1] as string | undefined) ?? item.title };
     }
+    case "file.attach":
+      return applyAttach(db, "tracker", b, at, position);
     case "turn.receipt": {
       const r = applyReceipt(db, b, at, position);
       return { ok: true, turn_id: b.turn_id, kept: r.inserted, trimmed: r.trimmed };
@@ -126,11 +129,13 @@ function applyTracker(db: EstateDb, b: BodyOf<"tracker">, op_id: string, at: num
 
 // ---- knowledge --------------------------------------------------------------------------
 
-function applyPages(db: EstateDb, b: BodyOf<"pages">, at: number): Outcome {
+function applyPages(db: EstateDb, b: BodyOf<"pages">, at: number, position: number): Outcome {
   switch (b.op) {
     // The marker itself changes nothing: the skip happened when a copy met the record it names.
     case "log.skip":
       return { ok: true, skip_marker_for: b.position };
+    case "file.attach":
+      return applyAttach(db, "pages", b, at, position);
     case "pages.seed": {
       for (const c of b.containers) {
         db.insert(containers).values({ key: c.key, name: c.name, unit_id: c.unit_id, created_at: at }).onConflictDoNothing().run();
@@ -168,6 +173,8 @@ function applyChat(db: EstateDb, b: BodyOf<"chat">, op_id: string, at: number, p
     // The marker itself changes nothing: the skip happened when a copy met the record it names.
     case "log.skip":
       return { ok: true, skip_marker_for: b.position };
+    case "file.attach":
+      return applyAttach(db, "chat", b, at, position);
     case "chat.seed": {
       for (const c of b.channels) {
         db.insert(channels).values({ id: c.id, kind: c.kind, name: c.name, unit_id: c.unit_id, members: "[]", created_at: at }).onConflictDoNothing().run();

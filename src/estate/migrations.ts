@@ -212,4 +212,23 @@ END;
 INSERT INTO chat_fts (chat_fts) VALUES ('rebuild');
 `,
   },
+  {
+    id: 4,
+    name: "file_attachments",
+    sql: `
+CREATE TABLE file_attachments (
+  id TEXT PRIMARY KEY,
+  domain TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  name TEXT NOT NULL,
+  content_type TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  by TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  position INTEGER NOT NULL
+);
+CREATE INDEX file_attachments_owner ON file_attachments (owner, position);
+`,
+  },
 ];

@@ -6,6 +6,7 @@ import { z } from "zod";
 import type { Database } from "bun:sqlite";
 import type { EstateDb } from "./migrate.ts";
 import { actor, channelId, containerKey, handle, opId, pageTitle, projectKey, workKey } from "./records.ts";
+import { fileQueries, listFiles, type FileRow } from "./attachments.ts";
 import { lastTurnByWork, listReceipts, receiptQueries, weekOfReceipts, type ReceiptRow, type SeatDay } from "./turn-receipts.ts";
 import { ftsExpression, searchChat, searchQueries, searchWork, SNIPPET_TOKENS, type ChatHit, type SearchAnswer, type WorkHit } from "./search.ts";
 import { activity, channels, comments, containers, messages, pages, projects, workItems, WORK_STATUSES, type Domain } from "./schema.ts";
@@ -52,6 +53,9 @@ export const querySchema = z.discriminatedUnion("q", [
   }),
   z.strictObject({ q: z.literal("chat.message"), id: opId }),
   searchQueries.chat,
+  fileQueries.work,
+  fileQueries.pages,
+  fileQueries.chat,
   receiptQueries.list,
   receiptQueries.week,
   receiptQueries.lastByWork,
@@ -168,6 +172,10 @@ export interface Results {
   /** Newest first; `next` is the cursor of the page after, null at the end. */
   "turns.list": { turns: ReceiptRow[]; next: number | null };
   "turns.week": SeatDay[];
+  /** An owner's files, oldest first. */
+  "work.files": FileRow[];
+  "pages.files": FileRow[];
+  "chat.files": FileRow[];
   /** Work key → the end (ms) of the last turn that worked on it. */
   "turns.last_by_work": Record<string, number>;
 }
@@ -302,6 +310,12 @@ export function runQuery(db: EstateDb, sqlite: Database, query: Query): Results[
       const { q: _q, ...filter } = query;
       return listReceipts(sqlite, filter);
     }
+    case "work.files":
+      return listFiles(db, { work: query.key });
+    case "pages.files":
+      return listFiles(db, { container: query.container, title: query.title });
+    case "chat.files":
+      return listFiles(db, { message: query.message });
     case "turns.week":
       return weekOfReceipts(sqlite, query.first_day, query.last_day);
     case "turns.last_by_work":

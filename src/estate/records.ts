@@ -236,6 +236,37 @@ export const turnReceipt = z.strictObject({
 });
 export type TurnReceipt = z.output<typeof turnReceipt>;
 
+// ---- files (attachments.ts applies them, on the log of the owner's domain) ----------------
+
+/** A file's name as the uploader gave it: a name, not a path; 255 is every file system's limit. */
+export const MAX_FILE_NAME_BYTES = 255;
+
+/** An object's key in the store: `fl-` and 24 hex digits, minted by the uploading node. */
+export const fileId = z.string().regex(/^fl-[a-f0-9]{24}$/, "file ids are fl- and 24 hex digits");
+export const fileName = textField(MAX_FILE_NAME_BYTES, { min: 1 }).regex(/^[^/\\\u0000-\u001f\u007f]+$/, "file names hold no / \\ or control characters");
+/** `type/subtype`, lower case, with an optional charset: what a download answers with. */
+export const contentType = z
+  .string()
+  .max(127, "is over 127 bytes")
+  .regex(/^[a-z0-9][a-z0-9!#$&^_.+-]*\/[a-z0-9][a-z0-9!#$&^_.+-]*(; ?charset=[a-z0-9_.:-]+)?$/, "content types are type/subtype (e.g. image/png), optionally ; charset=…");
+const sha256 = z.string().regex(/^[a-f0-9]{64}$/, "is 64 hex digits");
+const bytes = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
+const fileFields = {
+  op: z.literal("file.attach"),
+  file: fileId,
+  name: fileName,
+  content_type: contentType,
+  size: bytes,
+  sha256,
+  by: actor,
+};
+
+export const workFileAttach = z.strictObject({ ...fileFields, on: z.strictObject({ work: workKey }) });
+export const messageFileAttach = z.strictObject({ ...fileFields, on: z.strictObject({ message: opId }) });
+export const pageFileAttach = z.strictObject({ ...fileFields, on: z.strictObject({ container: containerKey, title: pageTitle }) });
+export type FileAttach = z.output<typeof workFileAttach> | z.output<typeof messageFileAttach> | z.output<typeof pageFileAttach>;
+
 // ---- every domain --------------------------------------------------------------------
 
 /**
@@ -254,9 +285,9 @@ export const logSkip = z.strictObject({
 export type LogSkip = z.output<typeof logSkip>;
 
 export const bodies = {
-  tracker: z.discriminatedUnion("op", [workCreate, workUpdate, workComment, trackerSeed, turnReceipt, logSkip]),
-  pages: z.discriminatedUnion("op", [pagePut, pagesSeed, logSkip]),
-  chat: z.discriminatedUnion("op", [chatPost, chatEdit, chatDelete, chatSeed, logSkip]),
+  tracker: z.discriminatedUnion("op", [workCreate, workUpdate, workComment, trackerSeed, turnReceipt, workFileAttach, logSkip]),
+  pages: z.discriminatedUnion("op", [pagePut, pagesSeed, pageFileAttach, logSkip]),
+  chat: z.discriminatedUnion("op", [chatPost, chatEdit, chatDelete, chatSeed, messageFileAttach, logSkip]),
 } as const;
 
 export type TrackerBody = z.output<typeof bodies.tracker>;

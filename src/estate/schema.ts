@@ -214,6 +214,32 @@ export const messageEdits = sqliteTable(
   (t) => [primaryKey({ columns: [t.message_id, t.revision] })],
 );
 
+// ---- files (every domain) ---------------------------------------------------------------
+
+/**
+ * A file attached to a work item, a chat message or a page (attachments.ts): the row that
+ * names an object in the fleet's object store. The bytes are never here.
+ */
+export const attachments = sqliteTable(
+  "file_attachments",
+  {
+    /** The object's key in the store (fl- and 24 hex digits). */
+    id: text("id").primaryKey(),
+    /** The log the attach record is on: tracker, pages or chat. */
+    domain: text("domain").notNull(),
+    /** work:{key} | message:{id} | page:{container}/{title} */
+    owner: text("owner").notNull(),
+    name: text("name").notNull(),
+    content_type: text("content_type").notNull(),
+    size: integer("size").notNull(),
+    sha256: text("sha256").notNull(),
+    by: text("by").notNull(),
+    created_at: integer("created_at").notNull(),
+    position: integer("position").notNull(),
+  },
+  (t) => [index("file_attachments_owner").on(t.owner, t.position)],
+);
+
 /** Every replicated table, for the digest (the FTS index is derived and checked separately). */
 export const REPLICATED_TABLES = [
   "estate_ops",
@@ -228,4 +254,5 @@ export const REPLICATED_TABLES = [
   "chat_channels",
   "chat_messages",
   "chat_message_edits",
+  "file_attachments",
 ] as const;

@@ -18,10 +18,11 @@ import { Database } from "bun:sqlite";
 import { randomBytes } from "node:crypto";
 import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { DiscardPolicy, StorageType, type NatsConnection, type ObjectStore } from "nats";
+import type { NatsConnection, ObjectStore } from "nats";
 import { z } from "zod";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
+import { openObjectBucket } from "../objects/bucket.ts";
 import type { Domain } from "./schema.ts";
 
 export const SNAPSHOT_BUCKET = "crewlet_snapshots";
@@ -81,6 +82,9 @@ export function restoreDomain(sqlite: Database, path: string, domain: Domain): v
           sqlite.run(`DELETE FROM main.${t}`);
           sqlite.run(`INSERT INTO main.${t} SELECT * FROM snap.${t}`);
         }
+        // Files are one table for every domain: a domain's own rows, like its ledger rows.
+        sqlite.query("DELETE FROM main.file_attachments WHERE domain = ?").run(domain);
+        sqlite.query("INSERT INTO main.file_attachments SELECT * FROM snap.file_attachments WHERE domain = ?").run(domain);
         sqlite.query("DELETE FROM main.estate_ops WHERE domain = ?").run(domain);
         sqlite.query("INSERT INTO main.estate_ops SELECT * FROM snap.estate_ops WHERE domain = ?").run(domain);
         sqlite.query("DELETE FROM main.estate_checkpoints WHERE domain = ?").run(domain);
@@ -103,10 +107,6 @@ export interface SnapshotStoreOptions {
   log: Logger;
 }
 
-/** JetStream API errors: stream not found; stream name in use with another configuration. */
-const STREAM_NOT_FOUND = 10059;
-const STREAM_NAME_IN_USE = 10058;
-
 /** Waits this long for an object store call (an upload or download of a large estate takes longer as a whole; this bounds each API call). */
 const OS_TIMEOUT_MS = 30_000;
 
@@ -123,36 +123,14 @@ export class SnapshotStore {
     return this.osP;
   }
 
-  /**
-   * The bucket's stream is created here, not by the client's views.os(): nats.js 2.29 sends
-   * its own `replicas` option inside the stream config, which nats-server 2.15 refuses
-   * ("unknown field replicas"). Reads go to the stream's leader (no direct gets): a follower's
-   * direct answer can be stale, and a repair judging an older label would wait a retry.
-   */
-  private async open(): Promise<ObjectStore> {
-    const jsm = await this.o.nc.jetstreamManager({ timeout: OS_TIMEOUT_MS, checkAPI: false });
-    const stream = `OBJ_${SNAPSHOT_BUCKET}`;
-    try {
-      await jsm.streams.info(stream);
-    } catch (err) {
-      if ((err as { api_error?: { err_code?: number } }).api_error?.err_code !== STREAM_NOT_FOUND) throw err;
-      try {
-        await jsm.streams.add({
-          name: stream,
-          description: "crewlet estate snapshots (the trim uploads one before it purges)",
-          subjects: [`$O.${SNAPSHOT_BUCKET}.C.>`, `$O.${SNAPSHOT_BUCKET}.M.>`],
-          storage: StorageType.File,
-          num_replicas: this.o.replicas,
-          discard: DiscardPolicy.New,
-          allow_rollup_hdrs: true,
-          allow_direct: false,
-          max_age: 0,
-        });
-      } catch (e) {
-        if ((e as { api_error?: { err_code?: number } }).api_error?.err_code !== STREAM_NAME_IN_USE) throw e;
-      }
-    }
-    return this.o.nc.jetstream({ timeout: OS_TIMEOUT_MS }).views.os(SNAPSHOT_BUCKET);
+  private open(): Promise<ObjectStore> {
+    return openObjectBucket(this.o.nc, {
+      bucket: SNAPSHOT_BUCKET,
+      description: "crewlet estate snapshots (the trim uploads one before it purges)",
+      replicas: this.o.replicas,
+      timeout_ms: OS_TIMEOUT_MS,
+      creates: true,
+    });
   }
 
   /** Runs `fn` on the bucket; a failure forgets the handle, so the next call opens (and if need be creates) the bucket again — one deleted under a running node is recreated rather than failing every later call. */

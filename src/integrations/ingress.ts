@@ -28,6 +28,7 @@ import type { Queue } from "../queue/contract.ts";
 import { NOTIFICATIONS_SUBJECT } from "../queue/topics.ts";
 import type { RouteGroup } from "../api/app.ts";
 import type { AuthEnv } from "../api/auth.ts";
+import { BodyTooLarge, readBounded } from "../api/errors.ts";
 import { INTEGRATION_KINDS, type IntegrationConfig } from "../config/integrations.ts";
 import { parseGeneric } from "./generic.ts";
 import { parseGithub } from "./github.ts";
@@ -65,35 +66,6 @@ export type IngressOutcome =
   | { status: 200; duplicate: true; delivery: string }
   | { status: 202; accepted: false; reason: string; field?: string }
   | { status: 202; accepted: true; delivery: string; seats: string[] };
-
-class TooLarge extends Error {}
-
-/** Reads a body, refusing past `max` bytes without reading on. */
-export async function readBounded(req: Request, max: number): Promise<Uint8Array> {
-  const declared = Number(req.headers.get("content-length") ?? "NaN");
-  if (Number.isFinite(declared) && declared > max) throw new TooLarge();
-  if (!req.body) return new Uint8Array(0);
-  const reader = req.body.getReader();
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > max) {
-      await reader.cancel().catch(() => undefined);
-      throw new TooLarge();
-    }
-    parts.push(value);
-  }
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
-}
 
 function verify(integ: IntegrationConfig, header: (n: string) => string | undefined, body: Uint8Array, now_ms: number): Verdict {
   switch (integ.kind) {
@@ -157,7 +129,7 @@ export class Ingress {
     try {
       body = await readBounded(req, MAX_WEBHOOK_BODY_BYTES);
     } catch (err) {
-      if (err instanceof TooLarge) {
+      if (err instanceof BodyTooLarge) {
         this.o.log.warn("integration_body_too_large", { integration: id, limit_bytes: MAX_WEBHOOK_BODY_BYTES });
         return { status: 413, code: "too_large", message: `body is over ${MAX_WEBHOOK_BODY_BYTES} bytes` };
       }

@@ -23,6 +23,10 @@ import type { ApprovalDesk } from "../approvals/desk.ts";
 import { LearningDuty } from "../duty/learning.ts";
 import type { Changelog } from "../memory/changelog.ts";
 import { buildOrg } from "../org/org.ts";
+import { ObjectCollector } from "../duty/object-collector.ts";
+import { copyState } from "../objects/collect.ts";
+import type { FileStore } from "../objects/store.ts";
+import { namedFileIds } from "../estate/attachments.ts";
 
 export interface NodeDutiesOptions {
   nodeId: string;
@@ -43,6 +47,8 @@ export interface NodeDutiesOptions {
   estate: Estate | null;
   /** The seats' memory changelog: the learning duty reads every seat's memory from it. */
   changelog: Changelog;
+  /** The fleet's file store: the object collector deletes what no row names. */
+  files: FileStore;
   /** Tier A `testing` (test-only shortenings; refused at load outside tests). */
   testing?: TierA["testing"];
   clock: Clock;
@@ -127,6 +133,21 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     call_bound_ms: callBound,
     ...(testing.learning_tick_seconds !== undefined ? { tick_ms: testing.learning_tick_seconds * 1000 } : {}),
   });
+  const copy = estate?.copy ?? null;
+  // The collector needs this node's copy: the rows naming objects are read from it.
+  const collector = copy
+    ? new ObjectCollector({
+        node_id: o.nodeId,
+        files: o.files,
+        named: () => namedFileIds(copy.sqlite),
+        copy: () => copyState(estate!.health().domains),
+        slot: o.coord.slot("objects"),
+        clock: o.clock,
+        log,
+        ...(testing.objects_tick_seconds !== undefined ? { tick_ms: testing.objects_tick_seconds * 1000 } : {}),
+        ...(testing.objects_keep_seconds !== undefined ? { keep_ms: testing.objects_keep_seconds * 1000 } : {}),
+      })
+    : null;
   const runner = new DutyRunner({
     node_id: o.nodeId,
     owner,
@@ -137,7 +158,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
     takeover: o.takeover,
     claim_bound_ms: callBound,
     ...(o.watchdog ? { watchdog: o.watchdog } : {}),
-    duties: [scheduler, maintenance, waiter, approvals, learning, ...(trim ? [trim] : [])],
+    duties: [scheduler, maintenance, waiter, approvals, learning, ...(trim ? [trim] : []), ...(collector ? [collector] : [])],
   });
   runner.start();
   return {

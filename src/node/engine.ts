@@ -30,6 +30,7 @@ import { costMicros } from "../spend/budget.ts";
 import { TranscriptStore } from "../agent/transcripts.ts";
 import { RECEIPT_STOP_WAIT_MS, ReceiptWriter } from "../agent/receipt.ts";
 import type { RunStore } from "../sandbox/runs.ts";
+import type { FileStore } from "../objects/store.ts";
 import { SeatRuns, type BrokerAccess } from "../sandbox/seat-runs.ts";
 import { ApprovalGate, unitsAround, type ApprovalAudit } from "../approvals/gate.ts";
 import { companyChangeTool, type CompanyChangePort } from "../approvals/company-change-tool.ts";
@@ -74,7 +75,7 @@ export interface EngineOptions {
   /** crewlet_budgets: the fleet's spend counters (src/spend); null: spend is not capped here. */
   budgets?: KvSlot | null;
   /** The seats' coding runs (src/sandbox): null or absent, no seat here starts or collects one. */
-  runs?: { store: RunStore; owner: string; runs_bucket: string; broker: () => BrokerAccess | null } | null;
+  runs?: { store: RunStore; owner: string; runs_bucket: string; broker: () => BrokerAccess | null; files?: FileStore | null } | null;
   /** Calls parked for a person's yes (src/approvals): null or absent, nothing is parked. */
   approvals?: { store: ApprovalStore; owner: string; audit?: (e: ApprovalAudit) => void; companyChanges?: CompanyChangePort } | null;
   /** Secrets configured elsewhere (API tokens, broker secrets) that a provider's error
@@ -160,6 +161,7 @@ export class NodeEngine {
           estate: o.estate,
           company: () => this.company,
           broker: o.runs.broker,
+          files: o.runs.files ?? null,
           clock: o.clock,
           log: o.log,
           events,

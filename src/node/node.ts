@@ -66,6 +66,8 @@ import { parsePresence, presenceKey } from "../seat/presence.ts";
 import { NODE_DB_FILE } from "./engine.ts";
 import { wipeScratchStore } from "./scratch.ts";
 import { NodeRefusal } from "./refusal.ts";
+import { openFiles } from "./files.ts";
+import type { FileStore } from "../objects/store.ts";
 import {
   API_CLOSE_WITHIN_MS,
   DUTIES_STOP_WITHIN_MS,
@@ -294,14 +296,15 @@ export class CrewletNode {
     const streams = await this.at("streams", () => this.ensureStreams(nc)); // quorum
     const coord = await this.at("coordination", () => this.openCoordination(nc)); // quorum
     await this.at("identity", () => this.refuseIfNodeIdInUse(coord, store.takeover)); // quorum
+    const files = await this.at("objects", () => openFiles({ config: this.config, nc, slot: coord.slot("objects"), nodeId: this.nodeId, decidesStreams: this.decidesStreams, clock: this.clock, log: this.log, wait: (fn) => this.whileClusterForms("objects", fn) })); // quorum
     const company = await this.at("company", () => this.loadCompany(coord, store.dir, nc)); // quorum
     const integrations = await this.at("mailboxes", () => this.ensureMailboxes(nc, streams.queue, coord)); // quorum
     const estate = await this.at("estate", () => this.openEstate(nc, coord, store.dir)); // quorum
-    const { engine, approvals } = await this.at("engine", () => this.startEngine({ store, plan, streams, coord, company, estate, integrations })); // local
+    const { engine, approvals } = await this.at("engine", () => this.startEngine({ store, plan, streams, coord, company, estate, integrations, files })); // local
     const seats = await this.at("seats", () => this.startSeats({ store, plan, nc, coord, estate, engine, integrations })); // the first heartbeat's store bound
-    if (roles.includes("workers")) this.at("duties", () => this.startWorkerDuties({ store, nc, coord, company, estate, approvals, streams })); // local
+    if (roles.includes("workers")) this.at("duties", () => this.startWorkerDuties({ store, nc, coord, company, estate, approvals, streams, files })); // local
     await this.at("revisions", () => this.followRevisions(nc, company)); // quorum
-    await this.at("api", () => this.mountRoutes({ store, api, nc, coord, company, estate, engine, seats, integrations, approvals })); // local
+    await this.at("api", () => this.mountRoutes({ store, api, nc, coord, company, estate, engine, seats, integrations, approvals, files })); // local
     this.at("ready", () => this.announceReady(store.dir, api.minted)); // local
   }
 
@@ -521,7 +524,7 @@ export class CrewletNode {
     return kit;
   }
 
-  private async startEngine(b: { store: BootStore; plan: BrokerPlan; streams: BootStreams; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; integrations: Integrations }): Promise<{ engine: NodeEngine; approvals: BootApprovals }> {
+  private async startEngine(b: { store: BootStore; plan: BrokerPlan; streams: BootStreams; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; integrations: Integrations; files: FileStore }): Promise<{ engine: NodeEngine; approvals: BootApprovals }> {
     const c = this.config;
     const { coord, plan, integrations } = b;
     const queue = b.streams.queue;
@@ -552,6 +555,7 @@ export class CrewletNode {
         owner: b.store.owner,
         runs_bucket: SLOT_BUCKETS.runs.name,
         broker: () => (plan.kind !== "none" && plan.supervisor ? { servers: this.broker!.clientUrls, user: plan.supervisor.user, pass: plan.supervisor.password } : null),
+        files: b.files,
       },
       approvals: {
         store: approvals.store,
@@ -731,7 +735,7 @@ export class CrewletNode {
 
   /** The singleton duties, on a workers node; registered after the seats, so a graceful
    * stop gives them back (after their last tick) before the seats are drained. */
-  private startWorkerDuties(b: { store: BootStore; nc: NatsConnection; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; approvals: BootApprovals; streams: BootStreams }): void {
+  private startWorkerDuties(b: { store: BootStore; nc: NatsConnection; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; approvals: BootApprovals; streams: BootStreams; files: FileStore }): void {
     const { nc, coord } = b;
     const { revisions } = b.company;
     this.duties = startDuties({
@@ -763,6 +767,7 @@ export class CrewletNode {
       },
       estate: b.estate.estate,
       changelog: b.streams.changelog,
+      files: b.files,
       testing: this.config.testing,
       clock: this.clock,
       log: this.log,
@@ -793,7 +798,7 @@ export class CrewletNode {
   }
 
   /** Every route group this node serves (by its roles), with the audit log behind its writes. */
-  private async mountRoutes(b: { store: BootStore; api: BootApi; nc: NatsConnection; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; engine: NodeEngine; seats: BootSeats; integrations: Integrations; approvals: BootApprovals }): Promise<void> {
+  private async mountRoutes(b: { store: BootStore; api: BootApi; nc: NatsConnection; coord: CoordinationHandle; company: BootCompany; estate: BootEstate; engine: NodeEngine; seats: BootSeats; integrations: Integrations; approvals: BootApprovals; files: FileStore }): Promise<void> {
     const { nc, coord, engine, integrations } = b;
     const { revisions } = b.company;
     const { estate } = b.estate;
@@ -820,7 +825,7 @@ export class CrewletNode {
       auditDb.close();
     }, AUDIT_STOP_FLUSH_MS + STOP_STEP_WITHIN_MS);
     this.mountApi(b.api.auth, [
-      ...(roles.includes("ingress") ? estateRouteGroups(estate, this.clock) : []),
+      ...(roles.includes("ingress") ? estateRouteGroups(estate, this.clock, { files: b.files, protocolFloor: () => coord.leases.protocolFloor() }) : []),
       ...(roles.includes("ingress") ? [dashboardGroup(), eventsGroup({ nc, clock: this.clock, log: this.log }), chatStreamGroup({ nc, router: estate.router, clock: this.clock, log: this.log }), integrations.routeGroup()] : []),
       memoryGroup({ org: () => engine.currentOrg, reads: memoryReads }),
       agentsGroup({

@@ -14,6 +14,8 @@ import { MAX_MESSAGE_BYTES, truncateToBytes } from "../estate/records.ts";
 import { GENERAL_CHANNEL_ID } from "../estate/seed.ts";
 import type { Logger } from "../log.ts";
 import { conversationRefs, conversationTarget, postInConversation } from "../agent/conversation-post.ts";
+import type { FileStore } from "../objects/store.ts";
+import { storeRunArtifacts } from "./artifacts.ts";
 import { causeFloor, encodeTrigger, MAX_TRIGGER_TEXT_BYTES, type Trigger } from "../org/trigger.ts";
 import { ack, defer, nak, type Attachment, type Delivery, type Outcome, type Queue } from "../queue/contract.ts";
 import { mailbox } from "../queue/topics.ts";
@@ -51,6 +53,8 @@ export interface SeatRunsOptions {
   company: () => Company;
   /** How a supervisor reaches the broker (null: it cannot, and no run starts). */
   broker: () => BrokerAccess | null;
+  /** Where a finished run's diff and output are kept as files (null: they are not). */
+  files?: Pick<FileStore, "put"> | null;
   clock: Clock;
   log: Logger;
   events: EventSink;
@@ -234,6 +238,9 @@ export class SeatRuns {
     const trigger = runTrigger(rec, this.o.clock.now());
     await this.o.queue.publish(mailbox(rec.seat, "inbox").subject, encodeTrigger(trigger), { msgId: trigger.event_id });
     await this.o.store.mutate(rec.seat, rec.id, writer, (r) => (r.reported ? null : { ...r, reported: true }));
+    // After the seat is told: keeping the files must not widen the window in which a seat
+    // move could tell a result twice. A holder that dies here leaves them unkept.
+    if (this.o.files) await storeRunArtifacts({ files: this.o.files, estate: this.o.estate, log: this.o.log }, rec);
     const failed = rec.result?.outcome !== "succeeded";
     this.o.events.emit(failed ? "sandbox_run_failed" : "sandbox_run_finished", {
       seat: rec.seat,

@@ -20,6 +20,7 @@ import { createHmac } from "node:crypto";
 import { connect } from "node:net";
 import { MAX_BODY_BYTES, MAX_REQUEST_BODY_BYTES } from "../../src/api/errors.ts";
 import { MAX_KEY_CHARS } from "../../src/api/idempotency.ts";
+import { MAX_FILE_BYTES } from "../../src/objects/store.ts";
 import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
 
 const BOOT_MS = 120_000;
@@ -65,6 +66,7 @@ const QUERY_FREE = new Set([...OPEN]);
 /** A value each path parameter takes that passes its own check, by route path and name. */
 function validParam(path: string, name: string, facts: { digest: string; workKey: string }): string | undefined {
   if (path.startsWith("/hooks/")) return name === "kind" ? "generic" : name === "id" ? "hook" : undefined;
+  if (path.startsWith("/chat/messages/")) return name === "id" ? "no-such-message-0" : name === "file" ? "fl-000000000000000000000000" : undefined;
   if (path.startsWith("/chat/")) return name === "id" ? "general" : undefined;
   if (path.startsWith("/deadletters/")) return name === "id" ? "1" : undefined;
   // A run id the shape allows and no run has: a 404, never a 5xx.
@@ -79,6 +81,7 @@ function validParam(path: string, name: string, facts: { digest: string; workKey
     asset: "page.html",
     handle: "worker",
     digest: facts.digest,
+    file: "fl-000000000000000000000000",
   };
   return byName[name];
 }
@@ -106,6 +109,8 @@ const VALID_BODIES: Record<string, Record<string, unknown>> = {
   "POST /deadletters/:id/replay": {},
   "DELETE /deadletters/:id": {},
 };
+/** Write routes whose body is a file (raw bytes, ?name= and its Content-Type), not JSON. */
+const UPLOADS = new Set(["POST /work/:key/files", "POST /chat/messages/:id/files", "POST /pages/:container/:title/files"]);
 /** Write routes whose body is authenticated by a signature before it is read as JSON. */
 const SIGNED = new Set(["POST /hooks/:kind/:id"]);
 
@@ -158,7 +163,7 @@ function probesFor(r: Route, methodsOf: Map<string, Set<string>>, facts: { diges
   }
   const write = r.method !== "GET";
   const validBody = VALID_BODIES[id];
-  if (write && !SIGNED.has(id) && validBody === undefined) problems.push(`${id}: no valid body (add it to VALID_BODIES)`);
+  if (write && !SIGNED.has(id) && !UPLOADS.has(id) && validBody === undefined) problems.push(`${id}: no valid body (add it to VALID_BODIES)`);
   const url = fill(r.path, valid);
   const goodBody = validBody === undefined ? undefined : JSON.stringify(validBody);
   const out: Probe[] = [];
@@ -181,7 +186,25 @@ function probesFor(r: Route, methodsOf: Map<string, Set<string>>, facts: { diges
       out.push({ route: id, kind: `query ${q}`, method: r.method, url: `${url}?${q}`, headers, body: goodBody, expect: "4xx", names: q.split("=")[0] });
     }
   }
-  if (write && !SIGNED.has(id)) {
+  if (UPLOADS.has(id)) {
+    // Every probe is refused before a byte is stored: no name, a bad name, a bad type, too big.
+    const upload = (query: string, kind: string, o: { names?: string; type?: string; body?: string } = {}): Probe => ({
+      route: id,
+      kind,
+      method: r.method,
+      url: `${url}${query}`,
+      headers: { ...auth, "content-type": o.type ?? "text/plain" },
+      body: o.body ?? "file bytes",
+      expect: "4xx",
+      ...(o.names ? { names: o.names } : {}),
+    });
+    out.push(upload("", "no name"));
+    out.push(upload("?name=a%2Fb.txt", "a name with a slash"));
+    out.push(upload("?name=%00", "a name with a control character"));
+    out.push(upload("?name=a.txt", "a content type that is none", { type: "not a type" }));
+    out.push(upload("?name=big.bin", "over the file limit", { type: "application/octet-stream", body: "x".repeat(MAX_FILE_BYTES + 1) }));
+  }
+  if (write && !SIGNED.has(id) && !UPLOADS.has(id)) {
     const body = (text: string, kind: string, names?: string, type = "application/json"): Probe => ({
       route: id,
       kind,

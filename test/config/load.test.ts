@@ -80,7 +80,7 @@ test("handles derive from role names", () => {
 
 test("the JSON Schema covers every top-level section and refuses unknown keys", () => {
   const schema = tierAJsonSchema() as { properties: Record<string, unknown>; additionalProperties: unknown };
-  expect(Object.keys(schema.properties).sort()).toEqual(["api", "company", "coordination", "logging", "node", "store", "stream", "testing"]);
+  expect(Object.keys(schema.properties).sort()).toEqual(["api", "company", "coordination", "logging", "node", "objects", "store", "stream", "testing"]);
   expect(schema.additionalProperties).toBe(false);
 });
 

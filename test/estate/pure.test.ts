@@ -162,7 +162,7 @@ test("the migrations create every table and column the drizzle schema names", ()
   expect(migrate(db)).toEqual([1, 2, 3]);
   expect(migrate(db)).toEqual([]);
   const tables = Object.values(schema as Record<string, unknown>).filter((v): v is SQLiteTable => typeof v === "object" && v !== null && Symbol.for("drizzle:IsDrizzleTable") in v);
-  expect(tables.length).toBe(13);
+  expect(tables.length).toBe(14);
   for (const t of tables) {
     const cfg = getTableConfig(t);
     const cols = db.query<{ name: string; notnull: number }, []>(`PRAGMA table_info(${cfg.name})`).all();

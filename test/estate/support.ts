@@ -6,7 +6,8 @@ import { join } from "node:path";
 import { StorageType, type KV, type NatsConnection } from "nats";
 import { systemClock } from "../../src/clock.ts";
 import { companySchema, type Company } from "../../src/config/company.ts";
-import type { NodeRole } from "../../src/config/tier-a.ts";
+import { DEFAULT_OBJECTS_BUCKET, type NodeRole } from "../../src/config/tier-a.ts";
+import { FileStore } from "../../src/objects/store.ts";
 import { CasConflict, type KvEntry } from "../../src/coord/contract.ts";
 import type { RouteGroup } from "../../src/api/app.ts";
 import { estateRouteGroups } from "../../src/api/routes/estate.ts";
@@ -52,7 +53,7 @@ export async function natsClaims(nc: NatsConnection, replicas = 1): Promise<Wake
 
 export interface TestEstate {
   /** The estate with the route groups an ingress node serves for it. */
-  estate: Estate & { routeGroups: RouteGroup[] };
+  estate: Estate & { routeGroups: RouteGroup[]; files: FileStore };
   nodeId: string;
   dir: string;
   sink: MemorySink;
@@ -80,6 +81,8 @@ export async function startTestEstate(o: {
   retention?: EstateOptions["retention"];
   company?: Company;
   tuning?: EstateOptions["tuning"];
+  /** The live nodes' lowest lease protocol, as the file routes judge it (none: not judged). */
+  protocolFloor?: () => Promise<number | null>;
 }): Promise<TestEstate> {
   const dir = o.dir ?? tempDir();
   const { log, sink } = memoryLogger("debug");
@@ -97,7 +100,9 @@ export async function startTestEstate(o: {
     ...(o.retention ? { retention: o.retention } : {}),
     tuning: { check_interval_ms: 200, ...o.tuning },
   });
-  const estate = Object.assign(opened, { routeGroups: estateRouteGroups(opened, systemClock) });
+  // The fleet's file store on the same broker (a real object store bucket), as a node opens it.
+  const files = new FileStore({ nc: o.nc, bucket: DEFAULT_OBJECTS_BUCKET, replicas: o.replicas ?? 1, creates: true });
+  const estate = Object.assign(opened, { routeGroups: estateRouteGroups(opened, systemClock, { files, ...(o.protocolFloor ? { protocolFloor: o.protocolFloor } : {}) }), files });
   await estate.start();
   return { estate, nodeId: o.nodeId, dir, sink, nc: o.nc };
 }

@@ -3,7 +3,7 @@
 // seat's holder outlives a kill -9 of that node; the seat moves, and its new holder collects
 // the result and tells it once. A question parked while the seat changes holder is answered
 // from the thread and resumes the run once. A removed seat's runs are ended before its
-// mailboxes go.
+// mailboxes go. A collected run's diff and output are kept as files in its thread.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -127,6 +127,14 @@ describe("coding runs across nodes", () => {
     expect(collector.map((n) => n.id)).toEqual([b.id]);
     expect(reports[0]!.body).toContain("long job");
     expect(reports[0]!.body).toContain(started.id);
+    // Its diff and output kept as files, on the seat's message in the thread.
+    const files = await waitFor("the run's files in the thread", async () => {
+      const res = await b.get(`/chat/messages/run-${started.id}-files/files`);
+      if (res.status !== 200) return null;
+      const got = ((await res.json()) as { files: { name: string }[] }).files;
+      return got.length === 2 ? got : null;
+    }, 30_000);
+    expect(files.map((f) => f.name)).toEqual([`run-${started.id}.diff`, `run-${started.id}.log`]);
 
     // The killed node's grant, come back as a zombie's late write to the record on the
     // fleet's real KV: refused by owner_epoch, the record untouched.

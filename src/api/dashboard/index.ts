@@ -26,6 +26,7 @@ import bootJs from "./client/boot.client.js" with { type: "text" };
 import liveJs from "./client/live.client.js" with { type: "text" };
 import opsJs from "./client/ops.client.js" with { type: "text" };
 import knowledgeJs from "./client/knowledge.client.js" with { type: "text" };
+import filesJs from "./client/files.client.js" with { type: "text" };
 import sentencesJs from "./event-sentences.js" with { type: "text" };
 import todayWordsJs from "./today-words.js" with { type: "text" };
 import companyDiffJs from "./company-diff.js" with { type: "text" };
@@ -61,6 +62,7 @@ const PARTS: ReadonlyArray<readonly [string, unknown]> = [
   ["agents", agentsJs],
   ["seat-controls", seatControlsJs],
   ["runs", runsJs],
+  ["files", filesJs],
   ["org", orgJs],
   ["agent", agentJs],
   ["turn", turnJs],
@@ -104,14 +106,15 @@ const ASSETS = new Map<string, Asset>([
 /**
  * Same-origin only: the page talks to this node's API and nothing else, inline script
  * and style are refused (nothing it shows can run), and no other site may frame it to
- * trick a click. `data:` images only for the blank favicon.
+ * trick a click. `data:` images only for the blank favicon; `blob:` images only for a file's
+ * preview (bytes the page fetched itself with the token, shown as an image, never run).
  */
 const CONTENT_SECURITY_POLICY = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",
   "connect-src 'self'",
-  "img-src 'self' data:",
+  "img-src 'self' data: blob:",
   "base-uri 'none'",
   "form-action 'none'",
   "frame-ancestors 'none'",

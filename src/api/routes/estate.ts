@@ -19,11 +19,13 @@ import { pagesRoutes } from "./pages.ts";
 import { workRoutes } from "./work.ts";
 import { turnsRoutes } from "./turns.ts";
 import type { Clock } from "../../clock.ts";
+import { fileRoutes, type FileRoutesOptions } from "./files.ts";
 
-/** The estate's route groups on an ingress node: work, pages, chat, the turn ledger and the
+/** The estate's route groups on an ingress node: files, work, pages, chat, the turn ledger and the
  *  operator's /estate. `clock` says what "today" is for the ledger's week and stuck work. */
-export function estateRouteGroups(estate: Estate, clock: Clock): RouteGroup[] {
+export function estateRouteGroups(estate: Estate, clock: Clock, files: Omit<FileRoutesOptions, "router">): RouteGroup[] {
   return [
+    fileRoutes({ router: estate.router, ...files }),
     workRoutes(estate.router),
     pagesRoutes(estate.router),
     chatRoutes(estate.router, () => estate.company()),

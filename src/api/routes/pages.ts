@@ -4,7 +4,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
-import { ApiError, parseJsonBody, parseNoQuery, parseQuery } from "../errors.ts";
+import { ApiError, parseJsonBody, parseNoQuery, parseQuery, parseParam } from "../errors.ts";
 import { callerActor, estateCall, writeReply } from "../estate-http.ts";
 import { actor, containerKey, labels, pagePut, pageTitle } from "../../estate/records.ts";
 import type { EstateRouter } from "../../estate/router.ts";
@@ -41,11 +41,7 @@ const putBody = z.strictObject({
   base_revision: z.number().int().min(0).nullable().default(null),
 });
 
-function param<T>(schema: z.ZodType<T>, raw: string, name: string): T {
-  const parsed = schema.safeParse(raw);
-  if (!parsed.success) throw new ApiError(400, "invalid_input", `params.${name}: ${parsed.error.issues[0]?.message}`, name);
-  return parsed.data;
-}
+const param = parseParam;
 
 export function pagesRoutes(router: EstateRouter): RouteGroup {
   return {

@@ -16,6 +16,7 @@
 // - Shared parts without a view: live.client.js (SSE reader, pager, confirmButton),
 //   seat-controls.client.js (pause/resume/stop, the paused marker, the budget badge,
 //   readBudgets), runs.client.js (a seat's coding runs on the agent page, keepChildren),
+//   files.client.js (an owner's files: list, upload, preview; on a work item's detail),
 //   event-sentences.js and company-diff.js (pure, table-tested).
 // - One file per view, each ending with registerView("name", makeView): today (the
 //   landing page; its words in today-words.js, pure, table-tested), fleet, agents,
@@ -113,25 +114,33 @@ function when(at) {
 /** The token is missing or was refused: the person must enter it (again). */
 class AuthError extends Error {}
 
+/**
+ * One API call with the token. `init.body` is sent as JSON; `init.raw` (a Blob or File) as
+ * itself with `init.type`; `init.as: "blob"` answers a success's bytes rather than JSON.
+ */
 async function api(path, init = {}) {
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (!token) throw new AuthError("Enter the API token to continue.");
+  const wait_ms = init.timeout_ms ?? REQUEST_TIMEOUT_MS;
   const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(), REQUEST_TIMEOUT_MS);
+  const timer = setTimeout(() => abort.abort(), wait_ms);
+  const raw = init.raw !== undefined;
+  const sends = raw || init.body !== undefined;
   let res;
   try {
     res = await fetch(path, {
-      method: init.method ?? (init.body === undefined ? "GET" : "POST"),
-      headers: { authorization: `Bearer ${token}`, ...(init.body === undefined ? {} : { "content-type": "application/json" }) },
-      body: init.body === undefined ? undefined : JSON.stringify(init.body),
+      method: init.method ?? (sends ? "POST" : "GET"),
+      headers: { authorization: `Bearer ${token}`, ...(raw ? { "content-type": init.type } : init.body === undefined ? {} : { "content-type": "application/json" }) },
+      body: raw ? init.raw : init.body === undefined ? undefined : JSON.stringify(init.body),
       cache: "no-store",
       signal: abort.signal,
     });
   } catch {
-    throw new Error(abort.signal.aborted ? `the node did not answer within ${REQUEST_TIMEOUT_MS / 1000} s` : "cannot reach the node");
+    throw new Error(abort.signal.aborted ? `the node did not answer within ${wait_ms / 1000} s` : "cannot reach the node");
   } finally {
     clearTimeout(timer);
   }
+  if (init.as === "blob" && res.ok) return res.blob();
   const text = await res.text();
   let json = null;
   try {

@@ -52,6 +52,9 @@ function knowledgeView(arg) {
   let spacesKey = "";
   let shownKey = null;
   let list = { pages: [], next: null, space: null };
+  /** The open page's files (fileSection) and which page they are of. */
+  let files = null;
+  let filesFor = null;
 
   searchForm.addEventListener("submit", async (e) => {
     e.preventDefault();
@@ -153,12 +156,22 @@ function knowledgeView(arg) {
         main.replaceChildren(h("p", { class: "error" }, `No page “${title}” in ${space}.`), h("p", {}, h("a", { href: `#knowledge/${encodeURIComponent(space)}` }, `Back to ${space}`)));
         return;
       }
+      // The page's files: one part per page shown, refreshed with it (it redraws only on change).
+      const fk = `${space}/${title}`;
+      if (filesFor !== fk) {
+        files?.leave();
+        files = fileSection(`/pages/${encodeURIComponent(space)}/${encodeURIComponent(title)}`, fk);
+        filesFor = fk;
+        shownKey = null;
+      }
+      await files.refresh();
       const k = `page:${space}/${title}@${page.revision}`;
       if (shownKey === k) return;
       shownKey = k;
       main.replaceChildren(
         h("p", { class: "back" }, h("a", { href: `#knowledge/${encodeURIComponent(space)}` }, `← ${space}`)),
         h("article", { class: "kb-page", "aria-labelledby": "kb-title" }, h("h3", { id: "kb-title" }, page.title), h("p", { class: "muted" }, `revision ${page.revision} · by ${page.author} · updated `, when(page.updated_at), page.labels.length ? " · " : "", chips(page.labels)), h("div", { class: "markdown" }, renderMarkdown(page.body))),
+        files.root,
       );
     },
   };

@@ -140,7 +140,9 @@ function workView(arg) {
     detailParts.fields = h("p");
     detailParts.body = h("p", { class: "body" });
     detailParts.comments = h("ul", { class: "comments", "aria-label": "Comments" });
-    detail.replaceChildren(detailParts.title, detailParts.fields, detailParts.body, h("h4", {}, "Comments"), detailParts.comments, form, h("p", {}, h("a", { href: "#work" }, "Close")));
+    detailParts.files?.leave();
+    detailParts.files = fileSection(`/work/${encodeURIComponent(key)}`, key);
+    detail.replaceChildren(detailParts.title, detailParts.fields, detailParts.body, detailParts.files.root, h("h4", {}, "Comments"), detailParts.comments, form, h("p", {}, h("a", { href: "#work" }, "Close")));
     detail.hidden = false;
   }
 
@@ -198,6 +200,7 @@ function workView(arg) {
           ? got.comments.map((c) => h("li", {}, h("div", { class: "msg-head" }, h("strong", {}, c.author), " · ", when(c.created_at)), h("p", { class: "msg-body" }, c.body)))
           : [h("li", { class: "muted" }, "No comments yet.")]),
       );
+      await detailParts.files.refresh();
     },
   };
 }
