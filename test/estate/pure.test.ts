@@ -159,7 +159,7 @@ test("seeding: a project, container and channel per unit plus the company-wide o
 
 test("the migrations create every table and column the drizzle schema names", () => {
   const db = new Database(":memory:");
-  expect(migrate(db)).toEqual([1, 2, 3]);
+  expect(migrate(db)).toEqual([1, 2, 3, 4]);
   expect(migrate(db)).toEqual([]);
   const tables = Object.values(schema as Record<string, unknown>).filter((v): v is SQLiteTable => typeof v === "object" && v !== null && Symbol.for("drizzle:IsDrizzleTable") in v);
   expect(tables.length).toBe(14);
