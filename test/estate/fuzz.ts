@@ -30,6 +30,7 @@ import {
   MAX_TITLE_BYTES,
   MAX_WORK_BODY_BYTES,
   MAX_REASON_BYTES,
+  MAX_FILE_NAME_BYTES,
 } from "../../src/estate/records.ts";
 import { DOMAINS } from "../../src/estate/schema.ts";
 import { cutBytes, MAX_EVENT_BODY_BYTES } from "../../src/integrations/event.ts";
@@ -167,6 +168,8 @@ export interface FuzzRequest {
 /** What earlier 2xx answers made: later requests aim at it (patch a created item, activate a stored revision, resend a delivery). */
 export interface FuzzContext {
   created: string[];
+  /** Chat messages posted (their ids), for the routes on a message. */
+  messages: string[];
   digests: string[];
   hookBodies: string[];
 }
@@ -311,8 +314,30 @@ function drainRequest(route: string, path: string) {
   };
 }
 
+/** An upload to one owner's files: a name at and past its limit or with a slash or a
+ *  control character, or none; a few bytes to a few KiB of any type. The bytes go to the
+ *  object store, the row to the owner's log, so the copies' digests judge the rows. */
+function upload(route: string, owner: string, rng: Rng): FuzzRequest {
+  const name = rng.pick<string | null>(["notes.txt", "diff.patch", "shot.png", textOfBytes(rng, MAX_FILE_NAME_BYTES), textOfBytes(rng, MAX_FILE_NAME_BYTES + 1), "a/b", "tab\there", "", null]);
+  const contentType = rng.pick(["text/plain", "image/png", "application/octet-stream", "text/html", "application/json"]);
+  const query = name === null ? "" : `?name=${encodeURIComponent(name)}${rng.chance(0.05) ? "&surprise=1" : ""}`;
+  return { route, method: "POST", path: `${owner}/files${query}`, body: textOfBytes(rng, rng.int(4096)), contentType };
+}
+
 /** One generator per write route, keyed as the app's route table names it. */
 export const GENERATORS: Record<string, Generator> = {
+  "POST /work/:key/files": { weight: 1, make: (rng, ctx) => upload("POST /work/:key/files", `/work/${workKeyParam(rng, ctx.created)}`, rng) },
+  "POST /chat/messages/:id/files": {
+    weight: 1,
+    make: (rng, ctx) => {
+      const id = ctx.messages.length > 0 && rng.chance(0.8) ? rng.pick(ctx.messages) : rng.pick(["m-000000000000", "nope", "%00", "a".repeat(300)]);
+      return upload("POST /chat/messages/:id/files", `/chat/messages/${id}`, rng);
+    },
+  },
+  "POST /pages/:container/:title/files": {
+    weight: 1,
+    make: (rng) => upload("POST /pages/:container/:title/files", `/pages/${rng.pick(["eng-docs", "company", "nope"])}/${encodeURIComponent(`Page ${rng.int(40)}`)}`, rng),
+  },
   "POST /work": {
     weight: 2,
     make: (rng) => {
@@ -646,7 +671,7 @@ export interface FuzzReport {
 /** Sends `count` generated requests round-robin to `apps`; collects what must read back. */
 export async function fuzzWrites(o: { apps: App[]; count: number; seed: number }): Promise<{ report: FuzzReport; readbacks: Readback[] }> {
   const rng = prng(o.seed);
-  const ctx: FuzzContext = { created: [], digests: [], hookBodies: [] };
+  const ctx: FuzzContext = { created: [], messages: [], digests: [], hookBodies: [] };
   const readbacks: Readback[] = [];
   const report: FuzzReport = { sent: 0, statuses: {}, byRoute: {}, failures: [], readbacks: 0, wall_ms: 0 };
   const started = performance.now();
@@ -685,6 +710,7 @@ export async function fuzzWrites(o: { apps: App[]; count: number; seed: number }
     if (req.route.endsWith("/drain")) report.failures.push(`#${i} ${req.method} ${req.path} with ${JSON.stringify(req.body)} (${req.contentType}) → ${res.status}: a drain the fuzzer meant to be refused was accepted`);
     const answer = JSON.parse(text) as Record<string, unknown>;
     if (req.route === "POST /work" && typeof answer.key === "string") ctx.created.push(answer.key);
+    if (req.route === "POST /chat/channels/:id/messages" && typeof answer.message_id === "string") ctx.messages.push(answer.message_id);
     readbacks.push(...(req.expect?.(answer) ?? []));
   }
   report.wall_ms = performance.now() - started;

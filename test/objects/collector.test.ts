@@ -133,21 +133,25 @@ test("a node whose copy is being restored from a snapshot never deletes a named 
   let started = false;
   const starting = b.start().then(() => (started = true));
   try {
-    // Passes from before the copy opens until it is level (restored) and one more.
-    for (;;) {
-      const whole = started && copyState(b.health().domains).whole;
+    // Passes from before the copy opens until it is level (restored), and one more after.
+    for (let whole = false; !whole; ) {
       passes.push(await duty.tick(ctx()));
       expect(await stillThere(named)).toEqual(named);
-      if (whole) break;
-      await Bun.sleep(20);
+      whole = started && copyState(b.health().domains).whole;
+      if (!whole) await Bun.sleep(20);
     }
     await starting;
+    passes.push(await duty.tick(ctx()));
+    expect(await stillThere(named)).toEqual(named);
     // It was a restore, not a replay: the log no longer holds what the copy needed.
     expect(bSink.events("estate_copy_restored").length).toBeGreaterThan(0);
-    const held = passes.filter((p) => p.includes("held:"));
-    expect(held.length).toBeGreaterThan(0);
-    expect(passes.slice(0, -1).every((p) => p.includes("0 deleted"))).toBe(true);
-    expect(passes.at(-1)).toContain("1 deleted");
+    expect(passes.filter((p) => p.includes("held:")).length).toBeGreaterThan(0);
+    // The orphan goes once, in a pass that judged the copy whole (the copy may level
+    // between a pass and the loop's look at it, so which pass is not fixed).
+    const deleting = passes.filter((p) => !p.includes("0 deleted"));
+    expect(deleting).toHaveLength(1);
+    expect(deleting[0]).toContain("1 deleted");
+    expect(deleting[0]).not.toContain("held:");
     expect(log.sink.events("object_deleted").map((l) => l.fields.key)).toEqual(["fl-0000000000000000000000f2"]);
     // The restored copy names the files: they came back with the snapshot.
     expect([...namedFileIds(b.copy!.sqlite)].sort()).toEqual([...named, ...lost].sort());
