@@ -1,10 +1,6 @@
-// The `learning` singleton duty (spec: Seat Ownership § Singleton duties): all four learning
-// passes — clustering skills out of episodes, the active → stale → archived lifecycle,
-// episode compaction, cross-agent promotion — on one loop behind one lease, so N nodes never
-// write N sets of near-identical skills. It reads every agent seat's memory from the
-// changelog (a `workers` node holds no seats, and the changelog is where every holder's rows
-// are), decides with the pure plan (memory/learning-plan.ts), and tells each seat's holder
-// on the seat's reflection subject; the holder writes (agent/reflect.ts → learning-apply.ts).
+// The `learning` singleton duty: the four passes on one loop behind one lease, so N nodes
+// never write N sets of skills. It reads seats' memory from the changelog, decides with the
+// pure plan (memory/learning-plan.ts) and tells each holder, who writes (learning-apply.ts).
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Changelog } from "../memory/changelog.ts";

@@ -1,11 +1,7 @@
-// The `object-collector` singleton duty (Seat Ownership § Singleton duties): hourly, lists
-// the fleet's file store and this node's rows naming objects, deletes every object stored
-// more than a day ago that no row names — none while this node's copy is not whole —
-// abandons uploads that never finished, and raises objects_missing for a named object the
-// store does not hold (the spec's audit, hourly here and without a digest check). The decision is objects/collect.ts's; this reads,
-// deletes and records the pass in the `objects` slot (what the collector last found).
-// Two collectors would be safe (a key is named only by its own upload's write, and a
-// deleted object that is gone is not an error), but each would list the whole store.
+// The `object-collector` singleton duty: hourly, deletes what objects/collect.ts judges
+// orphaned (never while this node's copy is not whole), abandons unfinished uploads, reports
+// named objects gone missing, and records the pass in the `objects` slot. One collector, not
+// for safety (two would be safe) but so the whole store is listed once an hour.
 import { z } from "zod";
 import type { Clock } from "../clock.ts";
 import type { KvSlot } from "../coord/contract.ts";

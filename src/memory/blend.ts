@@ -2,13 +2,9 @@
 // memory_search. Pure: candidates in, an ordered list out; the table in
 // test/memory/blend.test.ts holds every rule below.
 
-/**
- * The weights. Lexical 0.4, vector 0.6: the vector is what finds a note that says the same
- * thing in other words ("vendor" for "supplier"), which bm25 cannot score at all, so it
- * leads; the lexical part still lifts an exact name, key or number, which embeddings blur.
- * Neither alone can bury the other's best: a top lexical hit with a middling vector
- * (0.4 + 0.6 × 0.5 = 0.7) still beats a middling-vector row with no lexical match (0.3).
- */
+/** Lexical 0.4, vector 0.6: the vector finds a note in other words ("vendor" for
+ * "supplier"), which bm25 cannot score, so it leads; the lexical part lifts exact names and
+ * keys, and a top lexical hit with a middling vector (0.7) still beats no lexical match (0.3). */
 export const LEXICAL_WEIGHT = 0.4;
 export const VECTOR_WEIGHT = 0.6;
 

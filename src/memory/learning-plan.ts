@@ -1,25 +1,7 @@
-// The learning duty's decisions (spec: Seat Ownership § Singleton duties, `learning`): the
-// four passes as one pure function from every seat's memory, as the changelog holds it, to
-// what each seat's holder should write. No I/O and no clock: `now_ms` comes in, so the same
-// episodes give the same skills on any node, and a killed holder's successor decides again
-// exactly what it decided (every id is a digest of content: records.ts skillId/skillVersionId).
-//
-// Clustering, without a model (deterministic and local — the rule, in full):
-//   1. An episode counts when its outcome is `completed` and it is younger than the
-//      compaction horizon; its terms are skill-terms.ts normaliseTerms(summary).
-//   2. A term's weight is how many of the seat's counted episodes hold it (document
-//      frequency); terms held by fewer than MIN_CLUSTER_EPISODES are not shared work, and
-//      once a seat has MIN_EPISODES_FOR_SHARE counted episodes, terms held by more than
-//      MAX_TERM_SHARE of them say nothing about which work it was ("handled", "customer").
-//   3. An episode's key is its CLUSTER_KEY_TERMS heaviest shared terms (ties: the term that
-//      comes earlier in the summaries on average — a summary leads with its work — then
-//      alphabetical), sorted. Episodes with one key are one cluster; a cluster of MIN_CLUSTER_EPISODES or
-//      more is a skill whose body lists its newest MAX_SKILL_EXAMPLES summaries.
-// Lifecycle: active → stale after STALE_AFTER_MS without a use or new evidence; stale →
-// archived after ARCHIVE_AFTER_MS more; a use revives a stale skill, new evidence (a new
-// version) any skill — a body is rewritten at most daily. Compaction: episodes past the newest EPISODE_KEEP, or older than
-// EPISODE_MAX_AGE_MS, are dropped by the holder. Promotion: an active clustered skill used
-// PROMOTE_MIN_USES times is offered to every agent sharing a unit with its seat.
+// The learning duty's decisions as one pure function: every seat's memory in, what each
+// holder should write out. No I/O and no clock, and every id a digest of content, so a killed
+// holder's successor decides exactly the same. The clustering rule is README's "Seats also
+// learn skills"; each threshold's reason is at its constant below.
 import { MAX_SKILLS_PER_SEAT, type SkillChange } from "./learning-due.ts";
 import { cutBytes } from "./reflection.ts";
 import { MAX_SKILL_BODY_BYTES, MAX_SKILL_EVIDENCE, skillId, skillVersionId, type EpisodeRow, type SkillRow, type SkillVersionRow } from "./records.ts";

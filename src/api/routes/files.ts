@@ -1,10 +1,6 @@
-// Files on work items, chat messages and knowledge pages:
-//   POST {owner}/files?name=NAME   the body is the file (its Content-Type is kept), ≤ MAX_FILE_BYTES
-//   GET  {owner}/files             the owner's files (the rows, from the estate)
-//   GET  {owner}/files/{id}        the bytes, with the content type they were uploaded with
-// where {owner} is /work/{key}, /chat/messages/{id} or /pages/{container}/{title}. The bytes
-// go to the fleet's object store first, then the row naming them to the owner's log; an
-// upload whose row never landed is the object collector's to delete a day later.
+// Files on work items, chat messages and pages: POST {owner}/files?name=, GET {owner}/files,
+// GET {owner}/files/{id}. The bytes go to the object store before the row names them, so an
+// upload whose row never landed is only an orphan for the object collector.
 import { createHash, randomBytes } from "node:crypto";
 import { Hono, type Context } from "hono";
 import { z } from "zod";
