@@ -211,3 +211,10 @@ test("a file store that does not answer is a 503 to retry, with no row written",
   expect(((await r.json()) as { error: { code: string } }).error.code).toBe("files_unavailable");
   expect(await logEnds()).toEqual(before);
 }, TEST_TIMEOUT_MS);
+
+test("the dashboard refuses, before sending, what the node would: its limit is MAX_FILE_BYTES", async () => {
+  const client = await Bun.file(new URL("../../src/api/dashboard/client/files.client.js", import.meta.url)).text();
+  const m = /const MAX_UPLOAD_BYTES = ([\d\s*]+);/.exec(client);
+  expect(m).not.toBeNull();
+  expect(m![1]!.split("*").reduce((a, b) => a * Number(b.trim()), 1)).toBe(MAX_FILE_BYTES);
+});

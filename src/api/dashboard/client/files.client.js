@@ -7,6 +7,9 @@
 const PREVIEW_IMAGES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 /** Text shown in a preview at most: a preview, not a reader (the download has the rest). */
 const PREVIEW_TEXT_CHARS = 64 * 1024;
+/** The node's limit on one file (objects/store.ts MAX_FILE_BYTES): a larger one is refused
+ *  here, by name, before it is sent — far past it the server only answers a bare 413. */
+const MAX_UPLOAD_BYTES = 32 * 1024 * 1024;
 /** An upload may be large (32 MiB at most) on a slow link: its own wait, not a read's. */
 const UPLOAD_TIMEOUT_MS = 120_000;
 
@@ -73,6 +76,10 @@ function fileSection(ownerPath, ownerLabel) {
     const file = input.files?.[0];
     if (!file) {
       error.textContent = "Choose a file first.";
+      return;
+    }
+    if (file.size > MAX_UPLOAD_BYTES) {
+      error.textContent = `Not attached: ${file.name} is ${sizeText(file.size)}; a file is at most ${sizeText(MAX_UPLOAD_BYTES)}.`;
       return;
     }
     try {
