@@ -17,6 +17,9 @@ export interface ArtifactsPorts {
   log: Logger;
 }
 
+/** How the seat's message carrying a run's files begins: a note about the run, not an answer. */
+export const ARTIFACTS_POST_PREFIX = "📎 ";
+
 interface Artifact {
   kind: "diff" | "output";
   name: string;
@@ -48,7 +51,7 @@ async function ownerFor(p: ArtifactsPorts, rec: RunRecord): Promise<{ domain: "t
   const op_id = `run-${rec.id}-files`;
   const out = await p.estate.write(
     "chat",
-    { op: "chat.post", channel: target.channel, author: rec.seat, body: `📎 Coding run ${rec.id}: its diff and output, as files.`, thread_parent: target.root, mentions: [], dm: null },
+    { op: "chat.post", channel: target.channel, author: rec.seat, body: `${ARTIFACTS_POST_PREFIX}Coding run ${rec.id}: its diff and output, as files.`, thread_parent: target.root, mentions: [], dm: null },
     { op_id },
   );
   if (out.status !== "applied" || !out.outcome.ok) return null;

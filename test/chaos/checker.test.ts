@@ -335,8 +335,11 @@ describe("schedule", () => {
 describe("coding runs", () => {
   const run = (id: string, state = "done", reported = true) => ({ id, seat: "s1", thread: "m1", state, reported });
   const report = (at: number): Reply => ({ ...reply("m1", at), report: true });
+  const filesPost = (at: number): Reply => ({ ...reply("m1", at), files: true });
   test.each([
     ["done, told once, one report", [run("r1")], { r1: 1 }, [reply("m1", 10), report(20)], []],
+    ["its files posted once beside the report: no second answer", [run("r1")], { r1: 1 }, [reply("m1", 10), report(20), filesPost(21)], []],
+    ["its files posted twice", [run("r1")], { r1: 1 }, [reply("m1", 10), report(20), filesPost(21), filesPost(22)], ["run files: r1 of s1 posted its files 2 times in its thread"]],
     ["still running at the end", [run("r1", "running", false)], {}, [reply("m1", 10)], ["run lost: r1 of s1 ended the run running, never told"]],
     ["collected twice", [run("r1")], { r1: 2 }, [reply("m1", 10), report(20)], ["run told twice: r1 of s1 (2 results collected)"]],
     ["told, but two reports in the thread", [run("r1")], { r1: 1 }, [reply("m1", 10), report(20), report(30)], ["run report: r1 of s1 reported 2 times in its thread"]],

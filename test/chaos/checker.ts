@@ -94,6 +94,8 @@ export interface Reply {
   approval?: boolean;
   /** The report's words, kept for approval reports (they name their request). */
   body?: string;
+  /** The seat's message carrying a run's files (sandbox/artifacts.ts): neither an answer nor a report. */
+  files?: boolean;
 }
 
 /** A call parked for approval, as its record stood at the end, and what it did outside. */
@@ -342,7 +344,7 @@ export function check(f: ChaosFacts): Verdict {
   for (const s of f.sent) {
     if (s.message_id === null || (s.status !== 200 && s.status !== 202)) continue;
     acked++;
-    const answers = (repliesTo.get(s.message_id) ?? []).filter((r) => r.author === s.seat && !r.report).sort((a, b) => a.created_ms - b.created_ms);
+    const answers = (repliesTo.get(s.message_id) ?? []).filter((r) => r.author === s.seat && !r.report && !r.files).sort((a, b) => a.created_ms - b.created_ms);
     if (answers.length === 1) once++;
     else if (answers.length === 0) {
       // A kill after the acknowledgement, or a freeze still on at it (a frozen holder's
@@ -362,6 +364,8 @@ export function check(f: ChaosFacts): Verdict {
   for (const r of f.runs ?? []) {
     const told = f.runTold?.[r.id] ?? 0;
     const reports = (repliesTo.get(r.thread) ?? []).filter((x) => x.author === r.seat && x.report).length;
+    const files = (repliesTo.get(r.thread) ?? []).filter((x) => x.author === r.seat && x.files).length;
+    if (files > 1) violations.push(`run files: ${r.id} of ${r.seat} posted its files ${files} times in its thread`);
     if (r.state !== "done" || !r.reported) violations.push(`run lost: ${r.id} of ${r.seat} ended the run ${r.state}${r.reported ? "" : ", never told"}`);
     else if (told > 1) violations.push(`run told twice: ${r.id} of ${r.seat} (${told} results collected)`);
     else if (reports !== 1) violations.push(`run report: ${r.id} of ${r.seat} reported ${reports} times in its thread`);

@@ -15,6 +15,7 @@ import { MAILBOX_CHECK_EVERY_MS } from "../../src/seat/mailbox-watch.ts";
 import { makeFleet, TEST_TOKEN, type Fleet, type FleetNode } from "../support/fleet.ts";
 import { freePort } from "../support/ports.ts";
 import { REQUEST_PREFIX } from "../../src/approvals/words.ts";
+import { ARTIFACTS_POST_PREFIX } from "../../src/sandbox/artifacts.ts";
 import { check, type ApprovalFact, type ChaosFacts, type DetachLine, type FaultRecord, type Incarnation, type Reply, type RunFact, type SeatLine, type Sent, type Verdict } from "./checker.ts";
 import { Partitions, TcpProxy } from "./proxy.ts";
 import { planFaults, type Fault } from "./schedule.ts";
@@ -638,6 +639,10 @@ async function readReplies(from: FleetNode[]): Promise<Reply[]> {
           // The engine's own approval lines (the request, an expiry) speak about the work;
           // they answer nothing.
           const engine = msg.body.startsWith(REQUEST_PREFIX);
+          if (msg.body.startsWith(ARTIFACTS_POST_PREFIX)) {
+            out.push({ thread_parent: msg.thread_parent, author: msg.author, created_ms: msg.created_at, files: true });
+            continue;
+          }
           out.push({ thread_parent: msg.thread_parent, author: msg.author, created_ms: msg.created_at, ...(msg.body.startsWith(RUN_REPORT_PREFIX) || approval || engine ? { report: true } : {}), ...(approval ? { approval: true, body: msg.body } : {}) });
         }
         cursor = body.messages.length === 0 ? null : body.next;
