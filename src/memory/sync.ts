@@ -8,7 +8,10 @@
 import type { Clock, Timer } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Changelog } from "./changelog.ts";
+import type { MemoryRecord } from "./records.ts";
 import type { ImportOutcome, MemoryStore } from "./store.ts";
+
+const isVectorRecord = (r: MemoryRecord): boolean => r.table === "diary_vectors" || r.table === "episode_vectors";
 
 /**
  * How often the rows written outside a turn's own flush (a reflection pass racing a
@@ -61,10 +64,13 @@ export class MemorySync {
     this.states.set(handle, "hydrating");
     try {
       const replay = await this.replayRetrying(handle);
-      const outcomes: Record<ImportOutcome, number> = { inserted: 0, kept_local: 0, took_carried: 0, skipped_collision: 0 };
+      const outcomes: Record<ImportOutcome, number> = { inserted: 0, kept_local: 0, took_carried: 0, skipped_collision: 0, skipped_no_row: 0 };
+      // Rows before vectors: a vector is kept only beside its row, and a row republished
+      // after its vector (the same note written again elsewhere) comes later in the stream.
+      const ordered = [...replay.records.filter((r) => !isVectorRecord(r)), ...replay.records.filter(isVectorRecord)];
       // One transaction for the whole replay: 10,000 rows in one commit, not 10,000 fsyncs.
       this.o.store.sqlite.transaction(() => {
-        for (const r of replay.records) outcomes[this.o.store.importDecoded(r)] += 1;
+        for (const r of ordered) outcomes[this.o.store.importDecoded(r)] += 1;
       })();
       for (const u of replay.undecodable) this.o.log.warn("memory_row_undecodable", { seat: handle, subject: u.subject, error: u.error });
       const report = { rows: replay.records.length, outcomes, undecodable: replay.undecodable.length, ms: this.o.clock.now() - started };
