@@ -7,8 +7,8 @@
 // seats' rows).
 import type { Clock, Timer } from "../clock.ts";
 import type { Logger } from "../log.ts";
-import type { Changelog } from "./changelog.ts";
-import type { MemoryRecord } from "./records.ts";
+import type { Changelog, Replay } from "./changelog.ts";
+import { MEMORY_TABLES, type MemoryRecord } from "./records.ts";
 import type { ImportOutcome, MemoryStore } from "./store.ts";
 
 const isVectorRecord = (r: MemoryRecord): boolean => r.table === "diary_vectors" || r.table === "episode_vectors";
@@ -72,7 +72,7 @@ export class MemorySync {
       this.o.store.sqlite.transaction(() => {
         for (const r of ordered) outcomes[this.o.store.importDecoded(r)] += 1;
       })();
-      for (const u of replay.undecodable) this.o.log.warn("memory_row_undecodable", { seat: handle, subject: u.subject, error: u.error });
+      this.logUndecodable(handle, replay.undecodable);
       const report = { rows: replay.records.length, outcomes, undecodable: replay.undecodable.length, ms: this.o.clock.now() - started };
       this.o.log.info("memory_hydrated", { seat: handle, ...report });
       this.states.set(handle, "ready");
@@ -82,6 +82,21 @@ export class MemorySync {
       this.o.log.warn("memory_hydrate_failed", { seat: handle, error: err as Error });
       throw new Error(`seat ${handle}: memory could not be hydrated from the changelog: ${(err as Error).message}`);
     }
+  }
+
+  /**
+   * A row of a kind this build does not know is a newer node's (its vectors were, to the
+   * build before them): one line per kind, with a count, rather than one per row — a seat
+   * carries thousands. A row of a known kind that fails its schema is named row by row.
+   */
+  private logUndecodable(handle: string, undecodable: Replay["undecodable"]): void {
+    const newer = new Map<string, number>();
+    for (const u of undecodable) {
+      const table = u.subject.split(".")[3] ?? "";
+      if ((MEMORY_TABLES as readonly string[]).includes(table)) this.o.log.warn("memory_row_undecodable", { seat: handle, subject: u.subject, error: u.error });
+      else newer.set(table, (newer.get(table) ?? 0) + 1);
+    }
+    for (const [table, rows] of newer) this.o.log.warn("memory_rows_of_newer_kind", { seat: handle, table, rows });
   }
 
   private async replayRetrying(handle: string) {

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FakeClock, systemClock } from "../../src/clock.ts";
-import { silentLogger } from "../../src/log.ts";
+import { memoryLogger, silentLogger, type Logger } from "../../src/log.ts";
 import type { Changelog } from "../../src/memory/changelog.ts";
 import { memorySubject } from "../../src/memory/changelog.ts";
 import { diaryId, encodeRecord, skillId, skillVersionId, type EpisodeRow, type MemoryRecord, type SkillRow, type SkillVersionRow } from "../../src/memory/records.ts";
@@ -58,14 +58,14 @@ export function changelogConformance(name: string, make: () => Promise<Changelog
     const clock = new FakeClock(1_700_000_000_000);
     let n = 0;
     /** A node: its own node.db, its own sync over one of the two changelog handles. */
-    function node(which: "a" | "b") {
+    function node(which: "a" | "b", log: Logger = silentLogger) {
       n += 1;
       const db = new Database(join(dir, `node-${n}.db`), { create: true, strict: true });
       db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"); // as the node opens node.db
       const store = new MemoryStore(db, clock);
       // The sync's waits are real (a replay refused during a leader election is retried after
       // a real pause): on the fake clock a retry would sleep until the test timed out.
-      const sync = new MemorySync({ store, changelog: which === "a" ? h.a : h.b, clock: systemClock, log: silentLogger });
+      const sync = new MemorySync({ store, changelog: which === "a" ? h.a : h.b, clock: systemClock, log });
       return { store, sync };
     }
     // Seat handles are unique per test: the changelog is shared across the suite.
@@ -318,11 +318,15 @@ export function changelogConformance(name: string, make: () => Promise<Changelog
       const A = node("a");
       A.store.writeDiary({ handle: s, content: "kept", source: "note", turn_id: null, work_key: null });
       await A.sync.flush(s);
-      await h.putRaw(`crewlet.memory.${s}.future_rows.f1`, new TextEncoder().encode(JSON.stringify({ table: "future_rows", row: { id: "f1", handle: s } })));
-      const B = node("b");
+      for (const f of ["f1", "f2", "f3"]) await h.putRaw(`crewlet.memory.${s}.future_rows.${f}`, new TextEncoder().encode(JSON.stringify({ table: "future_rows", row: { id: f, handle: s } })));
+      const { log, sink } = memoryLogger("debug");
+      const B = node("b", log);
       const r = await B.sync.hydrate(s);
-      expect(r).toMatchObject({ rows: 1, undecodable: 1 });
+      expect(r).toMatchObject({ rows: 1, undecodable: 3 });
       expect(B.sync.state(s)).toBe("ready");
+      // One line for the kind, with its count, not one a row.
+      expect(sink.events("memory_rows_of_newer_kind").map((e) => e.fields)).toEqual([{ seat: s, table: "future_rows", rows: 3 }]);
+      expect(sink.events("memory_row_undecodable")).toEqual([]);
     });
 
     test("many rows: a replay of 2,500 rows brings every one", async () => {
