@@ -313,6 +313,22 @@ export function changelogConformance(name: string, make: () => Promise<Changelog
       expect(vectorsOf(C.store, s)).toEqual([`${id} m1 2@1000 ${encodeVector(vec(1, 0))}`]);
     });
 
+    test("a row published again after its vector (the same note written on another node) still hydrates with its vector", async () => {
+      const s = seat();
+      const A = node("a");
+      const id = A.store.writeDiary({ handle: s, content: "standup moved to 10:00", source: "note", turn_id: null, work_key: null }).id;
+      A.store.setVectors(s, "m1", [{ kind: "diary", id, vector: vec(0.5, 0.5) }], 1_000);
+      await A.sync.flush(s);
+      // Another node writes the same words (one id): its flush puts the row after the vector.
+      const other = node("b");
+      other.store.writeDiary({ handle: s, content: "standup moved to 10:00", source: "reflection", turn_id: "t9", work_key: null });
+      await other.sync.flush(s);
+      const C = node("a");
+      const r = await C.sync.hydrate(s);
+      expect(r.outcomes).toMatchObject({ inserted: 2, skipped_no_row: 0 });
+      expect(vectorsOf(C.store, s)).toEqual([`${id} m1 2@1000 ${encodeVector(vec(0.5, 0.5))}`]);
+    });
+
     test("a record of a table this build does not know is skipped, never a refused seat (how an older node meets a newer one's rows)", async () => {
       const s = seat();
       const A = node("a");
