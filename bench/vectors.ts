@@ -3,9 +3,9 @@
 //   bun bench/vectors.ts [--rows 2000] [--dims 1536] [--rounds 5]
 // 1. a search's fill: setting FILL_BATCH vectors and flushing them (what one blended search
 //    adds to its turn's flush);
-// 2. a seat of `rows` diary notes hydrated into a fresh node.db, without vectors and with
-//    one on every note (what an acquire waits for);
-// 3. the same seat's replay alone (what the learning duty reads per seat per tick);
+// 2. a seat of `rows` diary notes and a quarter as many episodes hydrated into a fresh
+//    node.db, without vectors and with one on every row (what an acquire waits for);
+// 3. the same seat's replay alone, whole and as the learning duty reads it (its tables only);
 // 4. the stream's bytes per vector record.
 // Latencies use performance.now(); nothing here schedules work.
 import { Database } from "bun:sqlite";
@@ -21,6 +21,7 @@ import { encodeRecord } from "../src/memory/records.ts";
 import { MemoryStore } from "../src/memory/store.ts";
 import { MemorySync } from "../src/memory/sync.ts";
 import { FILL_BATCH } from "../src/memory/vectors.ts";
+import { LEARNING_TABLES } from "../src/duty/learning.ts";
 import { startNats } from "../test/support/nats.ts";
 
 const { rows: ROWS, dims: DIMS, rounds: ROUNDS } = benchArgs(
@@ -45,14 +46,18 @@ const changelog = new JetStreamChangelog(nc, 1);
 await changelog.ensure();
 const sync = (s: MemoryStore) => new MemorySync({ store: s, changelog, clock: systemClock, log: silentLogger });
 
-/** A seat of ROWS notes, flushed; with a vector on each when `vectors`. */
+/** A seat of ROWS notes and ROWS / 4 episodes, flushed; with a vector on each when `vectors`. */
 async function seat(handle: string, vectors: boolean): Promise<MemoryStore> {
   const a = store();
-  const ids: string[] = [];
+  const ids: { kind: "diary" | "episode"; id: string }[] = [];
   a.sqlite.transaction(() => {
-    for (let i = 0; i < ROWS; i++) ids.push(a.writeDiary({ handle, content: `fact ${i}: the supplier ships on Thursdays`, source: "reflection", turn_id: `t${i}`, work_key: null, created_at: i }).id);
+    for (let i = 0; i < ROWS; i++) ids.push({ kind: "diary", id: a.writeDiary({ handle, content: `fact ${i}: the supplier ships on Thursdays`, source: "reflection", turn_id: `t${i}`, work_key: null, created_at: i }).id });
+    for (let i = 0; i < ROWS / 4; i++) {
+      a.writeEpisode({ id: `e${i}`, handle, work_key: null, turn_id: `t${i}`, trigger_ids: [], conversation: "c", counterparty: null, outcome: "completed", summary: `handled order ${i} for the supplier`, work_items: [], created_at: i });
+      ids.push({ kind: "episode", id: `e${i}` });
+    }
   })();
-  if (vectors) for (let i = 0; i < ids.length; i += FILL_BATCH) a.setVectors(handle, "bench", ids.slice(i, i + FILL_BATCH).map((id) => ({ kind: "diary" as const, id, vector: randomVector() })));
+  if (vectors) for (let i = 0; i < ids.length; i += FILL_BATCH) a.setVectors(handle, "bench", ids.slice(i, i + FILL_BATCH).map((r) => ({ ...r, vector: randomVector() })));
   await sync(a).flush(handle);
   return a;
 }
@@ -81,6 +86,7 @@ for (const vectors of [false, true]) {
   const a = await seat(handle, vectors);
   const hyd: number[] = [];
   const rep: number[] = [];
+  const learning: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     const t0 = performance.now();
     const report = await sync(store()).hydrate(handle);
@@ -89,8 +95,13 @@ for (const vectors of [false, true]) {
     const t1 = performance.now();
     await changelog.replay(handle);
     rep.push(performance.now() - t1);
+    const t2 = performance.now();
+    await changelog.replay(handle, LEARNING_TABLES);
+    learning.push(performance.now() - t2);
   }
-  console.log(`${ROWS} notes ${vectors ? `with ${DIMS}-dim vectors` : "without vectors"}: hydrate median ${median(hyd).toFixed(1)} ms, replay alone median ${median(rep).toFixed(1)} ms`);
+  console.log(
+    `${ROWS} notes and ${ROWS / 4} episodes ${vectors ? `with ${DIMS}-dim vectors` : "without vectors"}: hydrate median ${median(hyd).toFixed(1)} ms, replay alone median ${median(rep).toFixed(1)} ms, the learning duty's replay median ${median(learning).toFixed(1)} ms`,
+  );
   if (vectors) {
     const rec = a.records(handle).find((x) => x.table === "diary_vectors")!;
     console.log(`a vector record: ${encodeRecord(rec).byteLength} bytes on the stream (${DIMS} dims; JSON numbers would be ~${JSON.stringify([...randomVector()]).length} bytes of floats alone)`);

@@ -329,6 +329,23 @@ export function changelogConformance(name: string, make: () => Promise<Changelog
       expect(vectorsOf(C.store, s)).toEqual([`${id} m1 2@1000 ${encodeVector(vec(0.5, 0.5))}`]);
     });
 
+    test("a replay of some tables brings those tables' rows only, in stream order (the learning duty skips the vectors)", async () => {
+      const s = seat();
+      const A = node("a");
+      const note = A.store.writeDiary({ handle: s, content: "read me not", source: "note", turn_id: null, work_key: null }).id;
+      A.store.writeEpisode(episode(s, "t1", "wk-1"));
+      A.store.setVectors(s, "m1", [{ kind: "diary", id: note, vector: vec(1) }, { kind: "episode", id: "t1", vector: vec(2) }]);
+      const k = skill(s, ["triage"], "Triage by severity.");
+      A.store.writeSkillVersion(k.version);
+      A.store.putSkill(k.skill);
+      A.store.writeEpisode(episode(s, "t2", "wk-2"));
+      await A.sync.flush(s);
+      const some = await h.b.replay(s, ["episodes", "skills", "skill_versions"]);
+      expect(some.records.map((r) => `${r.table}/${r.row.id}`)).toEqual(["episodes/t1", `skill_versions/${k.version.id}`, `skills/${k.skill.id}`, "episodes/t2"]);
+      expect((await h.b.replay(s, ["onboarding"])).records).toEqual([]);
+      expect((await h.b.replay(s)).records).toHaveLength(7);
+    });
+
     test("a record of a table this build does not know is skipped, never a refused seat (how an older node meets a newer one's rows)", async () => {
       const s = seat();
       const A = node("a");
