@@ -202,12 +202,14 @@ export type VectorKind = "diary" | "episode";
 export const VECTOR_TABLE = { diary: "diary_vectors", episode: "episode_vectors" } as const;
 export type VectorTable = (typeof VECTOR_TABLE)[VectorKind];
 export const kindOfVectorTable = (t: VectorTable): VectorKind => (t === "diary_vectors" ? "diary" : "episode");
+export const isVectorTable = (t: string): t is VectorTable => t === VECTOR_TABLE.diary || t === VECTOR_TABLE.episode;
 
 /** Table names as they appear in the changelog subject. */
 export const MEMORY_TABLES = ["diary", "episodes", "counterparties", "onboarding", "conversations", "skills", "skill_versions", "diary_vectors", "episode_vectors"] as const;
 export type MemoryTable = (typeof MEMORY_TABLES)[number];
 
-/** Append-only rows keep the local copy on a collision; small mutable rows take the carried one. */
+/** Append-only rows keep the local copy on a collision; small mutable rows take the carried one;
+ * a vector is neither (vector-merge.ts decides). */
 export const APPEND_ONLY: ReadonlySet<MemoryTable> = new Set(["diary", "episodes", "skill_versions"]);
 
 export const MemoryRecord = z.discriminatedUnion("table", [

@@ -9,7 +9,9 @@
 //     is its current owner's;
 //   - a row that collides under a different id (two episodes for one work key, written on
 //     two nodes) is skipped, never an error: hydration runs inside acquisition, and one
-//     duplicated episode must not make a seat unplaceable fleet-wide.
+//     duplicated episode must not make a seat unplaceable fleet-wide;
+//   - a note's or an episode's vector is taken by mergeVector (vector-merge.ts), and only
+//     beside its row.
 import type { Database } from "bun:sqlite";
 import { and, asc, desc, eq } from "drizzle-orm";
 import { drizzle, type BunSQLiteDatabase } from "drizzle-orm/bun-sqlite";

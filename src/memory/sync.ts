@@ -8,10 +8,10 @@
 import type { Clock, Timer } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Changelog, Replay } from "./changelog.ts";
-import { MEMORY_TABLES, type MemoryRecord } from "./records.ts";
+import { isVectorTable, MEMORY_TABLES, type MemoryRecord } from "./records.ts";
 import type { ImportOutcome, MemoryStore } from "./store.ts";
 
-const isVectorRecord = (r: MemoryRecord): boolean => r.table === "diary_vectors" || r.table === "episode_vectors";
+const isVectorRecord = (r: MemoryRecord): boolean => isVectorTable(r.table);
 
 /**
  * How often the rows written outside a turn's own flush (a reflection pass racing a
