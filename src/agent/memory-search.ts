@@ -5,7 +5,7 @@
 // lexically and logs one `memory_search_lexical_only`: search never fails for want of a vector.
 import type { Logger } from "../log.ts";
 import type { MemoryStore, SearchHit } from "../memory/store.ts";
-import { blendedSearch, FILL_BATCH, setVectors, unembedded } from "../memory/vectors.ts";
+import { blendedSearch, FILL_BATCH, unembedded } from "../memory/vectors.ts";
 import type { Embedder } from "./providers/embeddings.ts";
 
 export interface MemorySearchDeps {
@@ -28,7 +28,8 @@ export async function searchMemory(d: MemorySearchDeps, handle: string, text: st
     const missing = unembedded(d.store.sqlite, handle, embedder.model, null, FILL_BATCH);
     const out = await embedder.embed([text, ...missing.map((m) => m.text)], signal);
     const [query, ...rows] = out.vectors;
-    setVectors(d.store.sqlite, handle, out.model, missing.map((m, i) => ({ kind: m.kind, id: m.id, vector: rows[i]! })));
+    // Stamped for the changelog: the next flush carries them, and the next holder ranks with them.
+    d.store.setVectors(handle, out.model, missing.map((m, i) => ({ kind: m.kind, id: m.id, vector: rows[i]! })));
     return { hits: blendedSearch(d.store, handle, text, out.model, query!, limit), mode: "blended" };
   } catch (err) {
     d.log.warn("memory_search_lexical_only", { seat: handle, model: embedder.model, reason: (err as Error).message });

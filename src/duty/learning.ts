@@ -6,7 +6,7 @@ import type { Logger } from "../log.ts";
 import type { Changelog } from "../memory/changelog.ts";
 import { encodeLearningDue, learningMsgId, type LearningDue } from "../memory/learning-due.ts";
 import { planLearning, type SeatMemorySnapshot } from "../memory/learning-plan.ts";
-import type { EpisodeRow, MemoryRecord, SkillRow, SkillVersionRow } from "../memory/records.ts";
+import type { EpisodeRow, MemoryRecord, MemoryTable, SkillRow, SkillVersionRow } from "../memory/records.ts";
 import type { Org } from "../org/org.ts";
 import type { Queue } from "../queue/contract.ts";
 import { mailboxSubject } from "../queue/topics.ts";
@@ -31,6 +31,9 @@ export const LEARNING_TTL_MS = 3 * LEARNING_TICK_MS;
  * build's holder that cannot read a learning wake. Six ticks; the holder's apply is idempotent.
  */
 export const LEARNING_RESEND_MS = 6 * LEARNING_TICK_MS;
+/** What the passes read of a seat: its episodes and skills. Not the diary, nor the vectors,
+ * which are most of a seat's bytes on the changelog (bench/vectors.ts). */
+export const LEARNING_TABLES = ["episodes", "skills", "skill_versions"] as const satisfies readonly MemoryTable[];
 /** Default per-call bound (a node passes its own, a third of the watchdog's threshold, as
  * for every duty): a leader election (~4 s) twice over. A seat whose replay outlasts it is
  * left for the next tick (learning_seat_unread). */
@@ -76,7 +79,7 @@ export class LearningDuty implements DutyWork {
     for (const seat of org.agentSeats()) {
       if (ctx.signal.aborted) return "stopped";
       try {
-        const replay = await call(`memory replay of ${seat.handle}`, this.o.changelog.replay(seat.handle));
+        const replay = await call(`memory replay of ${seat.handle}`, this.o.changelog.replay(seat.handle, LEARNING_TABLES));
         seats.push(snapshotOf(seat.handle, replay.records));
       } catch (err) {
         // One seat's memory the broker cannot replay now waits for the next tick; the rest

@@ -25,6 +25,14 @@ export function seatFilter(handle: string): string {
   return `crewlet.memory.${handle}.>`;
 }
 
+/** A replay's subject filters: the whole seat, or only the named tables' rows. */
+export function replayFilters(handle: string, tables?: readonly MemoryTable[]): string[] {
+  const all = seatFilter(handle);
+  if (tables === undefined) return [all];
+  for (const t of tables) if (!MEMORY_TABLES.includes(t)) throw new Error(`unknown memory table ${JSON.stringify(t)}`);
+  return [...new Set(tables)].map((t) => `crewlet.memory.${handle}.${t}.*`);
+}
+
 export const recordSubject = (r: MemoryRecord): string => memorySubject(r.row.handle, r.table, r.row.id);
 
 export interface Replay {
@@ -39,8 +47,9 @@ export interface Changelog {
   ensure(): Promise<void>;
   /** Puts each record on its subject; resolves once every one is stored. */
   publish(records: readonly MemoryRecord[]): Promise<void>;
-  /** Everything the changelog holds for one seat. */
-  replay(handle: string): Promise<Replay>;
+  /** Everything the changelog holds for one seat; with `tables`, only those tables' rows (the
+   *  learning duty reads episodes and skills, never the seat's vectors). */
+  replay(handle: string, tables?: readonly MemoryTable[]): Promise<Replay>;
 }
 
 /**
@@ -135,18 +144,14 @@ export class JetStreamChangelog implements Changelog {
     }
   }
 
-  async replay(handle: string): Promise<Replay> {
-    const filter = seatFilter(handle);
+  async replay(handle: string, tables?: readonly MemoryTable[]): Promise<Replay> {
+    const filters = replayFilters(handle, tables);
     const jsm = await this.jsm();
     // The seat's newest row marks where this replay ends: rows written after it started
     // are the holder's own, and nothing else writes the seat's memory while we acquire it.
-    let last: number;
-    try {
-      last = (await jsm.streams.getMessage(STREAM_MEMORY, { last_by_subj: filter })).seq;
-    } catch (err) {
-      if (apiErrorCode(err) === NO_MESSAGE_FOUND || /no message found/i.test(String(err))) return { records: [], undecodable: [] };
-      throw err;
-    }
+    const lasts = await Promise.all(filters.map((f) => this.lastSeq(jsm, f)));
+    const last = Math.max(0, ...lasts.filter((n): n is number => n !== null));
+    if (last === 0) return { records: [], undecodable: [] };
     // A plain ephemeral consumer, not the client's ordered one: an ordered consumer's first
     // fetch retries its create up to 30 times with 5 s pauses (minutes), where a replay must
     // fail within seconds so the hydrate's own bounded retries, or a peer, take over.
@@ -154,7 +159,7 @@ export class JetStreamChangelog implements Changelog {
       ack_policy: AckPolicy.None,
       deliver_policy: DeliverPolicy.All,
       replay_policy: ReplayPolicy.Instant,
-      filter_subject: filter,
+      ...(filters.length === 1 ? { filter_subject: filters[0] } : { filter_subjects: filters }),
       inactive_threshold: REPLAY_CONSUMER_INACTIVE_MS * NS_PER_MS,
       mem_storage: true,
       num_replicas: 1,
@@ -163,6 +168,16 @@ export class JetStreamChangelog implements Changelog {
       return await this.readReplay(handle, await this.js.consumers.get(STREAM_MEMORY, info.name), last);
     } finally {
       await jsm.consumers.delete(STREAM_MEMORY, info.name).catch(() => undefined);
+    }
+  }
+
+  /** The stream sequence of the newest message on `filter`, or null when it has none. */
+  private async lastSeq(jsm: JetStreamManager, filter: string): Promise<number | null> {
+    try {
+      return (await jsm.streams.getMessage(STREAM_MEMORY, { last_by_subj: filter })).seq;
+    } catch (err) {
+      if (apiErrorCode(err) === NO_MESSAGE_FOUND || /no message found/i.test(String(err))) return null;
+      throw err;
     }
   }
 
@@ -216,11 +231,12 @@ export class MemoryChangelog implements Changelog {
     m.set(subject, { seq: this.seq, data });
   }
 
-  async replay(handle: string): Promise<Replay> {
+  async replay(handle: string, tables?: readonly MemoryTable[]): Promise<Replay> {
     if (this.failReplays) throw new Error("memory: changelog unreachable (simulated)");
-    seatFilter(handle);
+    replayFilters(handle, tables);
     const out: Replay = { records: [], undecodable: [] };
     for (const [subject, { data }] of this.seats.get(handle) ?? []) {
+      if (tables !== undefined && !(tables as readonly string[]).includes(subject.split(".")[3]!)) continue;
       const d = parseRecordBytes(data);
       if (d.ok && recordSubject(d.record) === subject) out.records.push(d.record);
       else out.undecodable.push({ subject, error: d.ok ? "row does not match its subject" : d.error });

@@ -6,6 +6,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { HandleSchema } from "../queue/topics.ts";
+import { base64ToBytes, floatsOf } from "./vector-codec.ts";
 
 export function maxBytes(limit: number) {
   return (s: string) => Buffer.byteLength(s, "utf8") <= limit;
@@ -166,11 +167,49 @@ export const SkillVersionRow = z.strictObject({
 });
 export type SkillVersionRow = z.infer<typeof SkillVersionRow>;
 
+/**
+ * Widest vector carried. Common embedding models give 384 to 3,072 dimensions (a few 4,096);
+ * 8,192 leaves room and is 43 KiB on the wire, far inside the stream's 1 MiB message.
+ */
+export const MAX_VECTOR_DIMS = 8_192;
+/** The embeddings config's own bound on a model name (config/embeddings.ts). */
+const MAX_MODEL_BYTES = 200;
+
+/**
+ * A diary note's or an episode's vector, set by the holder after the row's insert (its own
+ * record, so the rows stay immutable): the row's id, the model and width it was made under,
+ * when, and the floats (vector-codec.ts: little-endian float32 in base64). Which kind of
+ * row it belongs to is its table (diary_vectors, episode_vectors), so its subject is the
+ * row's own id. Decoding checks the bytes are `dims` finite floats.
+ */
+export const VectorRow = z
+  .strictObject({
+    id: RowIdSchema,
+    handle,
+    model: z.string().min(1, "is empty").refine(maxBytes(MAX_MODEL_BYTES), `is over ${MAX_MODEL_BYTES} bytes`),
+    dims: z.number().int().min(1).max(MAX_VECTOR_DIMS),
+    embedded_at: ms,
+    vector: z.string().min(1, "is empty"),
+  })
+  .refine((r) => {
+    const bytes = base64ToBytes(r.vector);
+    return bytes !== null && floatsOf(bytes, r.dims) !== null;
+  }, { path: ["vector"], message: "is not dims finite float32 values (little-endian, base64)" });
+export type VectorRow = z.infer<typeof VectorRow>;
+
+export type VectorKind = "diary" | "episode";
+/** A vector's table by the kind of row it belongs to (and back). */
+export const VECTOR_TABLE = { diary: "diary_vectors", episode: "episode_vectors" } as const;
+export type VectorTable = (typeof VECTOR_TABLE)[VectorKind];
+export const kindOfVectorTable = (t: VectorTable): VectorKind => (t === "diary_vectors" ? "diary" : "episode");
+export const isVectorTable = (t: string): t is VectorTable => t === VECTOR_TABLE.diary || t === VECTOR_TABLE.episode;
+
 /** Table names as they appear in the changelog subject. */
-export const MEMORY_TABLES = ["diary", "episodes", "counterparties", "onboarding", "conversations", "skills", "skill_versions"] as const;
+export const MEMORY_TABLES = ["diary", "episodes", "counterparties", "onboarding", "conversations", "skills", "skill_versions", "diary_vectors", "episode_vectors"] as const;
 export type MemoryTable = (typeof MEMORY_TABLES)[number];
 
-/** Append-only rows keep the local copy on a collision; small mutable rows take the carried one. */
+/** Append-only rows keep the local copy on a collision; small mutable rows take the carried one;
+ * a vector is neither (vector-merge.ts decides). */
 export const APPEND_ONLY: ReadonlySet<MemoryTable> = new Set(["diary", "episodes", "skill_versions"]);
 
 export const MemoryRecord = z.discriminatedUnion("table", [
@@ -181,6 +220,8 @@ export const MemoryRecord = z.discriminatedUnion("table", [
   z.strictObject({ table: z.literal("conversations"), row: ConversationRow }),
   z.strictObject({ table: z.literal("skills"), row: SkillRow }),
   z.strictObject({ table: z.literal("skill_versions"), row: SkillVersionRow }),
+  z.strictObject({ table: z.literal("diary_vectors"), row: VectorRow }),
+  z.strictObject({ table: z.literal("episode_vectors"), row: VectorRow }),
 ]);
 export type MemoryRecord = z.infer<typeof MemoryRecord>;
 

@@ -3,6 +3,7 @@
 // change sequence (spec: "What is new is found by that change sequence"): stamped from one
 // per-node counter on every insert and every update of a mutable row, 0 on a row carried
 // in from the changelog (it is already there), and what a flush publishes past.
+import type { Database } from "bun:sqlite";
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 export const diary = sqliteTable(
@@ -209,10 +210,13 @@ CREATE TRIGGER IF NOT EXISTS memory_episodes_fts_del AFTER DELETE ON memory_epis
   DELETE FROM memory_fts WHERE handle = old.handle AND kind = 'episode' AND id = old.id;
 END;
 -- A note's or an episode's embedding (src/memory/vectors.ts), beside the row rather than in
--- it, so the changelog's row shapes are unchanged; it goes when its row goes.
+-- it, so the rows stay immutable; it goes when its row goes. seq is stamped when it is set
+-- (the changelog carries it as diary_vectors / episode_vectors), embedded_at by the filler.
+-- A node.db made before those two columns gains them in upgradeMemoryVectors.
 CREATE TABLE IF NOT EXISTS memory_vectors (
   handle TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL, model TEXT NOT NULL, dims INTEGER NOT NULL,
-  vector BLOB NOT NULL, PRIMARY KEY (handle, kind, id)
+  vector BLOB NOT NULL, embedded_at INTEGER NOT NULL DEFAULT 0, seq INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (handle, kind, id)
 );
 CREATE TRIGGER IF NOT EXISTS memory_diary_vec_del AFTER DELETE ON memory_diary BEGIN
   DELETE FROM memory_vectors WHERE handle = old.handle AND kind = 'diary' AND id = old.id;
@@ -221,3 +225,15 @@ CREATE TRIGGER IF NOT EXISTS memory_episodes_vec_del AFTER DELETE ON memory_epis
   DELETE FROM memory_vectors WHERE handle = old.handle AND kind = 'episode' AND id = old.id;
 END;
 `;
+
+/**
+ * memory_vectors as the search merge made it (no embedded_at, no seq) gains both, 0: those
+ * vectors were made before they travelled, so none is owed to the changelog (a next holder
+ * re-embeds them once, as it did before) and any carried one is newer. Idempotent.
+ */
+export function upgradeMemoryVectors(sqlite: Database): void {
+  const cols = sqlite.query<{ name: string }, []>("PRAGMA table_info(memory_vectors)").all();
+  if (!cols.some((c) => c.name === "embedded_at")) sqlite.exec("ALTER TABLE memory_vectors ADD COLUMN embedded_at INTEGER NOT NULL DEFAULT 0");
+  if (!cols.some((c) => c.name === "seq")) sqlite.exec("ALTER TABLE memory_vectors ADD COLUMN seq INTEGER NOT NULL DEFAULT 0");
+  sqlite.exec("CREATE INDEX IF NOT EXISTS memory_vectors_seq ON memory_vectors (handle, seq)");
+}

@@ -9,7 +9,9 @@
 //     is its current owner's;
 //   - a row that collides under a different id (two episodes for one work key, written on
 //     two nodes) is skipped, never an error: hydration runs inside acquisition, and one
-//     duplicated episode must not make a seat unplaceable fleet-wide.
+//     duplicated episode must not make a seat unplaceable fleet-wide;
+//   - a note's or an episode's vector is taken by mergeVector (vector-merge.ts), and only
+//     beside its row.
 import type { Database } from "bun:sqlite";
 import { and, asc, desc, eq } from "drizzle-orm";
 import { drizzle, type BunSQLiteDatabase } from "drizzle-orm/bun-sqlite";
@@ -28,8 +30,16 @@ import {
   type OnboardingRow,
   type SkillRow,
   type SkillVersionRow,
+  kindOfVectorTable,
+  VECTOR_TABLE,
+  type VectorKind,
+  type VectorRow,
+  type VectorTable,
 } from "./records.ts";
 import * as t from "./schema.ts";
+import { base64ToBytes, encodeVector } from "./vector-codec.ts";
+import { mergeVector } from "./vector-merge.ts";
+import { vectorParams, vectorRecordOf, vectorStatements, type VectorStatements } from "./vector-rows.ts";
 
 /**
  * Diary notes a seat keeps. Reflection writes a note or two per turn; a busy seat runs a
@@ -42,7 +52,8 @@ import * as t from "./schema.ts";
  */
 export const DIARY_CAP = 2_000;
 
-export type ImportOutcome = "inserted" | "kept_local" | "took_carried" | "skipped_collision";
+/** skipped_no_row: a carried vector whose note or episode is not here (see importVector). */
+export type ImportOutcome = "inserted" | "kept_local" | "took_carried" | "skipped_collision" | "skipped_no_row";
 
 export interface PendingRecord {
   seq: number;
@@ -93,8 +104,10 @@ export class MemoryStore {
     private readonly clock: Clock,
   ) {
     sqlite.exec(t.MEMORY_DDL);
+    t.upgradeMemoryVectors(sqlite);
     this.db = drizzle({ client: sqlite });
     this.sql = statements(sqlite);
+    this.vsql = vectorStatements(sqlite);
   }
 
   /** The next change sequence (one counter per node, only ever increasing). */
@@ -113,6 +126,7 @@ export class MemoryStore {
   // measured 0.3 ms an insert against 0.05 ms for a cached statement.
 
   private readonly sql: Statements;
+  private readonly vsql: VectorStatements;
 
   private insertDiary(row: DiaryRow, seq: number): boolean {
     return this.sql.diaryInsert.run(bind({ ...row, seq })).changes === 1;
@@ -204,6 +218,36 @@ export class MemoryStore {
       this.putConversation(row, this.nextSeq());
       return row;
     })();
+  }
+
+  // ---- vectors (set by the holder after the row's insert; they travel like a new row) ------
+
+  /**
+   * Sets vectors on the seat's notes and episodes, each decoded as its record and stamped
+   * with a fresh change sequence, so the next flush carries it (Seat Ownership: "Setting the
+   * vector stamps the row with a fresh change sequence"). Replaces one of another model or width.
+   */
+  setVectors(handle: string, model: string, rows: readonly { kind: VectorKind; id: string; vector: Float32Array }[], at = this.clock.now()): void {
+    const decoded = rows.map((r) => ({
+      kind: r.kind,
+      row: mustDecode({ table: VECTOR_TABLE[r.kind], row: { id: r.id, handle, model, dims: r.vector.length, embedded_at: at, vector: encodeVector(r.vector) } }).row as VectorRow,
+    }));
+    this.sqlite.transaction(() => {
+      for (const d of decoded) this.vsql.put.run(vectorParams(d.kind, d.row, base64ToBytes(d.row.vector)!, this.nextSeq()));
+    })();
+  }
+
+  /** A carried vector: kept only beside its row, and taken over the local one by mergeVector. */
+  private importVector(table: VectorTable, row: VectorRow): ImportOutcome {
+    const kind = kindOfVectorTable(table);
+    const key = { $handle: row.handle, $id: row.id };
+    const rowHere = kind === "diary" ? this.vsql.diaryHas.get(key) : this.vsql.episodeHas.get(key);
+    if (rowHere === null) return "skipped_no_row";
+    const local = this.vsql.stamp.get({ ...key, $kind: kind });
+    if (mergeVector(local, row) === "keep_local") return "kept_local";
+    // seq 0: carried in, so this node's next flush does not carry it again.
+    this.vsql.put.run(vectorParams(kind, row, base64ToBytes(row.vector)!, 0));
+    return local === null ? "inserted" : "took_carried";
   }
 
   // ---- skills (the learning duty's rows, written by the seat's holder) ----------------------
@@ -300,6 +344,7 @@ export class MemoryStore {
     for (const r of this.sql.pendingConversations.all(q)) out.push({ seq: r.seq, record: { table: "conversations", row: conversationOf(r) } });
     for (const r of this.sql.pendingSkills.all(q)) out.push({ seq: r.seq, record: { table: "skills", row: skillOf(r) } });
     for (const r of this.sql.pendingSkillVersions.all(q)) out.push({ seq: r.seq, record: { table: "skill_versions", row: skillVersionOf(r) } });
+    for (const r of this.vsql.pending.all(q)) out.push({ seq: r.seq, record: vectorRecordOf(r) });
     return out.sort((a, b) => a.seq - b.seq);
   }
 
@@ -357,6 +402,9 @@ export class MemoryStore {
         }
         case "skill_versions":
           return this.insertSkillVersion(rec.row, 0) ? "inserted" : "kept_local";
+        case "diary_vectors":
+        case "episode_vectors":
+          return this.importVector(rec.table, rec.row);
       }
     })();
   }
@@ -436,6 +484,8 @@ export class MemoryStore {
       conversations: n("memory_conversations"),
       skills: n("memory_skills"),
       skill_versions: n("memory_skill_versions"),
+      diary_vectors: this.sqlite.query<{ n: number }, [string]>("SELECT count(*) AS n FROM memory_vectors WHERE handle = ? AND kind = 'diary'").get(handle)!.n,
+      episode_vectors: this.sqlite.query<{ n: number }, [string]>("SELECT count(*) AS n FROM memory_vectors WHERE handle = ? AND kind = 'episode'").get(handle)!.n,
     };
   }
 
@@ -462,6 +512,7 @@ export class MemoryStore {
     for (const r of this.db.select().from(t.conversations).where(eq(t.conversations.handle, handle)).all()) out.push({ table: "conversations", row: conversationOf(r) });
     for (const r of this.db.select().from(t.skills).where(eq(t.skills.handle, handle)).all()) out.push({ table: "skills", row: skillOf(r) });
     for (const r of this.db.select().from(t.skillVersions).where(eq(t.skillVersions.handle, handle)).all()) out.push({ table: "skill_versions", row: skillVersionOf(r) });
+    for (const r of this.vsql.all.all({ $handle: handle })) out.push(vectorRecordOf(r));
     return out;
   }
 

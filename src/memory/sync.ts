@@ -7,8 +7,11 @@
 // seats' rows).
 import type { Clock, Timer } from "../clock.ts";
 import type { Logger } from "../log.ts";
-import type { Changelog } from "./changelog.ts";
+import type { Changelog, Replay } from "./changelog.ts";
+import { isVectorTable, MEMORY_TABLES, type MemoryRecord } from "./records.ts";
 import type { ImportOutcome, MemoryStore } from "./store.ts";
+
+const isVectorRecord = (r: MemoryRecord): boolean => isVectorTable(r.table);
 
 /**
  * How often the rows written outside a turn's own flush (a reflection pass racing a
@@ -61,12 +64,15 @@ export class MemorySync {
     this.states.set(handle, "hydrating");
     try {
       const replay = await this.replayRetrying(handle);
-      const outcomes: Record<ImportOutcome, number> = { inserted: 0, kept_local: 0, took_carried: 0, skipped_collision: 0 };
+      const outcomes: Record<ImportOutcome, number> = { inserted: 0, kept_local: 0, took_carried: 0, skipped_collision: 0, skipped_no_row: 0 };
+      // Rows before vectors: a vector is kept only beside its row, and a row republished
+      // after its vector (the same note written again elsewhere) comes later in the stream.
+      const ordered = [...replay.records.filter((r) => !isVectorRecord(r)), ...replay.records.filter(isVectorRecord)];
       // One transaction for the whole replay: 10,000 rows in one commit, not 10,000 fsyncs.
       this.o.store.sqlite.transaction(() => {
-        for (const r of replay.records) outcomes[this.o.store.importDecoded(r)] += 1;
+        for (const r of ordered) outcomes[this.o.store.importDecoded(r)] += 1;
       })();
-      for (const u of replay.undecodable) this.o.log.warn("memory_row_undecodable", { seat: handle, subject: u.subject, error: u.error });
+      this.logUndecodable(handle, replay.undecodable);
       const report = { rows: replay.records.length, outcomes, undecodable: replay.undecodable.length, ms: this.o.clock.now() - started };
       this.o.log.info("memory_hydrated", { seat: handle, ...report });
       this.states.set(handle, "ready");
@@ -76,6 +82,21 @@ export class MemorySync {
       this.o.log.warn("memory_hydrate_failed", { seat: handle, error: err as Error });
       throw new Error(`seat ${handle}: memory could not be hydrated from the changelog: ${(err as Error).message}`);
     }
+  }
+
+  /**
+   * A row of a kind this build does not know is a newer node's (its vectors were, to the
+   * build before them): one line per kind, with a count, rather than one per row — a seat
+   * carries thousands. A row of a known kind that fails its schema is named row by row.
+   */
+  private logUndecodable(handle: string, undecodable: Replay["undecodable"]): void {
+    const newer = new Map<string, number>();
+    for (const u of undecodable) {
+      const table = u.subject.split(".")[3] ?? "";
+      if ((MEMORY_TABLES as readonly string[]).includes(table)) this.o.log.warn("memory_row_undecodable", { seat: handle, subject: u.subject, error: u.error });
+      else newer.set(table, (newer.get(table) ?? 0) + 1);
+    }
+    for (const [table, rows] of newer) this.o.log.warn("memory_rows_of_newer_kind", { seat: handle, table, rows });
   }
 
   private async replayRetrying(handle: string) {

@@ -3,8 +3,10 @@
 // or under a model the company has since left"), stored beside the rows in memory_vectors,
 // and the blended search over them. No I/O beyond node.db: the embeddings themselves come
 // from the caller (src/agent/providers/embeddings.ts), so this module is tested on files.
+// Setting one is MemoryStore.setVectors: it is stamped for the changelog like a new row.
 import type { Database } from "bun:sqlite";
 import { blend, cosine } from "./blend.ts";
+import type { VectorKind } from "./records.ts";
 import type { MemoryStore, SearchHit } from "./store.ts";
 
 /** Rows one fill embeds at most: one provider call's batch, so a search waits for one call. */
@@ -19,7 +21,7 @@ export const VECTOR_SCAN_MAX = 5_000;
 /** Lexical candidates a blended search starts from: more than it answers, so the vector half can reorder them. */
 export const LEXICAL_CANDIDATES = 50;
 
-type Kind = "diary" | "episode";
+type Kind = VectorKind;
 export interface Unembedded {
   kind: Kind;
   id: string;
@@ -40,16 +42,6 @@ export function unembedded(sqlite: Database, handle: string, model: string, dims
        ORDER BY created_at DESC LIMIT $n`,
     )
     .all({ $h: handle, $m: model, $d: dims ?? -1, $n: limit });
-}
-
-/** Sets vectors (replacing one of another model or width). */
-export function setVectors(sqlite: Database, handle: string, model: string, rows: readonly { kind: Kind; id: string; vector: Float32Array }[]): void {
-  const put = sqlite.query(
-    "INSERT INTO memory_vectors (handle, kind, id, model, dims, vector) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (handle, kind, id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vector = excluded.vector",
-  );
-  sqlite.transaction(() => {
-    for (const r of rows) put.run(handle, r.kind, r.id, model, r.vector.length, new Uint8Array(r.vector.buffer, r.vector.byteOffset, r.vector.byteLength));
-  })();
 }
 
 /** The seat's rows most similar to `query` under `model`, best first. */

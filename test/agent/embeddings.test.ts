@@ -1,6 +1,6 @@
-// Issue 32, vectors: the embeddings client against a small real HTTP server started here
-// (Bun.serve on 127.0.0.1) speaking the OpenAI wire (/v1/embeddings) and Ollama's
-// (/api/embed), and memory_search blending its vectors with the lexical rank on a real
+// Issue 32, vectors: the embeddings client against a small real HTTP server
+// (test/support/embeddings-server.ts: Bun.serve on 127.0.0.1) speaking the OpenAI wire
+// (/v1/embeddings) and Ollama's (/api/embed), and memory_search blending its vectors with the lexical rank on a real
 // node.db — finding a note that says the same in other words, and answering lexically
 // (one log event, no key in it) when the endpoint fails, is slow or is not there.
 import { afterAll, beforeAll, beforeEach, expect, test } from "bun:test";
@@ -15,62 +15,26 @@ import { searchMemory } from "../../src/agent/memory-search.ts";
 import { EmbeddingsFailed, embeddingsClient, type Embedder } from "../../src/agent/providers/embeddings.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { MemoryStore } from "../../src/memory/store.ts";
+import { embedText, startEmbeddingsServer, type EmbeddingsServer } from "../support/embeddings-server.ts";
 
 const KEY = "sk-test-secret-key-0123456789";
-/** Width of the test server's vectors. */
-const DIMS = 64;
-/** The server's whole "model": a word's meaning is its synonym group, hashed into DIMS. */
-const SYNONYMS: Record<string, string> = { vendor: "supplier", supplier: "supplier", provider: "supplier", thursday: "thursday", thursdays: "thursday", ships: "ship", delivers: "ship", shipping: "ship" };
-
-function embedText(text: string): number[] {
-  const v = new Array<number>(DIMS).fill(0);
-  for (const w of text.toLowerCase().match(/[a-z]+/g) ?? []) {
-    const meaning = SYNONYMS[w] ?? w;
-    let h = 2166136261;
-    for (const ch of meaning) h = Math.imul(h ^ ch.charCodeAt(0), 16777619) >>> 0;
-    v[h % DIMS]! += 1;
-  }
-  return v;
-}
-
-type Mode = "ok" | "fail" | "slow" | "garbage" | "short";
-let mode: Mode = "ok";
-const seen: { path: string; auth: string | null; inputs: number }[] = [];
-let server: ReturnType<typeof Bun.serve>;
+let srv: EmbeddingsServer;
 let base: string;
+/** The server's calls as this file checks them: path, bearer, how many texts. */
+const calls = () => srv.seen.map(({ texts: _t, ...c }) => c);
 
 beforeAll(() => {
-  server = Bun.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    async fetch(req) {
-      const url = new URL(req.url);
-      const body = (await req.json()) as { model: string; input: string[] };
-      seen.push({ path: url.pathname, auth: req.headers.get("authorization"), inputs: body.input.length });
-      if (mode === "fail") return new Response(`{"error":"overloaded, key ${KEY} rejected"}`, { status: 503 });
-      if (mode === "slow") await Bun.sleep(2_000);
-      if (mode === "garbage") return Response.json({ data: [{ index: 0, embedding: ["x"] }] });
-      const vectors = body.input.map(embedText);
-      if (mode === "short") vectors.pop();
-      if (url.pathname === "/v1/embeddings") {
-        // Out of order on purpose: the client must place each by its index.
-        return Response.json({ object: "list", model: body.model, data: vectors.map((embedding, index) => ({ object: "embedding", index, embedding })).reverse() });
-      }
-      if (url.pathname === "/api/embed") return Response.json({ model: body.model, embeddings: vectors });
-      return new Response("not found", { status: 404 });
-    },
-  });
-  base = `http://127.0.0.1:${server.port}`;
+  srv = startEmbeddingsServer(`{"error":"overloaded, key ${KEY} rejected"}`);
+  base = srv.base;
 });
 afterAll(() => {
-  server?.stop(true);
+  srv?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 beforeEach(() => {
-  mode = "ok";
-  seen.length = 0;
+  srv.mode = "ok";
+  srv.seen.length = 0;
 });
-
 const dir = mkdtempSync(join(tmpdir(), "crewlet-embeddings-"));
 let files = 0;
 function store(): MemoryStore {
@@ -100,14 +64,14 @@ test("client, OpenAI wire: one vector per text in input order, the key as a bear
   const out = await openai().embed(["the vendor ships", "on thursday"]);
   expect(out.model).toBe("tiny");
   expect(out.vectors.map((v) => [...v])).toEqual([embedText("the vendor ships"), embedText("on thursday")]);
-  expect(seen).toEqual([{ path: "/v1/embeddings", auth: `Bearer ${KEY}`, inputs: 2 }]);
+  expect(calls()).toEqual([{ path: "/v1/embeddings", auth: `Bearer ${KEY}`, inputs: 2 }]);
 });
 
 test("client, Ollama wire: /api/embed, no key", async () => {
   const c = embeddingsClient(embeddingsSchema.parse({ type: "ollama", base_url: base, model: "tiny" })!, systemClock);
   const out = await c.embed(["supplier"]);
   expect([...out.vectors[0]!]).toEqual(embedText("supplier"));
-  expect(seen).toEqual([{ path: "/api/embed", auth: null, inputs: 1 }]);
+  expect(calls()).toEqual([{ path: "/api/embed", auth: null, inputs: 1 }]);
 });
 
 test.each([
@@ -116,7 +80,7 @@ test.each([
   ["fewer vectors than texts", "short", /1 vectors for 2 texts/],
   ["no answer within the timeout", "slow", /no answer within 0.2 s/],
 ] as const)("client refuses %s", async (_name, m, why) => {
-  mode = m;
+  srv.mode = m;
   const err = await openai({ timeout_seconds: 0.2 }).embed(["a", "b"]).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(EmbeddingsFailed);
   expect((err as Error).message).toMatch(why);
@@ -145,11 +109,11 @@ test("memory_search blends: a note in other words is found, vectors are filled o
   expect(first.mode).toBe("blended");
   expect(first.hits[0]!.text).toBe("The supplier delivers on Thursdays");
   // One call carried the query and the seat's three unembedded notes.
-  expect(seen).toEqual([{ path: "/v1/embeddings", auth: `Bearer ${KEY}`, inputs: 4 }]);
+  expect(calls()).toEqual([{ path: "/v1/embeddings", auth: `Bearer ${KEY}`, inputs: 4 }]);
   expect(s.sqlite.query<{ n: number }, []>("SELECT count(*) AS n FROM memory_vectors").get()!.n).toBe(3);
   const again = await searchMemory(deps, "ops", "invoices finance", 1);
   expect(again.hits.map((h) => h.text)).toEqual(["Invoices go to finance by the 5th"]);
-  expect(seen[1]!.inputs).toBe(1);
+  expect(srv.seen[1]!.inputs).toBe(1);
   expect(sink.events("memory_search_lexical_only")).toEqual([]);
   // A note's vector goes with the note.
   s.sqlite.run("DELETE FROM memory_diary WHERE content LIKE 'The office plant%'");
@@ -157,7 +121,7 @@ test("memory_search blends: a note in other words is found, vectors are filled o
 });
 
 test.each(["fail", "slow"] as const)("memory_search answers lexically when the endpoint is %s: one event, no key", async (m) => {
-  mode = m;
+  srv.mode = m;
   const s = store();
   seatWithNotes(s);
   const { log, sink } = memoryLogger("debug");
@@ -178,5 +142,5 @@ test("memory_search with no endpoint configured is lexical and silent", async ()
   expect(out.mode).toBe("lexical");
   expect(out.hits.map((h) => h.text)).toEqual(["Invoices go to finance by the 5th"]);
   expect(sink.lines).toEqual([]);
-  expect(seen).toEqual([]);
+  expect(calls()).toEqual([]);
 });

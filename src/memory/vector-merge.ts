@@ -1,0 +1,28 @@
+// Which vector a node keeps when the changelog carries one for a note or an episode it
+// already holds (Seat Ownership: "takes the carried vector over a stored one of no model,
+// another model or another width — never the reverse, so a stale copy replayed later
+// cannot erase a filled vector"). Pure: the table in test/memory/vector-merge.test.ts.
+
+export interface VectorStamp {
+  model: string;
+  dims: number;
+  /** When the filler embedded it (its clock): what tells a stale copy from a refill. */
+  embedded_at: number;
+}
+
+export type VectorVerdict = "take_carried" | "keep_local";
+
+/**
+ * No local vector: take the carried one. A carried one older than the local is a stale copy
+ * replayed later (a predecessor's late flush): keep the local, whatever its model — that is
+ * the "never the reverse". Otherwise another model or another width is a refill under the
+ * company's model: take it. The same model and width at the same moment is the same vector
+ * (a replay of what is here): keep it; at a later moment, a refill of the same model: take it.
+ */
+export function mergeVector(local: VectorStamp | null, carried: VectorStamp): VectorVerdict {
+  if (local === null) return "take_carried";
+  if (carried.embedded_at < local.embedded_at) return "keep_local";
+  if (carried.model !== local.model) return "take_carried";
+  if (carried.dims !== local.dims) return "take_carried";
+  return carried.embedded_at > local.embedded_at ? "take_carried" : "keep_local";
+}
