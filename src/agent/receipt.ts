@@ -1,11 +1,6 @@
-// A turn's receipt: what the fleet keeps of every finished turn (records.ts turnReceipt),
-// built from the turn's transcript by a pure function, and written by the seat's holder
-// through the estate router with op id = the turn id, so every retry of the write is the
-// same write and a turn has one receipt however often its write is tried.
-//
-// The transcript stays on the holder (node.db, a week, up to 512 KiB); the receipt is a
-// few hundred bytes on every copy, so GET /turns and the Today view read any seat's day
-// from any node without asking its holder.
+// A turn's receipt, built from its transcript by a pure function and written by the holder
+// with op id = the turn id, so a retried write is the same write. The transcript stays on the
+// holder; the receipt, a few hundred bytes, is on every copy, so any node reads any seat's day.
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import {

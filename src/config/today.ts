@@ -2,13 +2,9 @@
 // GET /turns/stuck). The view itself reads everything else from the API.
 import { z } from "zod";
 
-/**
- * Work in progress that no turn has touched for this long is called out as stuck. Two
- * hours: a turn takes minutes, a failing one is given up within ~17 min (classify.ts
- * FAILED_DELIVERIES_MAX) and a coding run is ended at 30 min (sandbox DEFAULT_WALL_SECONDS),
- * so an item in progress quiet for two hours is waiting on something nobody is doing —
- * found the same morning, without flagging work that is merely slow.
- */
+/** In-progress work no turn touched for this long is stuck: a failing turn is given up within
+ * ~17 min and a coding run ends at 30, so two quiet hours means nobody is on it, without
+ * flagging work that is merely slow. */
 export const DEFAULT_STUCK_AFTER_MINUTES = 120;
 
 export const todaySchema = z

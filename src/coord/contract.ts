@@ -4,19 +4,10 @@
 // driven by src/clock.ts). test/conformance/coord.ts holds both to one behaviour.
 
 /**
- * Lease protocol: raised only when holding a lease comes to mean something new. 5: a seat's
- * holder reads its mail from the seat's shard of the agent streams (queue/topics.ts
- * AGENT_SHARDS), where a holder at 4 reads the one stream before them and never sees what a
- * newer node's wakes publish. So a node at 5 claims nothing beside a live lease at 4, and the
- * mail an older node left is forwarded once the last one is gone (queue/legacy-mail.ts).
- * 6: a seat's holder writes a turn receipt to the tracker log after every turn
- * (agent/receipt.ts), a record a copy at 5 cannot decode — it would hold the whole tracker
- * domain there. So a node at 6 holds no seat (and writes no receipt) while any node at 5,
- * a data node among them, is live.
- * 7: a file's row (`file.attach`, estate/attachments.ts) goes on the tracker, pages and chat
- * logs, which a copy at 6 cannot decode. The writer is any ingress node's API, not a seat's
- * holder, so the upload routes refuse (503) while any node below 7 is live; the seat gate
- * follows as for every bump.
+ * Lease protocol: raised only when holding a lease comes to mean something new, so no seat is
+ * held beside an older build that would misread it. 5: mail on the seat's shard of the agent
+ * streams. 6: a turn receipt on the tracker log. 7: `file.attach` rows on three logs (uploads
+ * answer 503 while any node below 7 is live). The reasons are in each change's commit.
  */
 export const LEASE_PROTOCOL = 7;
 /** Shipped lease TTL: three heartbeats, so two missed renewals still leave one to recover. */

@@ -10,14 +10,9 @@ import type { EstateDb } from "./migrate.ts";
 import { turnReceipt, type TurnReceipt } from "./records.ts";
 import { turnReceipts } from "./schema.ts";
 
-/**
- * How long every copy keeps a receipt, counted back from the newest receipt's write time
- * (the record's `at`, never a node's clock, so every copy deletes the same rows at the same
- * log position). 32 days: the spend counters keep a day 32 days (crewlet_budgets), so a
- * month's turns can be read beside a month's cost, and the week view and "what did it do on
- * Monday" are well inside it. A busy company runs a few thousand turns a day at ~1–3 KiB a
- * receipt: tens of MiB per copy at most.
- */
+/** How long every copy keeps a receipt, counted from the newest receipt's `at` (never a node's
+ * clock, so every copy deletes the same rows). 32 days, as the spend counters: a month's turns
+ * beside a month's cost, tens of MiB per copy at most. */
 export const TURN_RECEIPT_HORIZON_MS = 32 * 24 * 60 * 60 * 1000;
 /** Rows one apply deletes at most: a bound on one transaction, the rest go with the next receipts. */
 export const TURN_RECEIPT_TRIM_BATCH = 500;

@@ -175,13 +175,8 @@ export const MAX_VECTOR_DIMS = 8_192;
 /** The embeddings config's own bound on a model name (config/embeddings.ts). */
 const MAX_MODEL_BYTES = 200;
 
-/**
- * A diary note's or an episode's vector, set by the holder after the row's insert (its own
- * record, so the rows stay immutable): the row's id, the model and width it was made under,
- * when, and the floats (vector-codec.ts: little-endian float32 in base64). Which kind of
- * row it belongs to is its table (diary_vectors, episode_vectors), so its subject is the
- * row's own id. Decoding checks the bytes are `dims` finite floats.
- */
+/** A note's or an episode's vector, its own record so the rows stay immutable. Its table names
+ * the row's kind, so its subject is the row's own id; decoding checks `dims` finite floats. */
 export const VectorRow = z
   .strictObject({
     id: RowIdSchema,

@@ -12,13 +12,9 @@ export interface VectorStamp {
 
 export type VectorVerdict = "take_carried" | "keep_local";
 
-/**
- * No local vector: take the carried one. A carried one older than the local is a stale copy
- * replayed later (a predecessor's late flush): keep the local, whatever its model — that is
- * the "never the reverse". Otherwise another model or another width is a refill under the
- * company's model: take it. The same model and width at the same moment is the same vector
- * (a replay of what is here): keep it; at a later moment, a refill of the same model: take it.
- */
+/** A carried vector older than the local one is a stale copy replayed late: never taken, so a
+ * filled vector is never erased. Otherwise another model or width (a refill under the company's
+ * model) or a later refill of the same one is taken; none at all, always. */
 export function mergeVector(local: VectorStamp | null, carried: VectorStamp): VectorVerdict {
   if (local === null) return "take_carried";
   if (carried.embedded_at < local.embedded_at) return "keep_local";

@@ -276,14 +276,10 @@ export class CrewletNode {
   }
 
   /**
-   * The boot, in order. Each line is one step: its name (what /ready says while it runs and
-   * node_boot_step logs), the function that does it, and what bounds it. "quorum" steps
-   * create or read clustered assets and wait for a forming cluster at most
-   * QUORUM_WAIT_MS_MAX (whileClusterForms); "local" steps touch only this process and its
-   * store. The ordering rules: the store is proved ours before anything in it is touched;
-   * /health and /ready answer before the broker starts; every seat's mailbox exists before
-   * anything publishes; the estate before the engine, the engine before the seats; the
-   * routes last of all.
+   * The boot, in order: each line a step (the name /ready shows), and whether it waits for a
+   * forming cluster ("quorum") or touches only this process ("local"). The store is proved ours
+   * before anything in it is touched, every mailbox exists before anything publishes, and the
+   * estate comes before the engine, the engine before the seats, the routes last.
    */
   private async boot(): Promise<void> {
     const roles = this.config.node.roles;
@@ -578,13 +574,9 @@ export class CrewletNode {
     return { engine, approvals };
   }
 
-  /**
-   * Every node holds a presence lease (the fleet's size is counted from them); only a node
-   * with the seats role claims seats. In order: the person's controls, the seat host, the
-   * memory reads (served before the first claim), the host's first heartbeat and sweep, the
-   * mailbox watch, the inbound notifications, the stop steps that hand seats and leaderships
-   * over, and the posture check.
-   */
+  /** Every node holds a presence lease (the fleet is counted from them); only a seats node
+   * claims. The order: controls, host, memory reads (before the first claim), the first
+   * heartbeat and sweep, the mailbox watch, notifications, the stop steps, the posture check. */
   private async startSeats(b: { store: BootStore; plan: BrokerPlan; nc: NatsConnection; coord: CoordinationHandle; estate: BootEstate; engine: NodeEngine; integrations: Integrations }): Promise<BootSeats> {
     const c = this.config;
     const { coord, engine, integrations, nc } = b;
@@ -674,14 +666,9 @@ export class CrewletNode {
     return { seats, controls, memoryReads };
   }
 
-  /**
-   * A member whose sidecar stops after the drain first hands its mailboxes' consumer
-   * leaderships to peers, so the mail the drain hands back (NAKs) lands on a leader that
-   * survives (see JetStreamQueue.handOffLeaderships); then the seats go back; then the
-   * streams' leaderships (the lease bucket among them), once the drain's releases have
-   * landed on a stable leader. Four steps, each with its own bound (src/node/shutdown.ts),
-   * registered last-first as onStop runs them.
-   */
+  /** On a stopping member, mailbox leaderships go to peers first, so the mail the drain hands
+   * back lands on a leader that survives; then the seats; then the streams' leaderships, once
+   * the releases have landed. Each step has its own bound (shutdown.ts); registered last-first. */
   private handOverOnStop(plan: BrokerPlan, nc: NatsConnection, queue: JetStreamQueue, seats: SeatHost): void {
     const leavingServer = plan.kind === "member" && this.config.stream.replicas > 1 ? this.nodeId : null;
     if (leavingServer !== null) {
@@ -951,13 +938,9 @@ export class CrewletNode {
     });
   }
 
-  /**
-   * Registers a named teardown step, run (in reverse order of registration) before the
-   * connection and sidecar stop; awaited at most `within_ms` (STOP_STEP_WITHIN_MS unless
-   * told; a step that needs the broker names its own), cut to what is left of the drain's
-   * budget (STOP_DRAIN_BUDGET_MS), then abandoned and logged (src/node/shutdown.ts). `fn`
-   * is told the bound it is awaited for.
-   */
+  /** A named teardown step, run in reverse order of registration before the connection and
+   * sidecar stop, awaited at most `within_ms` within what is left of the drain's budget, then
+   * abandoned and logged (shutdown.ts). */
   onStop(name: string, fn: (within_ms: number) => Promise<void> | void, within_ms?: number): void {
     this.stopSteps.push({ name, run: fn, ...(within_ms !== undefined ? { within_ms } : {}) });
   }

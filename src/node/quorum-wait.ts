@@ -5,13 +5,9 @@ import { isClusterForming } from "../broker/forming.ts";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 
-/**
- * A boot step that needs quorum waits for it this long. A whole fleet restarted — in any
- * order, with any delay between the starts — has each node booting before its peers are
- * up, so quorum is something to wait for, not a reason to exit. Ten minutes covers an
- * operator bringing boxes back one by one; a node still without quorum after that exits 1
- * for its supervisor. /ready names the step meanwhile.
- */
+/** A quorum step waits this long: a whole fleet restarted in any order has each node booting
+ * before its peers, so quorum is waited for, not a reason to exit. Ten minutes covers boxes
+ * brought back one by one; /ready names the step meanwhile. */
 export const QUORUM_WAIT_MS_MAX = 10 * 60_000;
 /** Between attempts: about one raft campaign, the thing being waited out. */
 const CLUSTER_FORMING_RETRY_MS = 500;
@@ -27,15 +23,9 @@ export interface QuorumWaitOptions {
   waiting: (text: string) => void;
 }
 
-/**
- * Runs a boot step that creates clustered JetStream assets, retrying the failures a
- * cluster that is still forming gives: the sidecar is ready once a meta leader exists,
- * which can be before every peer has registered ("no suitable peers for placement"),
- * and an R3 asset's raft campaign (~0.4 s) can outlast the per-call budget a short
- * lease TTL gives (TTL / 9: 333 ms at 3 s) — the server finishes that creation anyway,
- * so a later attempt finds the asset and adopts it. Any other failure, or one that
- * persists, still fails the boot.
- */
+/** Runs a boot step that creates clustered assets, retrying what a forming cluster answers
+ * ("no suitable peers", an R3 campaign outlasting a short TTL's call budget — the server
+ * finishes that creation, so a later attempt adopts it). Any other failure fails the boot. */
 export async function whileClusterForms<T>(step: string, fn: () => Promise<T>, o: QuorumWaitOptions): Promise<T> {
   const started = o.clock.now();
   let said = started;

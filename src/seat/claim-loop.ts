@@ -22,13 +22,9 @@ import {
 import { PRESENCE_PREFIX, parsePresence, SEAT_PREFIX, type PresenceRow } from "./presence.ts";
 import type { Tenures } from "./tenure.ts";
 
-/**
- * How recently the presence watch must have heard a row for a sweep to trust it. Every live
- * node (this one too) rewrites its row each heartbeat, so a watch that hears is never quiet
- * for much more than one; past 1.5 it is rebuilt from a listing. A row the view shows is
- * then at most a heartbeat old when written plus 1.5 of staleness, inside the TTL's three:
- * a live node never reads as lapsed for the watch's sake.
- */
+/** How recently the presence watch must have heard a row for a sweep to trust it: every node
+ * rewrites its row each heartbeat, so past 1.5 the watch is rebuilt from a listing, and a live
+ * node never reads as lapsed inside the TTL's three heartbeats. */
 export const PRESENCE_WATCH_FRESH_HEARTBEATS = 1.5;
 
 export class ClaimLoop {
@@ -168,13 +164,9 @@ export class ClaimLoop {
     return views.map((v) => ({ owner: v.owner, live: v.live, remaining_ms: v.remaining_ms, listed_at_ms }));
   }
 
-  /**
-   * Arms one early pass for the first lapse, among the leases this pass listed, of another
-   * node's lease that is going unrenewed, when it comes before the next regular pass
-   * (lapse-wake.ts decides). So a dead node's presence and then its seats are taken at their
-   * lapse, not up to a sweep interval later. Nothing is taken on the timer's word: the
-   * pass judges every lease on the store's clock as any pass does.
-   */
+  /** Arms one early pass for the first lapse of another node's unrenewed lease when it comes
+   * before the next regular pass, so a dead node's seats are taken at their lapse. The pass still
+   * judges every lease on the store's clock. */
   private wakeAtLapse(listed: readonly (ListedLease & { listed_at_ms: number })[], pass_started_ms: number): void {
     const h = this.h;
     const now = h.clock.now();

@@ -289,13 +289,9 @@ export class HostState {
     return n;
   }
 
-  /**
-   * The presence row says the new count now, so a seat given back is taken at the next
-   * sweep rather than after this node's next heartbeat. One write at a time: a caller that
-   * finds one in flight (which may carry an older count) waits for the single write after
-   * it, which carries every change made meanwhile — seats fenced together would otherwise
-   * each race a compare-and-set on the one row every peer reads.
-   */
+  /** Rewrites the presence row with the new count now, so a seat given back is taken at the next
+   * sweep. One write at a time, the waiters sharing the next: seats fenced together would
+   * otherwise race compare-and-sets on the one row every peer reads. */
   advertise(): Promise<void> {
     if (this.draining || this.stopped) return Promise.resolve();
     if (this.advertising === null) {

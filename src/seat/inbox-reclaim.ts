@@ -5,14 +5,10 @@ import { mailbox } from "../queue/topics.ts";
 import type { SeatGrant, SeatHooks } from "./host-state.ts";
 
 /**
- * The last acquire step before the inbox attaches: mail a previous holder had delivered and
- * never settled (it was killed, frozen past its TTL, or cut off) is handed back to the seat
- * now, by resetting the inbox consumer to its ack floor (nats-server ≥ 2.14), instead of
- * waiting out the 30-minute ack wait. Safe because this node now holds the lease: the old
- * holder is fenced (its turns stop at the next round or tool call), and a trigger it had
- * completed is skipped by the completion ledger. A seat with nothing ack-pending (every
- * voluntary handover) is not touched. A failure is logged, never fails the acquire: the ack
- * wait remains the backstop.
+ * Before the inbox attaches, mail a previous holder took and never settled is handed back by
+ * resetting the consumer to its ack floor, instead of waiting out the 30-minute ack wait. Safe:
+ * this node holds the lease, the old holder is fenced, and the ledger skips what it finished.
+ * A failure is logged, never fails the acquire: the ack wait is the backstop.
  */
 export function withInboxReclaim(hooks: SeatHooks, queue: JetStreamQueue, log: Logger): SeatHooks {
   const reclaim = async (grant: SeatGrant) => {

@@ -16,40 +16,24 @@ import { seatKey } from "./presence.ts";
  * renewed throughout, so the bound is about how long a rebalance may take, not safety; two
  * heartbeats let an ordinary turn finish, and a longer one is stopped by the fence. */
 export const VOLUNTARY_WAIT_HEARTBEATS = 2;
-/**
- * A drain waits this long for a seat's running turn before cancelling it. An ordinary model
- * round is seconds; the whole stop (every seat's release, the leadership handoffs, the
- * broker) must fit the node's 30 s shutdown budget, and a turn past this is usually one
- * waiting on a hung endpoint. Cancelled, it hands its deliveries back (NAK) on this
- * connection, and the successor runs them at once.
- */
+/** A drain waits this long for a running turn before cancelling it: the whole stop must fit the
+ * node's 30 s budget, and a turn past this is usually waiting on a hung endpoint. Cancelled, it
+ * hands its deliveries back and the successor runs them at once. */
 export const DRAIN_TURN_WAIT_MS = 10_000;
 /** After a cancel, how long the release waits for the turn to reach its next await and
  * settle (the NAK): a cancelled fetch or sleep rejects at once; this bounds a tool that
  * ignores its signal. */
 export const CANCEL_SETTLE_WAIT_MS = 5_000;
-/**
- * Most deliveries one drain of a seat's inbox hands the agent at once. The agent runs a
- * drain as one turn per conversation, each turn carrying all of its conversation's
- * triggers in its prompt, and runs the turns one after another: 16 covers a busy thread's
- * burst (a chat that piled up while the seat was busy or moving) in one turn while keeping
- * one turn's triggers to what a model can sensibly take as context (at most 16 × 32 KiB of
- * trigger text, usually a few KiB), and bounds how long the last partition of a drain
- * waits behind the others and what a defer hands back at once.
- */
+/** Most deliveries one drain hands the agent: 16 takes a busy thread's burst in one turn while
+ * keeping a turn's triggers to what a model can take as context, and bounds how long a drain's
+ * last conversation waits behind the others. */
 export const INBOX_DRAIN_MAX = 16;
 
 export type ClaimOutcome = "claimed" | "held" | "protocol" | "unknown" | "skipped" | "failed";
 
-/**
- * Why a claim could take its seat (seat_claimed's `reason`, crewlet_seat_claims_total's
- * label), from what the claimant knows: `first` the seat's first tenure (epoch 1: the epoch
- * counters never expire), `takeover` a live lease of this node's earlier incarnation proved
- * dead, as the pass that chose the seat read it, `free` no live lease otherwise. A free seat
- * was given back or its holder stopped renewing: the lease bucket's max age drops a lapsed
- * lease as it lapses, so the claimant cannot tell which; the releaser says (seat_detached's
- * reason), and a failover is judged after a grace (seat_failover).
- */
+/** Why a claim could take its seat (seat_claimed's `reason`): `first` its first tenure (epoch 1),
+ * `takeover` a live lease of this node's proven-dead earlier incarnation, `free` otherwise — a
+ * given-back and a lapsed lease look alike to the claimant; the releaser's lines tell them apart. */
 export type ClaimReason = "first" | "takeover" | "free";
 
 export function claimReason(epoch: number, seen: SeatLeaseFact | undefined): ClaimReason {
