@@ -563,7 +563,12 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     if (o.factsFile) writeFileSync(o.factsFile, factsToJson(facts));
     verdict = check(facts);
     // A run that did not settle is told by its nodes' lines about it, read before the fleet goes.
-    for (const r of facts.runs ?? []) if (r.state !== "done" || !r.reported) note(`run ${r.id} unsettled; its lines:\n${runLines(all, r.id).join("\n")}`);
+    for (const r of facts.runs ?? []) if (r.state !== "done" || !r.reported) note(`run ${r.id} unsettled; its lines:\n${linesNaming(all, r.id).join("\n")}`);
+    // So is a lost message, by its message id (what the nodes' trigger lines name).
+    for (const v of verdict.violations) {
+      const id = /^lost: \S+ \(([^)]+)\)/.exec(v)?.[1];
+      if (id) note(`message ${id} lost; its lines:\n${linesNaming(all, id).join("\n")}`);
+    }
   } finally {
     driving = false;
     deciding = false;
@@ -612,12 +617,12 @@ async function runFacts(from: FleetNode[], all: FleetNode[]): Promise<{ runs: Ru
   return { runs: [], runTold };
 }
 
-/** Every log line (every incarnation) naming a run, oldest incarnation first, at most 40 per node. */
-function runLines(nodes: FleetNode[], run_id: string): string[] {
+/** Every log line (every incarnation) naming `id`, oldest incarnation first, at most 40 per node. */
+function linesNaming(nodes: FleetNode[], id: string): string[] {
   const out: string[] = [];
   for (const n of nodes) {
     const lines: string[] = [];
-    for (let inc = 1; inc <= n.incarnations(); inc++) for (const l of n.logOf(inc).split("\n")) if (l.includes(run_id)) lines.push(`${n.id}#${inc} ${l}`);
+    for (let inc = 1; inc <= n.incarnations(); inc++) for (const l of n.logOf(inc).split("\n")) if (l.includes(id)) lines.push(`${n.id}#${inc} ${l}`);
     out.push(...lines.slice(-40));
   }
   return out;
