@@ -173,13 +173,9 @@ CREATE INDEX turn_receipts_work ON turn_receipts (work_key, ended_at);
   {
     id: 3,
     name: "work_chat_fts",
-    // The same shape as kb_fts: external content (no second copy of the text), kept by
-    // triggers in the applier's own transaction, so an index row exists exactly when its
-    // row does — on the log's replay and on a snapshot restore, whose DELETE + INSERT of
-    // a domain's tables fires them row by row. These tables have no INTEGER PRIMARY KEY:
-    // the index follows their implicit rowid, which the triggers read from the row itself.
-    // The key is indexed too, so "ENG-12" finds ENG-12. 'rebuild' indexes the rows already
-    // held when a node first runs this build.
+    // As kb_fts: external content kept by triggers in the applier's transaction, so an index row
+    // exists exactly when its row does, on replay and on a snapshot restore (its DELETE + INSERT
+    // fires them). 'rebuild' indexes the rows a copy held before this build.
     sql: `
 CREATE VIRTUAL TABLE work_fts USING fts5(
   key, title, body, content='tracker_items', content_rowid='rowid', tokenize='porter unicode61'
