@@ -51,7 +51,7 @@ function commonLines(plan: EmbeddedPlan): string[] {
     "authorization {",
     "  users: [",
     `    { user: ${quote(plan.credential.user)}, password: ${quote(plan.credential.password)} }`,
-    ...(plan.supervisor ? [supervisorUser(plan.supervisor)] : []),
+    ...(plan.supervisor ? [supervisorUser(plan.supervisor, plan.kind === "member" ? plan.jetstream.domain : plan.jetstreamDomain)] : []),
     "  ]",
     "}",
   ];
@@ -60,24 +60,20 @@ function commonLines(plan: EmbeddedPlan): string[] {
 /**
  * A run's supervisor may publish to seats' control subjects and read the run records
  * (a KV watch: an ordered consumer on the runs bucket's stream), and nothing else: it is
- * the one credential a process outside the node holds.
+ * the one credential a process outside the node holds. Each JetStream API subject is
+ * granted plain and under the members' domain: a leaf rewrites its clients' plain API
+ * onto the domain (`default_js_domain`) before it checks their permissions.
  */
-export const SUPERVISOR_PUBLISH = [
-  "crewlet.mail.*.*.control",
-  "$JS.API.INFO",
-  "$JS.API.STREAM.INFO.KV_crewlet_runs",
-  "$JS.API.CONSUMER.CREATE.KV_crewlet_runs",
-  "$JS.API.CONSUMER.CREATE.KV_crewlet_runs.>",
-  "$JS.API.CONSUMER.DELETE.KV_crewlet_runs.>",
-  "$JS.API.CONSUMER.INFO.KV_crewlet_runs.>",
-  "$JS.FC.>",
-];
+export function supervisorPublish(domain: string): string[] {
+  const api = ["INFO", "STREAM.INFO.KV_crewlet_runs", "CONSUMER.CREATE.KV_crewlet_runs", "CONSUMER.CREATE.KV_crewlet_runs.>", "CONSUMER.DELETE.KV_crewlet_runs.>", "CONSUMER.INFO.KV_crewlet_runs.>"];
+  return ["crewlet.mail.*.*.control", ...api.flatMap((a) => [`$JS.API.${a}`, `$JS.${domain}.API.${a}`]), "$JS.FC.>"];
+}
 /** Its replies, and the sandbox-waiter's "are you there" (answered through allow_responses). */
 export const SUPERVISOR_SUBSCRIBE = ["_INBOX.>", "crewlet.sandbox.ping.*"];
 
-function supervisorUser(cred: { user: string; password: string }): string {
+function supervisorUser(cred: { user: string; password: string }, domain: string): string {
   const list = (xs: string[]) => `[${xs.map(quote).join(", ")}]`;
-  return `    { user: ${quote(cred.user)}, password: ${quote(cred.password)}, permissions: { publish: { allow: ${list(SUPERVISOR_PUBLISH)} }, subscribe: { allow: ${list(SUPERVISOR_SUBSCRIBE)} }, allow_responses: true } }`;
+  return `    { user: ${quote(cred.user)}, password: ${quote(cred.password)}, permissions: { publish: { allow: ${list(supervisorPublish(domain))} }, subscribe: { allow: ${list(SUPERVISOR_SUBSCRIBE)} }, allow_responses: true } }`;
 }
 
 /**

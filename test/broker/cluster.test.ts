@@ -46,7 +46,8 @@ test("3 members and a leaf: a client on the leaf uses the cluster's R3 JetStream
   brokers.push(...members);
   await Promise.all(members.map((m) => m.ready));
 
-  const leaf = await startBroker(await leafPlan(join(root, "leaf"), plans, leafSecret), { log: log.child({ node: "leaf-1" }), clock: systemClock });
+  const supervisor = { user: "crewlet-sandbox", password: "supervisor-password-0123456789abcdef" };
+  const leaf = await startBroker({ ...(await leafPlan(join(root, "leaf"), plans, leafSecret)), supervisor }, { log: log.child({ node: "leaf-1" }), clock: systemClock });
   brokers.push(leaf);
   await leaf.ready;
 
@@ -90,4 +91,19 @@ test("3 members and a leaf: a client on the leaf uses the cluster's R3 JetStream
   // Naming the domain explicitly works from the leaf too.
   const jsd = nc.jetstream({ domain: "crewlet", timeout: 5_000 });
   expect((await jsd.publish("orders.2", enc("two"))).seq).toBe(2);
+
+  // A coding run's supervisor on the leaf reads its run record and reports, as on a member:
+  // the leaf checks its permissions on the domain's API subjects.
+  await jsm.streams.add({ name: "MAIL", subjects: ["crewlet.mail.>"], num_replicas: 3 });
+  await (await js.views.kv("crewlet_runs", { history: 1, replicas: 3 })).put("engineer.run-1", enc("{}"));
+  const sup = await connect({ servers: leaf.clientUrls, user: supervisor.user, pass: supervisor.password, reconnect: false });
+  conns.push(sup);
+  const sjs = sup.jetstream({ timeout: 5_000 });
+  expect((await sjs.publish("crewlet.mail.01.engineer.control", enc("done"))).stream).toBe("MAIL");
+  const watch = await (await sjs.views.kv("crewlet_runs", { bindOnly: true })).watch({ key: "engineer.run-1" });
+  for await (const e of watch) {
+    expect(e.key).toBe("engineer.run-1");
+    break;
+  }
+  await expect(sjs.publish("orders.3", enc("not its subject"))).rejects.toThrow();
 });
