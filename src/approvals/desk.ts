@@ -13,6 +13,9 @@ import { DECIDED_TRIGGER } from "./gate.ts";
 import type { ApprovalRecord, ApprovalStore, Decision } from "./records.ts";
 import { expiredNotice } from "./words.ts";
 
+/** Runs one unit of a sweep; the caller may stamp a watchdog and bound it. */
+export type SweepStep = <T>(what: string, unit: () => Promise<T>) => Promise<T>;
+
 /** A decision written this long ago and still not told is told again by the sweep: longer
  *  than the deciding node's own retries (TELL_RETRY_MS). */
 export const RETELL_AFTER_MS = 30_000;
@@ -104,32 +107,40 @@ export class ApprovalDesk {
    * in the thread, and the seat by its trigger — retells decisions not yet told, and
    * forgets settled requests older than APPROVAL_KEEP_MS. Returns what it did.
    */
-  async sweep(): Promise<{ expired: number; retold: number; forgotten: number }> {
+  /**
+   * `step` runs each unit of the sweep (the listing, then one request's work): the duty
+   * stamps its watchdog and bounds the unit there, so a long sweep is many short turns.
+   */
+  async sweep(step: SweepStep = (_what, unit) => unit()): Promise<{ expired: number; retold: number; forgotten: number }> {
     const now = this.o.clock.now();
-    const { approvals, invalid } = await this.o.store.list();
+    const { approvals, invalid } = await step("approvals listing", () => this.o.store.list());
     for (const bad of invalid) this.o.log.error("approval_record_invalid", { key: bad.key, error: bad.error });
-    let expired = 0;
-    let retold = 0;
-    let forgotten = 0;
+    const done = { expired: 0, retold: 0, forgotten: 0 };
     for (const r of approvals) {
-      if (r.decision === null && now >= r.expires_at) {
-        const out = await this.decide(r, { verdict: "expired", by: EXPIRY_ACTOR, reason: "no decision before it expired" });
-        if (out.decided) {
-          expired++;
-          await this.tellExpired(out.record);
-        }
-      } else if (r.decision !== null && !r.told && now - r.decision.at >= RETELL_AFTER_MS) {
-        await this.tell(r);
-        retold++;
-      } else if (r.state === "decided" && r.told && now - r.updated_at >= RETAKE_AFTER_MS) {
-        await this.tell(r);
-        await this.o.store.touch(r.seat, r.id);
-        retold++;
-      } else if (r.state === "done" && now - r.updated_at >= APPROVAL_KEEP_MS && (await this.o.store.forget(r.seat, r.id))) {
-        forgotten++;
-      }
+      const outcome = await step(`approval ${r.id}`, () => this.sweepOne(r, now));
+      if (outcome) done[outcome]++;
     }
-    return { expired, retold, forgotten };
+    return done;
+  }
+
+  private async sweepOne(r: ApprovalRecord, now: number): Promise<"expired" | "retold" | "forgotten" | null> {
+    if (r.decision === null && now >= r.expires_at) {
+      const out = await this.decide(r, { verdict: "expired", by: EXPIRY_ACTOR, reason: "no decision before it expired" });
+      if (!out.decided) return null;
+      await this.tellExpired(out.record);
+      return "expired";
+    }
+    if (r.decision !== null && !r.told && now - r.decision.at >= RETELL_AFTER_MS) {
+      await this.tell(r);
+      return "retold";
+    }
+    if (r.state === "decided" && r.told && now - r.updated_at >= RETAKE_AFTER_MS) {
+      await this.tell(r);
+      await this.o.store.touch(r.seat, r.id);
+      return "retold";
+    }
+    if (r.state === "done" && now - r.updated_at >= APPROVAL_KEEP_MS && (await this.o.store.forget(r.seat, r.id))) return "forgotten";
+    return null;
   }
 
   private async tellExpired(r: ApprovalRecord): Promise<void> {

@@ -11,6 +11,8 @@ import type { DutyContext, DutyWork } from "./runner.ts";
 
 /** A request expires within a minute of its time: expiries are hours long, a minute is noise. */
 export const APPROVALS_TICK_MS = 60_000;
+/** A unit's bound when the node passes none: an election (~4 s) twice over. */
+const DEFAULT_CALL_BOUND_MS = 10_000;
 /** The lease is three ticks: one slow claim never moves the duty. */
 const TTL_TICKS = 3;
 
@@ -29,10 +31,13 @@ export class ApprovalsDuty implements DutyWork {
   }
 
   async tick(ctx: DutyContext): Promise<string> {
-    ctx.beat();
-    // The sweep is a listing and a few writes per request it acts on; its bound is the
-    // duty's, so a hung broker is a failed tick rather than a wedged loop.
-    const done = await bounded(this.o.desk.sweep(), Math.max(this.o.call_bound_ms?.() ?? 10_000, 10_000), this.o.clock, "approvals sweep");
+    // The sweep is a listing and a few writes per request it acts on. Each unit stamps the
+    // watchdog and is bounded by the duty's call bound (under the watchdog's threshold), so a
+    // hung broker is a failed tick rather than a wedged loop, however many requests wait.
+    const done = await this.o.desk.sweep((what, unit) => {
+      ctx.beat();
+      return bounded(unit(), this.o.call_bound_ms?.() ?? DEFAULT_CALL_BOUND_MS, this.o.clock, what);
+    });
     if (done.expired > 0) this.o.log.info("approvals_expired", { count: done.expired });
     return `approvals: ${done.expired} expired, ${done.retold} retold, ${done.forgotten} forgotten`;
   }

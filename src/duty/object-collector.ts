@@ -18,10 +18,13 @@ const TTL_TICKS = 3;
 /** The slot key of the last pass's record. */
 export const COLLECTOR_KEY = "collector";
 /**
- * One listing or one delete, bounded: an object store listing is one ordered consumer over
- * the bucket's records (a second or two at 100,000 objects), a delete two calls.
+ * One listing or one delete, bounded when the node passes no bound of its own: an object
+ * store listing is one ordered consumer over the bucket's records (a second or two at
+ * 100,000 objects), a delete two calls. The node passes its duties' call bound, which stays
+ * under the watchdog's threshold (the lease TTL): a listing held across a leader election
+ * past that would end a healthy node.
  */
-const CALL_BOUND_MS = 30_000;
+const CALL_BOUND_MS = 10_000;
 /** Missing keys one log line names: enough to look them up, bounded like every line. */
 const MISSING_LOGGED_MAX = 20;
 
@@ -52,6 +55,7 @@ export interface ObjectCollectorOptions {
   slot: KvSlot;
   clock: Clock;
   log: Logger;
+  call_bound_ms?: () => number;
   tick_ms?: number;
   keep_ms?: number;
   unfinished_after_ms?: number;
@@ -70,14 +74,18 @@ export class ObjectCollector implements DutyWork {
     return this.o.tick_ms ?? OBJECTS_TICK_MS;
   }
 
+  private bound(): number {
+    return this.o.call_bound_ms?.() ?? CALL_BOUND_MS;
+  }
+
   async tick(ctx: DutyContext): Promise<string> {
     const { clock } = this.o;
     ctx.beat();
     // Names before the listing prove an object missing; names after it keep an object from
     // deletion (a row written meanwhile is then seen).
     const namedBefore = this.o.named();
-    const objects = await bounded(this.o.files.list(), CALL_BOUND_MS, clock, "object store listing");
-    const unfinished = await bounded(this.o.files.unfinished(), CALL_BOUND_MS, clock, "unfinished uploads listing");
+    const objects = await bounded(this.o.files.list(), this.bound(), clock, "object store listing");
+    const unfinished = await bounded(this.o.files.unfinished(), this.bound(), clock, "unfinished uploads listing");
     const named = this.o.named();
     const plan = planCollection({
       objects,
@@ -94,7 +102,7 @@ export class ObjectCollector implements DutyWork {
     if (record.held) this.o.log.warn("objects_collect_held", { reason: record.held, objects: record.objects });
     if (plan.missing.length > 0) this.o.log.error("objects_missing", { count: plan.missing.length, keys: plan.missing.slice(0, MISSING_LOGGED_MAX) });
     this.o.log.info("objects_collected", { ...record });
-    await bounded(this.o.slot.put(COLLECTOR_KEY, new TextEncoder().encode(JSON.stringify(record))), CALL_BOUND_MS, clock, "collector record");
+    await bounded(this.o.slot.put(COLLECTOR_KEY, new TextEncoder().encode(JSON.stringify(record))), this.bound(), clock, "collector record");
     return `objects: ${done.deleted} deleted, ${done.abandoned} abandoned, ${record.young} young, ${record.missing} missing${record.held ? `, held: ${record.held}` : ""}`;
   }
 
@@ -115,7 +123,7 @@ export class ObjectCollector implements DutyWork {
       }
       ctx.beat();
       try {
-        await bounded(this.o.files.delete(key), CALL_BOUND_MS, this.o.clock, `delete ${key}`);
+        await bounded(this.o.files.delete(key), this.bound(), this.o.clock, `delete ${key}`);
         deleted++;
         this.o.log.info("object_deleted", { key });
       } catch (err) {
@@ -127,7 +135,7 @@ export class ObjectCollector implements DutyWork {
       if (ctx.signal.aborted) break;
       ctx.beat();
       try {
-        const chunks = await bounded(this.o.files.abandon(nuid), CALL_BOUND_MS, this.o.clock, `abandon ${nuid}`);
+        const chunks = await bounded(this.o.files.abandon(nuid), this.bound(), this.o.clock, `abandon ${nuid}`);
         abandoned++;
         this.o.log.info("object_upload_abandoned", { nuid, chunks });
       } catch (err) {

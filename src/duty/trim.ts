@@ -36,10 +36,12 @@ const CALL_BOUND_MS = 10_000;
 /**
  * Bound on a snapshot upload. It is the whole estate over the broker: far longer than a KV
  * call, and it cannot stamp the watchdog while it streams, so it is kept under the watchdog
- * threshold's default (the 45 s seat lease TTL). An estate too large to upload in that is a
- * tick that fails and says so; nothing is purged without the snapshot.
+ * threshold (the seat lease TTL): SNAPSHOT_TTL_SHARE of it, at most 40 s. An estate too
+ * large to upload in that is a tick that fails and says so; nothing is purged without it.
  */
 const SNAPSHOT_BOUND_MS = 40_000;
+/** The TTL's share the upload may take: a quarter is left to the tick's work around it. */
+const SNAPSHOT_TTL_SHARE = 0.75;
 /**
  * How long the trim keeps using a stored snapshot that covers only part of what the floor
  * permits (the purge stops at the snapshot's position) before it uploads a fresh one. Each
@@ -61,6 +63,8 @@ export interface TrimDutyOptions {
   clock: Clock;
   log: Logger;
   call_bound_ms?: () => number;
+  /** The seat lease TTL in force: the watchdog's threshold, which the upload stays under. */
+  lease_ttl_ms?: () => number;
   tick_ms?: number;
   margin?: number;
   unheard_hold_ms?: number;
@@ -76,6 +80,11 @@ export class TrimDuty implements DutyWork {
 
   nextTickIn(): number {
     return this.o.tick_ms ?? RETENTION_TICK_MS;
+  }
+
+  private snapshotBound(): number {
+    const ttl = this.o.lease_ttl_ms?.();
+    return ttl === undefined ? SNAPSHOT_BOUND_MS : Math.min(SNAPSHOT_BOUND_MS, Math.floor(ttl * SNAPSHOT_TTL_SHARE));
   }
 
   private call<T>(what: string, fn: () => Promise<T>, bound_ms?: number): Promise<T> {
@@ -233,7 +242,7 @@ export class TrimDuty implements DutyWork {
       if (mine < theirs) throw new Error(`this node's ${d} copy is at ${mine}, behind the stored snapshot (${theirs}): not replacing it`);
     }
     if (copy.applied(domain) < need && usable) return stored;
-    const taken = await this.call("snapshot upload", () => this.o.snapshots.take(copy.sqlite), SNAPSHOT_BOUND_MS);
+    const taken = await this.call("snapshot upload", () => this.o.snapshots.take(copy.sqlite), this.snapshotBound());
     if (taken.generations[domain] !== generation) throw new Error(`this node's copy follows log generation ${taken.generations[domain]}, the log is ${generation}`);
     return taken;
   }

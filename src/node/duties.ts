@@ -110,6 +110,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
           snapshots: estate.snapshots,
           copy: () => estate.copy,
           call_bound_ms: callBound,
+          lease_ttl_ms: () => o.coord.lease_ttl_ms,
           clock: o.clock,
           log,
           ...(testing.retention_tick_seconds !== undefined ? { tick_ms: testing.retention_tick_seconds * 1000 } : {}),
@@ -144,6 +145,7 @@ export function startDuties(o: NodeDutiesOptions): NodeDuties {
         slot: o.coord.slot("objects"),
         clock: o.clock,
         log,
+        call_bound_ms: callBound,
         ...(testing.objects_tick_seconds !== undefined ? { tick_ms: testing.objects_tick_seconds * 1000 } : {}),
         ...(testing.objects_keep_seconds !== undefined ? { keep_ms: testing.objects_keep_seconds * 1000 } : {}),
       })

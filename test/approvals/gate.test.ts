@@ -171,7 +171,11 @@ describe("approvals in the turn", () => {
     const { root, rec } = await parkOne(r);
     expect(await r.desk.sweep()).toEqual({ expired: 0, retold: 0, forgotten: 0 });
     await clock.advance(3_600_000);
-    expect(await r.desk.sweep()).toEqual({ expired: 1, retold: 0, forgotten: 0 });
+    // Each unit (the listing, then each request) goes through the caller's step: the duty
+    // stamps its watchdog and bounds it there.
+    const units: string[] = [];
+    expect(await r.desk.sweep((what, unit) => (units.push(what), unit()))).toEqual({ expired: 1, retold: 0, forgotten: 0 });
+    expect(units).toEqual(["approvals listing", `approval ${rec.id}`]);
     expect(r.told.map((t) => t.event_id)).toEqual([`approval.${rec.id}.decided`]);
     expect((await r.estate.thread("general", root)).filter((m) => m.body.includes(`Request ${rec.id} (\`deploy\`) expired`))).toHaveLength(1);
     await r.engine("b").run({ seat: "cto", epoch: 2, fence: () => true, triggers: [r.told[0]!] });
