@@ -1,5 +1,5 @@
 // A duty's unit of work never outlasts the watchdog's threshold (the lease TTL): a call
-// held across a leader election is a failed tick, not a wedged loop that ends a healthy
+// held across a leader election is a failed tick, not a wedged loop that ends a healthy node.
 import { describe, expect, test } from "bun:test";
 import type { SweepStep } from "../../src/approvals/desk.ts";
 import { systemClock } from "../../src/clock.ts";
