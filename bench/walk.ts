@@ -9,9 +9,9 @@
 // how they split: on three boxes each broker has its own cores. --idle S then leaves the
 // mailboxes untouched for S seconds and prints what the brokers spend keeping them (raft
 // heartbeats of every R3 consumer group): the floor under everything else on the box.
-import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { benchArgs, countFlag, wholeFlag, membersFlag } from "./args.ts";
+import { cpuSeconds } from "./proc.ts";
 import { systemClock } from "../src/clock.ts";
 import { memoryLogger, silentLogger } from "../src/log.ts";
 import { JetStreamQueue } from "../src/queue/jetstream.ts";
@@ -32,11 +32,6 @@ const SEATS = args.seats;
 const MEMBERS = args.members;
 const WALKERS = Math.min(args.walkers ?? MEMBERS, MEMBERS);
 
-/** A process's user + system CPU seconds (/proc/PID/stat fields 14 and 15, in clock ticks). */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 const brokerCpus = () => nats.members.map((m) => cpuSeconds(m.proc.pid));
 const spent = (before: number[]) => brokerCpus().map((c, i) => c - before[i]!);
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);

@@ -292,6 +292,13 @@ describe("mail", () => {
     ["twice with no kill in between", { sent: [sent("m1", 10)], replies: [reply("m1", 500), reply("m1", 9_000)], faults: [fault("kill9", "a", 20_000)] }, ["duplicate"]],
     ["twice around a graceful drain", { sent: [sent("m1", 10)], replies: [reply("m1", 500), reply("m1", 9_000)], faults: [fault("sigterm", "a", 600)] }, ["duplicate"]],
     ["three times, whatever the kills", { sent: [sent("m1", 10)], replies: [reply("m1", 500), reply("m1", 9_000), reply("m1", 9_500)], faults: [fault("kill9", "a", 600)] }, ["duplicate"]],
+    [
+      "run in one turn with its call's decision: the decision's report answers it",
+      { sent: [sent("m1", 10)], replies: [{ ...reply("m1", 9_000), report: true, approval: true }], answeredWithDecision: ["m1"] },
+      [],
+    ],
+    ["run with a decision, but no report in its thread: lost", { sent: [sent("m1", 10)], answeredWithDecision: ["m1"] }, ["lost"]],
+    ["a decision's report alone, its turn not handed the message: lost", { sent: [sent("m1", 10)], replies: [{ ...reply("m1", 9_000), report: true, approval: true }] }, ["lost"]],
     ["a seat deaf at the probe", { probeAnswered: new Set() }, ["probe"]],
     ["a stream left at another replica count", { streamReplicas: { CREWLET_AGENT: 1 } }, ["streams"]],
     ["the leaf changed a stream", { streamUpdates: [{ node: "l", stream: "CREWLET_AGENT" }] }, ["streams"]],

@@ -163,6 +163,13 @@ export interface ChaosFacts {
   approvals?: ApprovalFact[];
   /** seat_fenced lines: a holder gave a seat up because it could not renew in time. */
   fences?: { node: string; seat: string; reason: string; ts: number }[];
+  /**
+   * Message ids whose trigger a completed turn ran together with an approval's decision
+   * (a holder lost the turn that parked the call, and its successor was handed both). The
+   * scripted model answers a turn by one rule, so that turn's only reply in the thread is
+   * the decision's report: it answers the message too. Absent in older facts.
+   */
+  answeredWithDecision?: string[];
   /** The run's lease TTL (absent in facts from before issue 34). */
   ttl_ms?: number;
   run_started_ms: number;
@@ -341,11 +348,14 @@ export function check(f: ChaosFacts): Verdict {
   let twice = 0;
   let held = 0;
   let lost = 0;
+  const withDecision = new Set(f.answeredWithDecision ?? []);
   for (const s of f.sent) {
     if (s.message_id === null || (s.status !== 200 && s.status !== 202)) continue;
     acked++;
-    const answers = (repliesTo.get(s.message_id) ?? []).filter((r) => r.author === s.seat && !r.report && !r.files).sort((a, b) => a.created_ms - b.created_ms);
+    const inThread = (repliesTo.get(s.message_id) ?? []).filter((r) => r.author === s.seat && !r.files);
+    const answers = inThread.filter((r) => !r.report).sort((a, b) => a.created_ms - b.created_ms);
     if (answers.length === 1) once++;
+    else if (answers.length === 0 && withDecision.has(s.message_id) && inThread.some((r) => r.approval)) once++;
     else if (answers.length === 0) {
       // A kill after the acknowledgement, or a freeze still on at it (a frozen holder's
       // waiting pull takes the mail to a process that will never settle it).

@@ -93,6 +93,9 @@ const APPROVED_POST_PREFIX = "approved-post";
 const REJECT_EVERY = 3;
 /** After the probe, requests still unsettled get this long to be decided and told. */
 const APPROVALS_SETTLE_MS = 60_000;
+/** After the probe, runs not yet told get this long: a late delivery's turn may start one as
+ *  the probe ends, and its job is seconds, its seat's failover a TTL or two. */
+const RUNS_SETTLE_MS = 60_000;
 const FAKE_CLI = resolve(import.meta.dir, "../support/fake-coding-cli.sh");
 
 function company(seats: number) {
@@ -484,6 +487,13 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     }
     deciding = false;
     await decider;
+    const runs_until = Date.now() + RUNS_SETTLE_MS;
+    for (let round = 0; Date.now() < runs_until; round++) {
+      const open = (await runFacts(members.filter(running), all)).runs.filter((r) => !r.reported).length;
+      if (open === 0) break;
+      if (round === 0) note(`${open} coding run(s) not yet told after the probe; waiting up to ${RUNS_SETTLE_MS} ms`);
+      await Bun.sleep(2_000);
+    }
     replies = await readReplies(members.filter(running));
     const run_ended_ms = Date.now();
 
@@ -492,6 +502,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     const detaches: DetachLine[] = [];
     const turns: SeatLine[] = [];
     const completions: SeatLine[] = [];
+    const answeredWithDecision: string[] = [];
     const mailboxProbes = { sent: 0, heard: 0 };
     const deafAlarms: { node: string; seat: string; reason: string; ts: number }[] = [];
     const fences: { node: string; seat: string; reason: string; ts: number }[] = [];
@@ -517,7 +528,11 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
           // An acquire that failed (fenced while establishing) ends its tenure without a detach.
           else if (e.event === "seat_acquire_failed") detaches.push({ ...base, mode: "acquire_failed" });
           else if (e.event === "turn_started") turns.push(base);
-          else if (e.event === "turn_completed" && e.outcome === "completed") completions.push(base);
+          else if (e.event === "turn_completed" && e.outcome === "completed") {
+            completions.push(base);
+            const ids = Array.isArray(e.trigger_ids) ? e.trigger_ids.map(String) : [];
+            if (ids.some((t) => /^approval\..+\.decided$/.test(t))) for (const t of ids) answeredWithDecision.push(...(/^wake\.chat\.(.+)\.[^.]+$/.exec(t)?.slice(1) ?? []));
+          }
           else if (e.event === "seat_probe_sent") mailboxProbes.sent++;
           else if (e.event === "seat_probe_heard") mailboxProbes.heard++;
           else if (e.event === "seat_mailbox_deaf") deafAlarms.push({ node: n.id, seat: base.seat, reason: String(e.reason), ts: base.ts });
@@ -550,6 +565,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       leaf: LEAF,
       probeAnswered,
       completions,
+      answeredWithDecision,
       mailboxProbes,
       deafAlarms,
       fences,
