@@ -1,8 +1,9 @@
 // The mailbox shapes of issue 34, side by side: what each costs the brokers to create and to
 // keep while nothing moves. Each shape runs on its own fresh cluster (startNats), with the
 // sixteen agent shards and one seat's mailboxes per seat:
-//   today       — three R3 consumers a seat (inbox, control, reflect) on interest streams,
-//                 made by the node's own code (ensureSeatMailboxes);
+//   today       — an R3 consumer per seat mailbox (inbox and reflect; control only for a
+//                 seat with a sandbox) on interest streams, made by the node's own code
+//                 (ensureSeatMailboxes);
 //   seat-r3     — one R3 consumer a seat over its three subjects (filter_subjects), on
 //                 interest streams: a third of the raft groups;
 //   seat-r1     — one R1 consumer a seat over its three subjects on limits streams (R1 is
@@ -91,9 +92,17 @@ async function create(nats: TestNats, shape: Shape, handles: string[]): Promise<
   }
 }
 
+/** Consumers on the agent shards, from each stream's own count (R1 consumers live on one member each). */
 async function consumerCount(nats: TestNats): Promise<number> {
-  const jsz = (await (await fetch(`http://127.0.0.1:${nats.members[0]!.monitor}/jsz`)).json()) as { consumers?: number };
-  return jsz.consumers ?? -1;
+  const nc = await nats.connect({ name: "shape-count" });
+  try {
+    const jsm = await nc.jetstreamManager({ timeout: 30_000 });
+    let n = 0;
+    for (let i = 0; i < AGENT_SHARDS; i++) n += (await jsm.streams.info(agentStream(i))).state.consumer_count;
+    return n;
+  } finally {
+    await nc.close();
+  }
 }
 
 const fmt = (xs: number[]) => xs.map((x) => x.toFixed(1)).join("/");

@@ -177,13 +177,12 @@ export function mailbox(handle: string, kind: MailboxKind): MailboxName {
 }
 
 /**
- * The mailboxes a seat is given: its inbox and its reflection subject. The grammar has a
- * third, the sandbox control subscription (spec: "Sandbox control is owner-routed"), for a
- * detached coding run's completion; this edition runs no code sandbox, so nothing publishes
- * there and nothing attaches it, and on an R3 agent stream every mailbox is a raft group on
- * each member (interest retention gives a consumer its stream's replicas): 2,000 seats
- * with three each were 6,000 groups a broker, enough to take a 2-core box. The edition that
- * brings the sandbox brings its mailbox back here, and its walk creates it for every seat.
+ * The mailboxes every seat is given by the walk: its inbox and its reflection subject. The
+ * grammar's third, the control subject a detached coding run reports on, is made only for a
+ * seat with a sandbox, when it is acquired (sandbox/seat-runs.ts): on an R3 agent stream
+ * every mailbox is a raft group on each member (interest retention gives a consumer its
+ * stream's replicas), and 2,000 seats with three each were 6,000 groups a broker, enough to
+ * take a 2-core box.
  */
 export const SEAT_MAILBOX_KINDS: readonly MailboxKind[] = ["inbox", "reflect"];
 
