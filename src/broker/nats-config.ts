@@ -58,11 +58,9 @@ function commonLines(plan: EmbeddedPlan): string[] {
 }
 
 /**
- * A run's supervisor may publish to seats' control subjects and read the run records
- * (a KV watch: an ordered consumer on the runs bucket's stream), and nothing else: it is
- * the one credential a process outside the node holds. Each JetStream API subject is
- * granted plain and under the members' domain: a leaf rewrites its clients' plain API
- * onto the domain (`default_js_domain`) before it checks their permissions.
+ * A run's supervisor, the one process outside the node with a credential, may publish to
+ * seats' control subjects and watch the run records, nothing else. Each API subject is also
+ * granted under the domain: a leaf maps plain API subjects onto it before checking them.
  */
 export function supervisorPublish(domain: string): string[] {
   const api = ["INFO", "STREAM.INFO.KV_crewlet_runs", "CONSUMER.CREATE.KV_crewlet_runs", "CONSUMER.CREATE.KV_crewlet_runs.>", "CONSUMER.DELETE.KV_crewlet_runs.>", "CONSUMER.INFO.KV_crewlet_runs.>"];

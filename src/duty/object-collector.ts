@@ -18,11 +18,9 @@ const TTL_TICKS = 3;
 /** The slot key of the last pass's record. */
 export const COLLECTOR_KEY = "collector";
 /**
- * One listing or one delete, bounded when the node passes no bound of its own: an object
- * store listing is one ordered consumer over the bucket's records (a second or two at
- * 100,000 objects), a delete two calls. The node passes its duties' call bound, which stays
- * under the watchdog's threshold (the lease TTL): a listing held across a leader election
- * past that would end a healthy node.
+ * One listing (a second or two at 100,000 objects) or one delete, when the node passes no
+ * bound. The node passes its duties' call bound, under the watchdog's threshold (the TTL):
+ * a listing held past it across a leader election would end a healthy node.
  */
 const CALL_BOUND_MS = 10_000;
 /** Missing keys one log line names: enough to look them up, bounded like every line. */

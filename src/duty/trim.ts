@@ -34,10 +34,9 @@ import type { DutyContext, DutyWork } from "./runner.ts";
 /** Default per-call bound: a leader election (~4 s) twice over. */
 const CALL_BOUND_MS = 10_000;
 /**
- * Bound on a snapshot upload. It is the whole estate over the broker: far longer than a KV
- * call, and it cannot stamp the watchdog while it streams, so it is kept under the watchdog
- * threshold (the seat lease TTL): SNAPSHOT_TTL_SHARE of it, at most 40 s. An estate too
- * large to upload in that is a tick that fails and says so; nothing is purged without it.
+ * Bound on a snapshot upload (the whole estate), which cannot stamp the watchdog while it
+ * streams: at most 40 s and SNAPSHOT_TTL_SHARE of the TTL (the watchdog's threshold). An
+ * estate too large for that is a failed tick that says so; nothing is purged without it.
  */
 const SNAPSHOT_BOUND_MS = 40_000;
 /** The TTL's share the upload may take: a quarter is left to the tick's work around it. */

@@ -177,12 +177,9 @@ export function mailbox(handle: string, kind: MailboxKind): MailboxName {
 }
 
 /**
- * The mailboxes every seat is given by the walk: its inbox and its reflection subject. The
- * grammar's third, the control subject a detached coding run reports on, is made only for a
- * seat with a sandbox, when it is acquired (sandbox/seat-runs.ts): on an R3 agent stream
- * every mailbox is a raft group on each member (interest retention gives a consumer its
- * stream's replicas), and 2,000 seats with three each were 6,000 groups a broker, enough to
- * take a 2-core box.
+ * The mailboxes the walk gives every seat. The control subject a coding run reports on is
+ * made only for a seat with a sandbox, at acquisition (sandbox/seat-runs.ts): each R3
+ * mailbox is a raft group on every member, and three a seat at 2,000 seats took a 2-core box.
  */
 export const SEAT_MAILBOX_KINDS: readonly MailboxKind[] = ["inbox", "reflect"];
 
