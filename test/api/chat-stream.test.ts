@@ -7,17 +7,15 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { NatsConnection } from "nats";
 import { publishEventSink } from "../../src/agent/events.ts";
 import { createApp } from "../../src/api/app.ts";
-import { TokenAuth } from "../../src/api/auth.ts";
 import { CHAT_STREAMS_MAX, chatStreamGroup } from "../../src/api/routes/chat-stream.ts";
 import { systemClock } from "../../src/clock.ts";
-import { GRANTS } from "../../src/config/tier-a.ts";
 import { silentLogger } from "../../src/log.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
-import { removeTempDirs, startTestEstate, type TestEstate } from "../estate/support.ts";
+import { OPS_TOKEN, estateApp, removeTempDirs, startTestEstate, type TestEstate } from "../estate/support.ts";
 
 const TEST_TIMEOUT_MS = 60_000;
-const TOKEN = "chat-stream-token-0123456789ab";
+const TOKEN = OPS_TOKEN;
 const auth = { authorization: `Bearer ${TOKEN}` };
 let nats: TestNats;
 let nc: NatsConnection;
@@ -31,12 +29,7 @@ beforeAll(async () => {
   queue = new JetStreamQueue({ nc, replicas: 1, clock: systemClock, log: silentLogger });
   await queue.ensureStreams();
   node = await startTestEstate({ nc, nodeId: "a", dataNodes: () => ["a"] });
-  app = createApp({
-    auth: new TokenAuth([{ id: "ops", token: TOKEN, grants: GRANTS }]),
-    log: silentLogger,
-    health: { health: () => ({}), notReadyReason: () => null },
-    groups: [...node.estate.routeGroups, chatStreamGroup({ nc, router: node.estate.router, clock: systemClock, log: silentLogger })],
-  });
+  app = estateApp(node, [chatStreamGroup({ nc, router: node.estate.router, clock: systemClock, log: silentLogger })]);
 }, TEST_TIMEOUT_MS);
 
 afterAll(async () => {

@@ -15,12 +15,12 @@ import { silentLogger } from "../../src/log.ts";
 import { FileStore, MAX_FILE_BYTES } from "../../src/objects/store.ts";
 import { fileRoutes } from "../../src/api/routes/files.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
-import { removeTempDirs, startTestEstate, type TestEstate } from "../estate/support.ts";
+import { OPS_TOKEN, READER_TOKEN, estateApp, removeTempDirs, startTestEstate, type TestEstate } from "../estate/support.ts";
 
 /** Generous: real nats-servers on a slow 2-core CI box. */
 const TEST_TIMEOUT_MS = 60_000;
-const OPS = "ops-token-0123456789abcdefghij";
-const READER = "reader-token-0123456789abcdefg";
+const OPS = OPS_TOKEN;
+const READER = READER_TOKEN;
 
 let nats: TestNats;
 let nc: NatsConnection;
@@ -34,15 +34,7 @@ beforeAll(async () => {
   nc = await nats.connect();
   node = await startTestEstate({ nc, nodeId: "a", dataNodes: () => ["a"], protocolFloor: async () => floor });
   await node.estate.files.open();
-  app = createApp({
-    auth: new TokenAuth([
-      { id: "ops", token: OPS, grants: GRANTS },
-      { id: "reader", token: READER, grants: ["state:read"] },
-    ]),
-    log: silentLogger,
-    health: { health: () => ({}), notReadyReason: () => null },
-    groups: node.estate.routeGroups,
-  });
+  app = estateApp(node);
 }, TEST_TIMEOUT_MS);
 
 afterAll(async () => {

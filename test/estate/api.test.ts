@@ -4,18 +4,16 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { NatsConnection } from "nats";
 import { createApp } from "../../src/api/app.ts";
-import { TokenAuth } from "../../src/api/auth.ts";
-import { GRANTS } from "../../src/config/tier-a.ts";
 import { StateLog } from "../../src/estate/statelog.ts";
 import { DOMAINS } from "../../src/estate/schema.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
-import { removeTempDirs, startTestEstate, type TestEstate } from "./support.ts";
+import { OPS_TOKEN, READER_TOKEN, estateApp, removeTempDirs, startTestEstate, type TestEstate } from "./support.ts";
 
 /** Generous: real nats-servers on a slow 2-core CI box. */
 const TEST_TIMEOUT_MS = 60_000;
-const OPS = "ops-token-0123456789abcdefghij";
-const READER = "reader-token-0123456789abcdefg";
+const OPS = OPS_TOKEN;
+const READER = READER_TOKEN;
 
 let nats: TestNats;
 let nc: NatsConnection;
@@ -26,15 +24,7 @@ beforeAll(async () => {
   nats = await startNats(1);
   nc = await nats.connect();
   node = await startTestEstate({ nc, nodeId: "a", dataNodes: () => ["a"] });
-  app = createApp({
-    auth: new TokenAuth([
-      { id: "ops", token: OPS, grants: GRANTS },
-      { id: "reader", token: READER, grants: ["state:read"] },
-    ]),
-    log: silentLogger,
-    health: { health: () => ({ estate: node.estate.health() }), notReadyReason: () => null },
-    groups: node.estate.routeGroups,
-  });
+  app = estateApp(node);
 }, TEST_TIMEOUT_MS);
 
 afterAll(async () => {

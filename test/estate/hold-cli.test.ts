@@ -3,18 +3,15 @@
 // shows it, a second hold keeps the first, release removes it; refusals name what is wrong.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { NatsConnection } from "nats";
-import { createApp } from "../../src/api/app.ts";
-import { TokenAuth } from "../../src/api/auth.ts";
-import { GRANTS } from "../../src/config/tier-a.ts";
 import { systemClock } from "../../src/clock.ts";
 import { createCoordination, type CoordinationHandle } from "../../src/coord/index.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
-import { removeTempDirs, startTestEstate, type TestEstate } from "./support.ts";
+import { OPS_TOKEN, READER_TOKEN, estateApp, removeTempDirs, startTestEstate, type TestEstate } from "./support.ts";
 
 const TEST_TIMEOUT_MS = 90_000;
-const OPS = "ops-token-0123456789abcdefghij";
-const READER = "reader-token-0123456789abcdefg";
+const OPS = OPS_TOKEN;
+const READER = READER_TOKEN;
 
 let nats: TestNats;
 let nc: NatsConnection;
@@ -27,15 +24,7 @@ beforeAll(async () => {
   nc = await nats.connect();
   coord = await createCoordination({ type: "embedded-kv", nc, replicas: 1, lease_ttl_ms: 45_000, clock: systemClock, log: silentLogger });
   node = await startTestEstate({ nc, nodeId: "a", dataNodes: () => ["a"], retention: coord.slot("estate") });
-  const app = createApp({
-    auth: new TokenAuth([
-      { id: "ops", token: OPS, grants: GRANTS },
-      { id: "reader", token: READER, grants: ["state:read"] },
-    ]),
-    log: silentLogger,
-    health: { health: () => ({}), notReadyReason: () => null },
-    groups: node.estate.routeGroups,
-  });
+  const app = estateApp(node);
   server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => app.fetch(req) });
 }, TEST_TIMEOUT_MS);
 

@@ -6,20 +6,18 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { NatsConnection } from "nats";
 import { createApp } from "../../src/api/app.ts";
-import { TokenAuth } from "../../src/api/auth.ts";
 import { ReceiptWriter } from "../../src/agent/receipt.ts";
 import { systemClock } from "../../src/clock.ts";
-import { GRANTS } from "../../src/config/tier-a.ts";
 import { makeRecord, type TurnReceipt } from "../../src/estate/records.ts";
 import type { WriteOutcome } from "../../src/estate/router.ts";
 import { openEstateDb } from "../../src/estate/migrate.ts";
 import { dayIn, listReceipts, TURN_RECEIPT_HORIZON_MS } from "../../src/estate/turn-receipts.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
-import { removeTempDirs, startTestEstate, type TestEstate } from "./support.ts";
+import { OPS_TOKEN, estateApp, removeTempDirs, startTestEstate, type TestEstate } from "./support.ts";
 
 const TEST_TIMEOUT_MS = 60_000;
-const TOKEN = "ops-token-0123456789abcdefghij";
+const TOKEN = OPS_TOKEN;
 const HOUR = 3_600_000;
 
 let nats: TestNats;
@@ -31,12 +29,7 @@ beforeAll(async () => {
   nats = await startNats(1);
   nc = await nats.connect();
   node = await startTestEstate({ nc, nodeId: "a", dataNodes: () => ["a"] });
-  app = createApp({
-    auth: new TokenAuth([{ id: "ops", token: TOKEN, grants: GRANTS }]),
-    log: silentLogger,
-    health: { health: () => ({ estate: node.estate.health() }), notReadyReason: () => null },
-    groups: node.estate.routeGroups,
-  });
+  app = estateApp(node);
 }, TEST_TIMEOUT_MS);
 
 afterAll(async () => {

@@ -6,14 +6,15 @@ import { join } from "node:path";
 import { StorageType, type KV, type NatsConnection } from "nats";
 import { systemClock } from "../../src/clock.ts";
 import { companySchema, type Company } from "../../src/config/company.ts";
-import { DEFAULT_OBJECTS_BUCKET, type NodeRole } from "../../src/config/tier-a.ts";
+import { DEFAULT_OBJECTS_BUCKET, GRANTS, type NodeRole } from "../../src/config/tier-a.ts";
 import { FileStore } from "../../src/objects/store.ts";
 import { CasConflict, type KvEntry } from "../../src/coord/contract.ts";
-import type { RouteGroup } from "../../src/api/app.ts";
+import { createApp, type RouteGroup } from "../../src/api/app.ts";
+import { TokenAuth } from "../../src/api/auth.ts";
 import { estateRouteGroups } from "../../src/api/routes/estate.ts";
 import { openEstate, type Estate, type EstateOptions } from "../../src/estate/estate.ts";
 import type { WakeClaims } from "../../src/estate/wake.ts";
-import { memoryLogger, type MemorySink } from "../../src/log.ts";
+import { memoryLogger, silentLogger, type MemorySink } from "../../src/log.ts";
 
 export function testCompany(): Company {
   return companySchema.parse({
@@ -115,4 +116,21 @@ export async function eventually(cond: () => boolean | Promise<boolean>, what: s
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await Bun.sleep(25);
   }
+}
+
+/** The tokens an estate test's API knows: ops holds every grant, reader only reads. */
+export const OPS_TOKEN = "ops-token-0123456789abcdefghij";
+export const READER_TOKEN = "reader-token-0123456789abcdefg";
+
+/** The API an ingress node serves over one test estate (and `extra` groups), knowing the two tokens above. */
+export function estateApp(node: TestEstate, extra: RouteGroup[] = []): ReturnType<typeof createApp> {
+  return createApp({
+    auth: new TokenAuth([
+      { id: "ops", token: OPS_TOKEN, grants: GRANTS },
+      { id: "reader", token: READER_TOKEN, grants: ["state:read"] },
+    ]),
+    log: silentLogger,
+    health: { health: () => ({ estate: node.estate.health() }), notReadyReason: () => null },
+    groups: [...node.estate.routeGroups, ...extra],
+  });
 }
