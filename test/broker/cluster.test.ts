@@ -9,6 +9,7 @@ import { systemClock } from "../../src/clock.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { startBroker, type RunningBroker } from "../../src/broker/index.ts";
 import { clusterPlans, leafPlan, tempStore } from "./fixtures/plans.ts";
+import { whileForming } from "../support/forming.ts";
 
 const brokers: RunningBroker[] = [];
 const conns: NatsConnection[] = [];
@@ -94,8 +95,10 @@ test("3 members and a leaf: a client on the leaf uses the cluster's R3 JetStream
 
   // A coding run's supervisor on the leaf reads its run record and reports, as on a member:
   // the leaf checks its permissions on the domain's API subjects.
-  await jsm.streams.add({ name: "MAIL", subjects: ["crewlet.mail.>"], num_replicas: 3 });
-  await (await js.views.kv("crewlet_runs", { history: 1, replicas: 3 })).put("engineer.run-1", enc("{}"));
+  // Asked again while placement is refused (a member not yet current), as a node's boot does.
+  await whileForming(() => jsm.streams.add({ name: "MAIL", subjects: ["crewlet.mail.>"], num_replicas: 3 }));
+  const runs = await whileForming(() => js.views.kv("crewlet_runs", { history: 1, replicas: 3 }));
+  await runs.put("engineer.run-1", enc("{}"));
   const sup = await connect({ servers: leaf.clientUrls, user: supervisor.user, pass: supervisor.password, reconnect: false });
   conns.push(sup);
   const sjs = sup.jetstream({ timeout: 5_000 });

@@ -183,11 +183,20 @@ test("kill -9 of the inbox consumers' leader with acks in flight: nothing acked 
   );
 
   // The kill met acks in flight, and each was confirmed in the end by a retry that reached
-  // the consumer's next leader — no settle given up, no confirmed ack forgotten.
+  // the consumer's next leader — no confirmed ack forgotten.
   expect(inFlightAtKill.length).toBeGreaterThan(0);
   const neverConfirmed = inFlightAtKill.filter((a) => !attempts.some((b) => b.consumer === a.consumer && b.seq === a.seq && b.confirmed));
   expect(neverConfirmed).toEqual([]);
-  expect(settleFailed.map((e) => e.fields)).toEqual([]);
+  // A settle is given up only when its consumer had no leader for the whole window (every
+  // try "503", nobody to answer: an election slower than SETTLE_CONFIRM_WITHIN_MS on a
+  // loaded box); its message then comes back and the ledger skips it. Any other give-up is
+  // the confirmation itself failing.
+  for (const e of settleFailed) {
+    expect({ ...e.fields, leaderless: /: 503$/.test(String((e.fields.error as { message?: unknown } | undefined)?.message)) }).toMatchObject({ leaderless: true });
+    const again = deliveries.filter((d) => d.consumer === durableName(String(e.fields.group)) && d.seq === e.fields.seq);
+    expect(again.length).toBeGreaterThan(1);
+    expect(again.some((d) => skipped.includes(d.event_id))).toBe(true);
+  }
   expect(confirmedThenRedelivered).toEqual([]);
   // Nothing answered twice, nothing unanswered: every redelivery was the ledger's to skip.
   expect([...answers].filter(([, n]) => n !== 1)).toEqual([]);
