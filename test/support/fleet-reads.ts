@@ -41,8 +41,22 @@ export function fleetReads(fleet: () => Fleet) {
     return ((await res.json()) as { message_id: string }).message_id;
   }
 
-  /** kill -9 of `h`, then the node that holds `seat` after it. */
+  /**
+   * Every live node's broker current on each replica it hosts (nats-server's full /healthz).
+   * Only then is a kill -9 of one member a single failure: a member restarted a moment ago
+   * may still be catching up a group the victim leads, which then has no quorum.
+   */
+  async function brokersCurrent(within_ms = 60_000): Promise<void> {
+    await Promise.all(
+      live().map((n) =>
+        waitFor(`${n.id}'s broker current on its replicas`, async () => ((await fetch(`http://127.0.0.1:${n.monitorPort}/healthz`).catch(() => null))?.ok ? true : null), within_ms),
+      ),
+    );
+  }
+
+  /** kill -9 of `h` once the others are current, then the node that holds `seat` after it. */
   async function kill9AndWaitForMove(h: FleetNode, seat: string): Promise<FleetNode> {
+    await brokersCurrent();
     h.kill("SIGKILL");
     await h.exited();
     return waitFor(`another node holding @${seat}`, async () => {
@@ -51,5 +65,5 @@ export function fleetReads(fleet: () => Fleet) {
     }, 60_000);
   }
 
-  return { live, json, holder, thread, post, kill9AndWaitForMove };
+  return { live, json, holder, thread, post, brokersCurrent, kill9AndWaitForMove };
 }
