@@ -105,11 +105,8 @@ export class ApprovalDesk {
   /**
    * One sweep (the approvals duty): expires requests past their time — the person is told
    * in the thread, and the seat by its trigger — retells decisions not yet told, and
-   * forgets settled requests older than APPROVAL_KEEP_MS. Returns what it did.
-   */
-  /**
-   * `step` runs each unit of the sweep (the listing, then one request's work): the duty
-   * stamps its watchdog and bounds the unit there, so a long sweep is many short turns.
+   * forgets settled requests older than APPROVAL_KEEP_MS. Returns what it did. `step` runs
+   * each unit (the listing, then one request's work), where the duty stamps its watchdog.
    */
   async sweep(step: SweepStep = (_what, unit) => unit()): Promise<{ expired: number; retold: number; forgotten: number }> {
     const now = this.o.clock.now();

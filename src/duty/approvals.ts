@@ -7,12 +7,10 @@ import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { ApprovalDesk } from "../approvals/desk.ts";
 import { bounded } from "./bound.ts";
-import type { DutyContext, DutyWork } from "./runner.ts";
+import { DUTY_CLAIM_BOUND_MS, type DutyContext, type DutyWork } from "./runner.ts";
 
 /** A request expires within a minute of its time: expiries are hours long, a minute is noise. */
 export const APPROVALS_TICK_MS = 60_000;
-/** A unit's bound when the node passes none: an election (~4 s) twice over. */
-const DEFAULT_CALL_BOUND_MS = 10_000;
 /** The lease is three ticks: one slow claim never moves the duty. */
 const TTL_TICKS = 3;
 
@@ -36,7 +34,7 @@ export class ApprovalsDuty implements DutyWork {
     // hung broker is a failed tick rather than a wedged loop, however many requests wait.
     const done = await this.o.desk.sweep((what, unit) => {
       ctx.beat();
-      return bounded(unit(), this.o.call_bound_ms?.() ?? DEFAULT_CALL_BOUND_MS, this.o.clock, what);
+      return bounded(unit(), this.o.call_bound_ms?.() ?? DUTY_CLAIM_BOUND_MS, this.o.clock, what);
     });
     if (done.expired > 0) this.o.log.info("approvals_expired", { count: done.expired });
     return `approvals: ${done.expired} expired, ${done.retold} retold, ${done.forgotten} forgotten`;

@@ -9,7 +9,7 @@ import type { Logger } from "../log.ts";
 import { planCollection, type CollectPlan, type CopyState } from "../objects/collect.ts";
 import type { FileStore } from "../objects/store.ts";
 import { bounded } from "./bound.ts";
-import type { DutyContext, DutyWork } from "./runner.ts";
+import { DUTY_CLAIM_BOUND_MS, type DutyContext, type DutyWork } from "./runner.ts";
 
 /** The spec's cadence: hourly. Garbage a day old waits at most an hour more. */
 export const OBJECTS_TICK_MS = 60 * 60 * 1000;
@@ -17,12 +17,6 @@ export const OBJECTS_TICK_MS = 60 * 60 * 1000;
 const TTL_TICKS = 3;
 /** The slot key of the last pass's record. */
 export const COLLECTOR_KEY = "collector";
-/**
- * One listing (a second or two at 100,000 objects) or one delete, when the node passes no
- * bound. The node passes its duties' call bound, under the watchdog's threshold (the TTL):
- * a listing held past it across a leader election would end a healthy node.
- */
-const CALL_BOUND_MS = 10_000;
 /** Missing keys one log line names: enough to look them up, bounded like every line. */
 const MISSING_LOGGED_MAX = 20;
 
@@ -72,8 +66,10 @@ export class ObjectCollector implements DutyWork {
     return this.o.tick_ms ?? OBJECTS_TICK_MS;
   }
 
+  /** One listing (a second or two at 100,000 objects) or delete: the node's duty call bound,
+   *  under the watchdog's threshold, so a listing held across an election fails the tick. */
   private bound(): number {
-    return this.o.call_bound_ms?.() ?? CALL_BOUND_MS;
+    return this.o.call_bound_ms?.() ?? DUTY_CLAIM_BOUND_MS;
   }
 
   async tick(ctx: DutyContext): Promise<string> {
