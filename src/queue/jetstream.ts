@@ -30,6 +30,7 @@ import { AttachmentCore, PULL_EXPIRES_MS, settleDelivery, type CoreOptions, type
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter, replayDeadLetterVia } from "./deadletter.ts";
 import { apiErrorCode, CONSUMER_NOT_FOUND, ensureStreams, WAITING_FOR_MEMBERS } from "./streams.ts";
 import { AGENT_STREAMS, durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_DLQ, streamForSubject } from "./topics.ts";
+import { MailTrim } from "./trim.ts";
 
 /**
  * A pull the broker has not ended this long after its expiry (PULL_EXPIRES_MS, attachment.ts)
@@ -51,6 +52,25 @@ export const MAX_WAITING_PULLS = 128;
  * throttles a live seat, still a bound.
  */
 export const MAX_ACK_PENDING = 1_000;
+/**
+ * A mailbox's consumer is of one replica, kept on one member (streams.ts says why); when that
+ * member is gone, nothing answers for it until the meta layer marks the member offline,
+ * 150 s after its last word (nats-server's orphan check, 5 × its 30 s event heartbeat) —
+ * and a kill -9 says no last word. Its holder's pulls meanwhile come back "no responders"
+ * (or, with the member dying under a pull, not at all), one a second (attachment.ts
+ * PULL_RETRY_MS). After this many in a row the mailbox is made again on a live member
+ * (reviveMailbox): three seconds of silence is no election (R1 has none) and no pull's
+ * expiry, while a member's restart is seldom shorter.
+ */
+export const REVIVE_AFTER_UNREACHABLE_PULLS = 3;
+/**
+ * One consumer INFO, DELETE or CREATE of a revival. A consumer whose member is gone answers
+ * none of them (the meta leader answers a delete's completion only for a member it knows is
+ * offline), so each gets this long; a live one answers a loaded box within a second.
+ */
+const REVIVE_CALL_TIMEOUT_MS = 3_000;
+/** How long a revival waits for the meta layer to say the old consumer is gone. */
+const REVIVE_GONE_WITHIN_MS = 15_000;
 /** Consumer INFO calls handOffLeaderships keeps in flight: fast, without a burst of hundreds. */
 const LIST_INFO_CONCURRENCY = 16;
 /**
@@ -209,6 +229,10 @@ export class JetStreamQueue implements Queue {
   /** Every attachment's source, so close() can drop their subscriptions. */
   private readonly sources = new Set<JetStreamSource>();
   private readonly serving = new Set<Subscription>();
+  /** Purges what mailboxes have read from their limits-retained streams (trim.ts). */
+  private readonly trim: MailTrim;
+  /** Revivals in flight, one per mailbox, so many failing pulls make one. */
+  private readonly reviving = new Map<string, Promise<void>>();
 
   constructor(opts: JetStreamQueueOptions) {
     if (!Number.isInteger(opts.replicas) || opts.replicas < 1 || opts.replicas > 5) throw new Error(`queue: replicas must be 1..5, got ${opts.replicas}`);
@@ -219,6 +243,14 @@ export class JetStreamQueue implements Queue {
     this.ackWait_ms = opts.ackWait_ms ?? ACK_WAIT_MS;
     this.decidesStreams = opts.decidesStreams ?? true;
     this.js = this.nc.jetstream({ timeout: 10_000 });
+    this.trim = new MailTrim(
+      {
+        ackFloor: async (stream, durable) => (await (await this.jsm()).consumers.info(stream, durable)).ack_floor.stream_seq,
+        purgeBelow: async (stream, subject, seq) => void (await (await this.jsm()).streams.purge(stream, { filter: subject, seq })),
+      },
+      this.clock,
+      this.log,
+    );
   }
 
   private jsm(): Promise<JetStreamManager> {
@@ -232,6 +264,7 @@ export class JetStreamQueue implements Queue {
   }
 
   consumerConfig(subject: string, group: string): ConsumerConfig {
+    const mail = isMailStream(mustStream(subject));
     return {
       durable_name: durableName(group),
       filter_subject: subject,
@@ -243,23 +276,21 @@ export class JetStreamQueue implements Queue {
       max_ack_pending: MAX_ACK_PENDING,
       max_waiting: MAX_WAITING_PULLS,
       max_batch: MAX_BATCH,
-      num_replicas: this.replicas,
-      // The consumer's state (its raft log, delivered and ack floors) in memory on each of
-      // its replicas; the mail stays in the file-stored stream. Every R3 mailbox is a raft
-      // group on every member, and a file-backed one is a directory of files per replica:
-      // three members walking 2,000 seats (4,000 mailboxes) on one 2-core box took 44.4 s
-      // with file state and 23.7–26.6 s with memory state (bun bench/walk.ts --seats 2000).
-      // What a whole-cluster kill loses is the position, not mail: the consumer is kept by
-      // the meta layer and starts again from the stream's start, where interest retention
-      // has already removed everything acknowledged, so what comes again is exactly the
-      // unacked mail, in order (test/queue/mailbox-cluster-restart.test.ts) — the delivery
-      // counts start over, and the completion ledger covers a turn run before the kill.
-      // A mailbox an earlier build made with file state stays so (storage cannot be
-      // updated); a create here then answers "settings differ", which ensureMailbox accepts.
-      // Clustered only: a standalone server (R1, the one-box company) keeps no record of a
-      // memory-state consumer across its own restart, and the mailbox was gone after one
-      // (the R1 case of that test fails with memory state there).
-      mem_storage: this.replicas > 1,
+      // A seat's mailbox is of one replica: no raft group, so an idle mailbox costs its broker
+      // nothing (an R3 one was a group on every member with a 1 s heartbeat: 20,000 took 1.95
+      // cores idle, and three members never held 10,000 seats; bench/mailbox-shapes.ts has the
+      // table). The mail is on the stream's replicas, not the consumer's: one whose member is
+      // gone is made again on a live member from what is stored (reviveMailbox). Other
+      // streams (notifications) are interest-retained, which refuses consumers of fewer
+      // replicas than the stream (10134).
+      num_replicas: mail ? 1 : this.replicas,
+      // File state for a mailbox, so a member's restart keeps its position exactly (memory
+      // state would start again from what is stored, rerunning what a trim had not removed).
+      // An interest stream's consumer keeps its state in memory on a cluster: a whole-cluster
+      // kill loses its position, not mail (interest retention removed what was acknowledged),
+      // and it walked twice as fast; a standalone server keeps no memory-state consumer
+      // across its restart, so file there.
+      mem_storage: !mail && this.replicas > 1,
       headers_only: false,
       // No inactive_threshold: a seat may stay unowned as long as a rebalance or an operator
       // takes, and its mailbox must still be there.
@@ -324,13 +355,75 @@ export class JetStreamQueue implements Queue {
     }
   }
 
+  /** Deletes the consumer and, on a mail stream, the subject's mail (limits retention keeps it otherwise). */
   async deleteMailbox(subject: string, group: string): Promise<void> {
+    const stream = mustStream(subject);
     const jsm = await this.jsm();
     try {
-      await jsm.consumers.delete(mustStream(subject), durableName(group));
+      await jsm.consumers.delete(stream, durableName(group));
     } catch (err) {
       if (apiErrorCode(err) !== CONSUMER_NOT_FOUND) throw err;
     }
+    this.trim.forget(stream, durableName(group));
+    if (isMailStream(stream)) await jsm.streams.purge(stream, { filter: subject });
+  }
+
+  /**
+   * Makes a seat's mailbox again, on a live member: deletes its consumer (whose member has
+   * stopped answering), waits until the meta layer says it is gone, and creates it anew.
+   * The new one starts at the first message stored for the subject, which is everything the
+   * seat has not settled plus what a trim has not yet removed (the ledger skips that). Its
+   * holder calls this: the lease is this node's and every delivery is screened by epoch, so
+   * nothing an old consumer still hands out runs. One revival per mailbox at a time.
+   */
+  reviveMailbox(subject: string, group: string, reason: string): Promise<void> {
+    const key = `${subject}\u0000${group}`;
+    const running = this.reviving.get(key);
+    if (running) return running;
+    const p = this.revive(subject, group, reason).finally(() => this.reviving.delete(key));
+    this.reviving.set(key, p);
+    return p;
+  }
+
+  private async revive(subject: string, group: string, reason: string): Promise<void> {
+    const stream = mustStream(subject);
+    const durable = durableName(group);
+    const started = this.clock.now();
+    const jsm = await this.nc.jetstreamManager({ checkAPI: false, timeout: REVIVE_CALL_TIMEOUT_MS });
+    // The delete's answer may never come (see REVIVE_CALL_TIMEOUT_MS); its effect is read below.
+    await jsm.consumers.delete(stream, durable).catch(() => undefined);
+    const deadline = started + REVIVE_GONE_WITHIN_MS;
+    for (;;) {
+      const gone = await jsm.consumers.info(stream, durable).then(
+        () => false,
+        (err) => apiErrorCode(err) === CONSUMER_NOT_FOUND,
+      );
+      if (gone) break;
+      if (this.clock.now() >= deadline) throw new Error(`queue: reviving mailbox ${group} on ${subject}: its consumer was not gone within ${REVIVE_GONE_WITHIN_MS / 1000} s`);
+      await this.clock.sleep(LEADER_POLL_MS * 5);
+    }
+    this.trim.forget(stream, durable);
+    await jsm.consumers.add(stream, this.consumerConfig(subject, group));
+    this.log.warn("queue_mailbox_revived", { subject, group, reason, elapsed_ms: this.clock.now() - started });
+  }
+
+  /**
+   * Before attaching: a mailbox whose consumer does not answer (its member gone) is made
+   * again. Only a mail stream's, whose consumers are of one replica; an interest stream's
+   * consumer has peers that elect a new leader by themselves.
+   */
+  private async reachable(subject: string, group: string): Promise<void> {
+    const stream = mustStream(subject);
+    if (this.replicas === 1 || !isMailStream(stream) || !this.decidesStreams) return;
+    const jsm = await this.nc.jetstreamManager({ checkAPI: false, timeout: REVIVE_CALL_TIMEOUT_MS });
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      const answered = await jsm.consumers.info(stream, durableName(group)).then(
+        () => true,
+        (err) => apiErrorCode(err) !== undefined, // an API error is an answer (not found: ensureMailbox makes it)
+      );
+      if (answered) return;
+    }
+    await this.reviveMailbox(subject, group, "unanswered at attach");
   }
 
   /**
@@ -384,13 +477,26 @@ export class JetStreamQueue implements Queue {
   private async attachRunner(subject: string, group: string, runner: Runner, opts: CoreOptions): Promise<Attachment> {
     // Attaching creates the mailbox if it is missing: the seat's owner must never consume
     // from nothing (idempotent and cheap when it exists).
+    await this.reachable(subject, group);
     await this.ensureMailbox(subject, group);
     const log = this.log.child({ subject, group });
-    const source = new JetStreamSource(this.nc, this.js, mustStream(subject), group, this.clock, this.pulls, log);
+    const stream = mustStream(subject);
+    let retired = false;
+    const hooks: SourceHooks = isMailStream(stream)
+      ? {
+          settled: () => this.trim.settled(stream, durableName(group), subject),
+          unreachable: () => {
+            if (retired || this.replicas === 1 || !this.decidesStreams) return;
+            this.reviveMailbox(subject, group, "pulls unanswered").catch((err: unknown) => log.warn("queue_mailbox_revive_failed", { error: (err as Error).message }));
+          },
+        }
+      : { settled: () => undefined, unreachable: () => undefined };
+    const source = new JetStreamSource(this.nc, this.js, stream, group, this.clock, this.pulls, log, hooks);
     this.sources.add(source);
     const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, log, opts, () => {
       this.attachments.delete(core);
       this.consumerOf.delete(core);
+      retired = true;
       source.retire(() => this.sources.delete(source));
     });
     this.attachments.add(core);
@@ -537,25 +643,34 @@ export class JetStreamQueue implements Queue {
   }
 
   /**
-   * Rewinds a mailbox's consumer to the first message its subject still stores (the
-   * deaf-seat heal for a seat whose probe went unheard, seat/mailbox-watch.ts): under
-   * interest retention with one consumer per subject, everything stored for the subject is
-   * unacknowledged, so this delivers again all of it — including mail the delivered
-   * pointer passed or stands beyond (a pointer ahead of the stream's last sequence makes
-   * every new message land behind it, never delivered: issue 11's deaf seats). With
-   * nothing stored, the pointer is set just past the stream's last sequence, read before
-   * the subject is looked up, so a message published meanwhile lands at or above it. The
-   * completion ledger skips what already ran. False when this broker does not know the
-   * reset call (nats-server < 2.14); throws when the consumer is gone (the hand-back's
-   * re-attach creates it again).
+   * Rewinds a mailbox's consumer to the first message its subject stores above its ack floor
+   * (the deaf-seat heal for a seat whose probe went unheard, seat/mailbox-watch.ts): what is
+   * stored there is what the mailbox has not settled, plus anything settled out of order and
+   * not yet trimmed (trim.ts) — all delivered again, including mail the delivered pointer
+   * passed or stands beyond (a pointer ahead of the stream's last sequence makes every new
+   * message land behind it, never delivered: issue 11's deaf seats). A floor past the
+   * stream's last sequence is as broken as such a pointer, so then the rewind is from the
+   * first message stored for the subject. With nothing stored, the pointer is set just past
+   * the stream's last sequence, read before the subject is looked up, so a message published
+   * meanwhile lands at or above it. The completion ledger skips what already ran. False when
+   * this broker does not know the reset call (nats-server < 2.14); throws when the consumer
+   * is gone (the hand-back's re-attach creates it again).
    */
   async rewindMailbox(subject: string, group: string): Promise<boolean> {
     const stream = mustStream(subject);
     const jsm = await this.jsm();
+    const floor = await jsm.consumers.info(stream, durableName(group)).then(
+      (info) => info.ack_floor.stream_seq,
+      (err) => {
+        if (apiErrorCode(err) === CONSUMER_NOT_FOUND) throw new Error(`queue: rewinding mailbox ${group} on ${subject}: no such mailbox`);
+        throw err;
+      },
+    );
     const last = (await jsm.streams.info(stream)).state.last_seq;
-    const reply = await this.nc.request(`$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ seq: 1, next_by_subj: subject }), { timeout: 10_000 });
+    const from = floor <= last ? floor + 1 : 1;
+    const reply = await this.nc.request(`$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ seq: from, next_by_subj: subject }), { timeout: 10_000 });
     const body = MsgGetReply.parse(JSON.parse(new TextDecoder().decode(reply.data)));
-    if (body.error && body.error.err_code !== NO_MESSAGE_FOUND) throw new Error(`queue: reading ${subject} from its start: ${body.error.description}`);
+    if (body.error && body.error.err_code !== NO_MESSAGE_FOUND) throw new Error(`queue: reading ${subject} from ${from}: ${body.error.description}`);
     const seq = body.message?.seq ?? last + 1;
     return resetConsumer(this.nc, stream, durableName(group), { seq }, `rewinding mailbox ${group} on ${subject} to ${seq}`);
   }
@@ -576,6 +691,9 @@ export class JetStreamQueue implements Queue {
     const jsm = await this.nc.jetstreamManager({ checkAPI: false, timeout: LEADER_POLL_TIMEOUT_MS });
     const seen = new Set<string>();
     const consumers = [...this.consumerOf.values()].filter((c) => {
+      // A mailbox's consumer is of one replica: no peer could lead it. Its NAKs are kept in
+      // its file state across its member's restart (the delay-0 NAK, rawMessage).
+      if (isMailStream(c.stream)) return false;
       const key = `${c.stream}.${c.durable}`;
       if (seen.has(key)) return false;
       seen.add(key);
@@ -628,6 +746,7 @@ export class JetStreamQueue implements Queue {
     for (const s of this.serving) s.unsubscribe();
     this.serving.clear();
     await this.pulls.idle();
+    await this.trim.stop();
     for (const s of this.sources) s.close();
     this.sources.clear();
   }
@@ -686,6 +805,11 @@ export async function resetConsumer(nc: NatsConnection, stream: string, durable:
   return true;
 }
 
+/** A seat mail stream: limits-retained, its mailboxes of one replica and trimmed by their readers. */
+function isMailStream(stream: string): boolean {
+  return AGENT_STREAMS.includes(stream);
+}
+
 function mustStream(subject: string): string {
   const stream = streamForSubject(subject);
   if (!stream) throw new Error(`queue: no stream captures subject ${JSON.stringify(subject)}`);
@@ -694,10 +818,20 @@ function mustStream(subject: string): string {
 
 // ---- one mailbox's pulls ----------------------------------------------------------------
 
+/** What a mailbox's pulls and settlements tell its queue (attachRunner). */
+interface SourceHooks {
+  /** An ack or term was confirmed: the mailbox's read mail can be trimmed. */
+  settled(): void;
+  /** REVIVE_AFTER_UNREACHABLE_PULLS pulls in a row found nobody serving the consumer. */
+  unreachable(): void;
+}
+
 class JetStreamSource implements MailboxSource {
   private readonly durable: string;
   private readonly nextSubject: string;
   private readonly inboxes: PullInboxes;
+  /** Pulls in a row that nobody served (a 503, or no word past the expiry). */
+  private unserved = 0;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -707,6 +841,7 @@ class JetStreamSource implements MailboxSource {
     private readonly clock: Clock,
     private readonly pulls: PullTracker,
     private readonly log: Logger,
+    private readonly hooks: SourceHooks,
   ) {
     this.durable = durableName(group);
     this.nextSubject = `$JS.API.CONSUMER.MSG.NEXT.${stream}.${this.durable}`;
@@ -764,6 +899,8 @@ class JetStreamSource implements MailboxSource {
         if (err || !msg) return finish(err ?? new Error("pull inbox closed"));
         const status = statusOf(msg);
         if (status === 100) return; // idle heartbeat
+        if (status === 503) this.noteUnserved();
+        else this.unserved = 0;
         if (status === 408 || status === 404) return finish(); // expired: ask again
         if (status !== 0) return finish(new Error(`pull refused: ${status} ${msg.headers?.description ?? ""}`.trim()));
         received += 1;
@@ -776,7 +913,10 @@ class JetStreamSource implements MailboxSource {
         sink.message(raw);
         if (received >= batch) finish();
       });
-      timer = this.clock.setTimeout(() => finish(new Error("pull went unanswered past its expiry")), PULL_EXPIRES_MS + PULL_LOST_AFTER_MS);
+      timer = this.clock.setTimeout(() => {
+        this.noteUnserved();
+        finish(new Error("pull went unanswered past its expiry"));
+      }, PULL_EXPIRES_MS + PULL_LOST_AFTER_MS);
       // A drain is no_wait WITH an expiry: nats-server then waits for the first message up
       // to the expiry, delivers what else is waiting up to the batch, and ends the pull at
       // once with a 408 (measured on 2.9.10, on one member and in a 3-member cluster, and
@@ -789,6 +929,13 @@ class JetStreamSource implements MailboxSource {
       // A closed connection throws synchronously; the attachment's retry path handles it.
       queueMicrotask(() => finish(error));
     }
+  }
+
+  private noteUnserved(): void {
+    this.unserved += 1;
+    if (this.unserved < REVIVE_AFTER_UNREACHABLE_PULLS) return;
+    this.unserved = 0;
+    this.hooks.unreachable();
   }
 
   private rawMessage(msg: Msg): RawMessage {
@@ -804,7 +951,6 @@ class JetStreamSource implements MailboxSource {
       streamSeq: info.streamSeq,
     };
     // Every settlement is confirmed by the consumer's leader (see confirmed()).
-    const send = (body: string) => () => this.confirmed(reply, body);
     // A delayed NAK is `-NAK {"delay": ns}`: the server rewrites the delivery's stored
     // timestamp, which is persisted and replicated, and redelivers once it is due. A NAK
     // for "at once" is sent as that with delay 0 AND a bare `-NAK`: the bare one puts the
@@ -829,7 +975,11 @@ class JetStreamSource implements MailboxSource {
       this.nc.publish(reply, "-NAK");
       await durable;
     };
-    return { delivery, ack: send("+ACK"), nak, term: send("+TERM") };
+    const settle = (body: string) => async () => {
+      await this.confirmed(reply, body);
+      this.hooks.settled();
+    };
+    return { delivery, ack: settle("+ACK"), nak, term: settle("+TERM") };
   }
 
   /** Sends a settlement until the consumer's leader confirms it (SETTLE_CONFIRM_WITHIN_MS). */

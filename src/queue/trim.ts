@@ -1,0 +1,90 @@
+// Mail is limits-retained (streams.ts): nothing leaves a seat's stream when a mailbox reads
+// it, so the reader purges what it has read. After a settlement a mailbox is due; each tick
+// reads the due mailboxes' ack floors and purges their subjects below them. Only a settled
+// message is below an ack floor (an ack, or a term after its dead-letter copy), so nothing a
+// seat still owes is purged, whichever consumer read it: a mailbox made again elsewhere
+// (JetStreamQueue.reviveMailbox) starts at the first message still stored, and what a trim
+// has not yet removed it runs again, which the completion ledger skips.
+import type { Clock, Timer } from "../clock.ts";
+import type { Logger } from "../log.ts";
+import { eachInFlight } from "../in-flight.ts";
+
+/**
+ * Between trims. Read mail waits this long at most before it is purged, and a mailbox made
+ * again after its member died reruns (and the ledger skips) what was read in that time. Each
+ * trim of a busy mailbox is two requests (its consumer's INFO and a stream purge, one raft
+ * proposal): at 10 s a node running 100 busy seats sends 20 a second, a quiet seat none.
+ */
+export const TRIM_EVERY_MS = 10_000;
+/** Trims in flight at once: each is a consumer read and a stream proposal. */
+const TRIMS_IN_FLIGHT = 8;
+
+export interface TrimPort {
+  /** The stream sequence below which (inclusive) the mailbox has settled everything. */
+  ackFloor(stream: string, durable: string): Promise<number>;
+  /** Removes the subject's messages below `seq` from the stream. */
+  purgeBelow(stream: string, subject: string, seq: number): Promise<void>;
+}
+
+interface Due {
+  stream: string;
+  durable: string;
+  subject: string;
+}
+
+export class MailTrim {
+  private readonly due = new Map<string, Due>();
+  /** The floor each mailbox was last purged to, so an unmoved floor costs no proposal. */
+  private readonly purgedTo = new Map<string, number>();
+  private timer: Timer | null = null;
+  private running: Promise<void> | null = null;
+
+  constructor(
+    private readonly port: TrimPort,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly every_ms = TRIM_EVERY_MS,
+  ) {}
+
+  /** A delivery of this mailbox was settled: trim it at the next tick. */
+  settled(stream: string, durable: string, subject: string): void {
+    this.due.set(`${stream}.${durable}`, { stream, durable, subject });
+    this.timer ??= this.clock.setInterval(() => void this.tick(), this.every_ms);
+  }
+
+  /** The mailbox is gone (deleted or made again): its next consumer's floor starts afresh. */
+  forget(stream: string, durable: string): void {
+    this.due.delete(`${stream}.${durable}`);
+    this.purgedTo.delete(`${stream}.${durable}`);
+  }
+
+  /** One trim of every due mailbox; a tick while one runs waits for it. */
+  tick(): Promise<void> {
+    this.running ??= this.trimDue().finally(() => (this.running = null));
+    return this.running;
+  }
+
+  private async trimDue(): Promise<void> {
+    const batch = [...this.due.entries()];
+    this.due.clear();
+    await eachInFlight(batch, TRIMS_IN_FLIGHT, async ([key, d]) => {
+      try {
+        const floor = await this.port.ackFloor(d.stream, d.durable);
+        if (floor <= (this.purgedTo.get(key) ?? 0)) return;
+        await this.port.purgeBelow(d.stream, d.subject, floor + 1);
+        this.purgedTo.set(key, floor);
+      } catch (err) {
+        // Due again: read mail left a tick longer costs disk, never a message.
+        if (!this.due.has(key)) this.due.set(key, d);
+        this.log.debug("queue_trim_failed", { stream: d.stream, consumer: d.durable, error: (err as Error).message });
+      }
+    });
+  }
+
+  /** Stops the ticks; what is due stays in the stream until a reader trims it again. */
+  async stop(): Promise<void> {
+    this.timer?.cancel();
+    this.timer = null;
+    await this.running;
+  }
+}
