@@ -142,6 +142,8 @@ export interface JetStreamQueueOptions {
    * short one rather than wait 30 minutes. Production never passes it.
    */
   ackWait_ms?: number;
+  /** Tests only: the trim cadence (trim.ts TRIM_EVERY_MS), so a test sees a trim in seconds. */
+  trimEvery_ms?: number;
   /**
    * False on a leaf: the members decide the fleet's streams and their replication. The
    * leaf looks streams and mailboxes up without creating or updating them.
@@ -250,6 +252,7 @@ export class JetStreamQueue implements Queue {
       },
       this.clock,
       this.log,
+      opts.trimEvery_ms,
     );
   }
 
@@ -417,9 +420,11 @@ export class JetStreamQueue implements Queue {
     if (this.replicas === 1 || !isMailStream(stream) || !this.decidesStreams) return;
     const jsm = await this.nc.jetstreamManager({ checkAPI: false, timeout: REVIVE_CALL_TIMEOUT_MS });
     for (let attempt = 1; attempt <= 2; attempt++) {
+      // Not found is an answer too (ensureMailbox makes it); "consumer is offline" (the meta
+      // leader's word once it knows the member is gone) and silence are not.
       const answered = await jsm.consumers.info(stream, durableName(group)).then(
         () => true,
-        (err) => apiErrorCode(err) !== undefined, // an API error is an answer (not found: ensureMailbox makes it)
+        (err) => apiErrorCode(err) === CONSUMER_NOT_FOUND,
       );
       if (answered) return;
     }
