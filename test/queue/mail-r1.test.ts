@@ -51,11 +51,17 @@ async function storedFor(nc: NatsConnection, subject: string): Promise<number> {
   return info.state.subjects?.[subject] ?? 0;
 }
 
+/** The member a mailbox's one replica is on (a moment after its create, it may not say yet). */
 async function hostOf(nc: NatsConnection, box: { subject: string; group: string }): Promise<string> {
   const jsm = await nc.jetstreamManager({ timeout: 10_000 });
-  const info = await jsm.consumers.info(streamForSubject(box.subject)!, durableName(box.group));
-  expect(info.config.num_replicas).toBe(1);
-  return info.cluster?.leader ?? "";
+  let host = "";
+  await eventually("the mailbox names its member", async () => {
+    const info = await jsm.consumers.info(streamForSubject(box.subject)!, durableName(box.group)).catch(() => null);
+    expect(info?.config.num_replicas ?? 1).toBe(1);
+    host = info?.cluster?.leader ?? "";
+    return host !== "";
+  });
+  return host;
 }
 
 function recorder(outcome: (d: Delivery) => Outcome | Promise<Outcome> = () => ack()) {
