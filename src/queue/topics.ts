@@ -56,6 +56,8 @@ export function interestShardStream(shard: number): string {
   return `CREWLET_AGENT_${shardToken(shard)}`;
 }
 export const INTEREST_SHARD_STREAMS: readonly string[] = Array.from({ length: AGENT_SHARDS }, (_, i) => interestShardStream(i));
+/** Every earlier build's mail stream, in the order a pass of the mail move takes them. */
+export const LEGACY_MAIL_STREAMS: readonly string[] = [LEGACY_AGENT_STREAM, ...INTEREST_SHARD_STREAMS];
 export const STREAM_NOTIFICATIONS = "CREWLET_NOTIFICATIONS";
 export const STREAM_EVENTS = "CREWLET_EVENTS";
 export const STREAM_DLQ = "CREWLET_DLQ";
