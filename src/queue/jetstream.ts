@@ -411,24 +411,35 @@ export class JetStreamQueue implements Queue {
   }
 
   /**
+   * A mailbox can be made on another member: a cluster's, or a leaf's (its own replica count
+   * says nothing of the members' streams, and a mailbox's settings do not depend on it, so
+   * what a leaf makes is what a member would). On one box there is no other member: a
+   * mailbox that does not answer is its broker restarting, and comes back with it.
+   */
+  private mayRevive(): boolean {
+    return this.replicas > 1 || !this.decidesStreams;
+  }
+
+  /**
    * Before attaching: a mailbox whose consumer does not answer (its member gone) is made
    * again. Only a mail stream's, whose consumers are of one replica; an interest stream's
    * consumer has peers that elect a new leader by themselves.
    */
-  private async reachable(subject: string, group: string): Promise<void> {
+  private async reachable(subject: string, group: string): Promise<"ready" | "ensure"> {
     const stream = mustStream(subject);
-    if (this.replicas === 1 || !isMailStream(stream) || !this.decidesStreams) return;
+    if (!isMailStream(stream) || !this.mayRevive()) return "ensure";
     const jsm = await this.nc.jetstreamManager({ checkAPI: false, timeout: REVIVE_CALL_TIMEOUT_MS });
     for (let attempt = 1; attempt <= 2; attempt++) {
       // Not found is an answer too (ensureMailbox makes it); "consumer is offline" (the meta
       // leader's word once it knows the member is gone) and silence are not.
-      const answered = await jsm.consumers.info(stream, durableName(group)).then(
-        () => true,
-        (err) => apiErrorCode(err) === CONSUMER_NOT_FOUND,
+      const answer = await jsm.consumers.info(stream, durableName(group)).then(
+        (info) => (info.config.filter_subject === subject ? "ready" : "ensure"),
+        (err) => (apiErrorCode(err) === CONSUMER_NOT_FOUND ? "ensure" : null),
       );
-      if (answered) return;
+      if (answer) return answer;
     }
     await this.reviveMailbox(subject, group, "unanswered at attach");
+    return "ready";
   }
 
   /**
@@ -482,8 +493,8 @@ export class JetStreamQueue implements Queue {
   private async attachRunner(subject: string, group: string, runner: Runner, opts: CoreOptions): Promise<Attachment> {
     // Attaching creates the mailbox if it is missing: the seat's owner must never consume
     // from nothing (idempotent and cheap when it exists).
-    await this.reachable(subject, group);
-    await this.ensureMailbox(subject, group);
+    // A mailbox found answering on its subject needs no ensure (its INFO was the same read).
+    if ((await this.reachable(subject, group)) === "ensure") await this.ensureMailbox(subject, group);
     const log = this.log.child({ subject, group });
     const stream = mustStream(subject);
     let retired = false;
@@ -491,7 +502,7 @@ export class JetStreamQueue implements Queue {
       ? {
           settled: () => this.trim.settled(stream, durableName(group), subject),
           unreachable: () => {
-            if (retired || this.replicas === 1 || !this.decidesStreams) return;
+            if (retired || !this.mayRevive()) return;
             this.reviveMailbox(subject, group, "pulls unanswered").catch((err: unknown) => log.warn("queue_mailbox_revive_failed", { error: (err as Error).message }));
           },
         }

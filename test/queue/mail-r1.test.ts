@@ -76,7 +76,7 @@ test("what a mailbox settles is trimmed from its stream; what it has not stays",
   await whileForming(() => queue.ensureStreams());
   const box = mailbox("trimmed", "inbox");
   await whileForming(() => queue.ensureMailbox(box.subject, box.group));
-  for (const t of ["m1", "m2", "m3"]) await queue.publish(box.subject, enc(t));
+  for (const t of ["m1", "m2", "m3"]) await whileForming(() => queue.publish(box.subject, enc(t)));
   // m3's turn never ends: m1 and m2 are settled, m3 is the seat's to run.
   const rec = recorder((d) => (text(d) === "m3" ? new Promise<Outcome>(() => undefined) : ack()));
   await queue.attach(box.subject, box.group, rec.handler);
@@ -98,7 +98,7 @@ test("kill -9 of a mailbox's member under its holder: the holder's pulls make it
   const holder = await queueOn(other, "holder");
   const rec = recorder();
   await holder.queue.attach(box.subject, box.group, rec.handler);
-  await holder.queue.publish(box.subject, enc("before"));
+  await whileForming(() => holder.queue.publish(box.subject, enc("before"))); // the stream's leader may be a moment old
   await eventually("before delivered", () => rec.seen.length === 1);
   await victim.kill();
   await holder.queue.publish(box.subject, enc("after"));
@@ -122,7 +122,7 @@ test("kill -9 of a seat's holder and its mailbox's member: the next holder's att
   const other = nats.members.find((m) => m !== victim)!;
   // The old holder, on the victim's own member, dies in m2's turn.
   const old = await queueOn(victim, "old-holder");
-  for (const t of ["m1", "m2", "m3"]) await old.queue.publish(box.subject, enc(t));
+  for (const t of ["m1", "m2", "m3"]) await whileForming(() => old.queue.publish(box.subject, enc(t)));
   const dead = recorder((d) => (text(d) === "m2" ? new Promise<Outcome>(() => undefined) : ack()));
   await old.queue.attach(box.subject, box.group, dead.handler);
   await eventually("old holder in m2's turn", () => dead.seen.length === 2);
