@@ -64,13 +64,19 @@ export const MAX_ACK_PENDING = 1_000;
  */
 export const REVIVE_AFTER_UNREACHABLE_PULLS = 3;
 /**
- * One consumer INFO, DELETE or CREATE of a revival. A consumer whose member is gone answers
- * none of them (the meta leader answers a delete's completion only for a member it knows is
- * offline), so each gets this long; a live one answers a loaded box within a second.
+ * How long a mailbox's consumer INFO may go unanswered before the mailbox is judged gone
+ * with its member and made again. A live one answers within a second on a loaded box; a
+ * wrong judgement costs a rerun of settled mail the ledger skips, not a message.
  */
 const REVIVE_CALL_TIMEOUT_MS = 3_000;
-/** How long a revival waits for the meta layer to say the old consumer is gone. */
-const REVIVE_GONE_WITHIN_MS = 15_000;
+/** A revival's delete and its polls for "gone": the meta leader answers those in milliseconds. */
+const REVIVE_POLL_TIMEOUT_MS = 1_000;
+/**
+ * How long a revival waits for the meta layer to say the old consumer is gone: a meta
+ * election when the dead member led the meta group (4–9 s after its last heartbeat) and a
+ * proposal, with room on a loaded box.
+ */
+const REVIVE_GONE_WITHIN_MS = 30_000;
 /** Consumer INFO calls handOffLeaderships keeps in flight: fast, without a burst of hundreds. */
 const LIST_INFO_CONCURRENCY = 16;
 /**
@@ -392,21 +398,25 @@ export class JetStreamQueue implements Queue {
     const stream = mustStream(subject);
     const durable = durableName(group);
     const started = this.clock.now();
-    const jsm = await this.nc.jetstreamManager({ checkAPI: false, timeout: REVIVE_CALL_TIMEOUT_MS });
-    // The delete's answer may never come (see REVIVE_CALL_TIMEOUT_MS); its effect is read below.
-    await jsm.consumers.delete(stream, durable).catch(() => undefined);
+    // The delete's answer may never come (the meta leader answers it only for a member it
+    // knows is offline), so it is not waited for; its effect is read: once applied, the meta
+    // leader answers an INFO "not found" at once, while before it the INFO goes unanswered.
+    // It is sent again each round: one sent while the meta leader died with the member (its
+    // election takes seconds) was never proposed. A delete of a deleted consumer is a no-op.
+    const poll = await this.nc.jetstreamManager({ checkAPI: false, timeout: REVIVE_POLL_TIMEOUT_MS });
     const deadline = started + REVIVE_GONE_WITHIN_MS;
     for (;;) {
-      const gone = await jsm.consumers.info(stream, durable).then(
+      await poll.consumers.delete(stream, durable).catch(() => undefined);
+      const gone = await poll.consumers.info(stream, durable).then(
         () => false,
         (err) => apiErrorCode(err) === CONSUMER_NOT_FOUND,
       );
       if (gone) break;
       if (this.clock.now() >= deadline) throw new Error(`queue: reviving mailbox ${group} on ${subject}: its consumer was not gone within ${REVIVE_GONE_WITHIN_MS / 1000} s`);
-      await this.clock.sleep(LEADER_POLL_MS * 5);
+      await this.clock.sleep(LEADER_POLL_MS);
     }
     this.trim.forget(stream, durable);
-    await jsm.consumers.add(stream, this.consumerConfig(subject, group));
+    await (await this.jsm()).consumers.add(stream, this.consumerConfig(subject, group));
     this.log.warn("queue_mailbox_revived", { subject, group, reason, elapsed_ms: this.clock.now() - started });
   }
 
@@ -421,25 +431,25 @@ export class JetStreamQueue implements Queue {
   }
 
   /**
-   * Before attaching: a mailbox whose consumer does not answer (its member gone) is made
-   * again. Only a mail stream's, whose consumers are of one replica; an interest stream's
-   * consumer has peers that elect a new leader by themselves.
+   * Before attaching (and before the inbox reclaim, seat/inbox-reclaim.ts): a mailbox whose
+   * consumer does not answer within REVIVE_CALL_TIMEOUT_MS (its member gone) is made again.
+   * Only a mail stream's, whose consumers are of one replica; an interest stream's consumer
+   * has peers that elect a new leader by themselves. "missing" also stands for "not a
+   * mailbox this checks" (ensureMailbox decides those).
    */
-  private async reachable(subject: string, group: string): Promise<"ready" | "ensure"> {
+  async reviveIfUnanswered(subject: string, group: string): Promise<"answered" | "missing" | "revived"> {
     const stream = mustStream(subject);
-    if (!isMailStream(stream) || !this.mayRevive()) return "ensure";
+    if (!isMailStream(stream) || !this.mayRevive()) return "missing";
     const jsm = await this.nc.jetstreamManager({ checkAPI: false, timeout: REVIVE_CALL_TIMEOUT_MS });
-    for (let attempt = 1; attempt <= 2; attempt++) {
-      // Not found is an answer too (ensureMailbox makes it); "consumer is offline" (the meta
-      // leader's word once it knows the member is gone) and silence are not.
-      const answer = await jsm.consumers.info(stream, durableName(group)).then(
-        (info) => (info.config.filter_subject === subject ? "ready" : "ensure"),
-        (err) => (apiErrorCode(err) === CONSUMER_NOT_FOUND ? "ensure" : null),
-      );
-      if (answer) return answer;
-    }
+    // Not found is an answer too (ensureMailbox makes it); "consumer is offline" (the meta
+    // leader's word once it knows the member is gone) and silence are not.
+    const answer = await jsm.consumers.info(stream, durableName(group)).then(
+      (info) => (info.config.filter_subject === subject ? "answered" : "missing"),
+      (err) => (apiErrorCode(err) === CONSUMER_NOT_FOUND ? "missing" : null),
+    );
+    if (answer) return answer;
     await this.reviveMailbox(subject, group, "unanswered at attach");
-    return "ready";
+    return "revived";
   }
 
   /**
@@ -494,7 +504,7 @@ export class JetStreamQueue implements Queue {
     // Attaching creates the mailbox if it is missing: the seat's owner must never consume
     // from nothing (idempotent and cheap when it exists).
     // A mailbox found answering on its subject needs no ensure (its INFO was the same read).
-    if ((await this.reachable(subject, group)) === "ensure") await this.ensureMailbox(subject, group);
+    if ((await this.reviveIfUnanswered(subject, group)) === "missing") await this.ensureMailbox(subject, group);
     const log = this.log.child({ subject, group });
     const stream = mustStream(subject);
     let retired = false;

@@ -64,6 +64,24 @@ async function hostOf(nc: NatsConnection, box: { subject: string; group: string 
   return host;
 }
 
+/**
+ * Publishes once the stream has a leader: right after a cluster forms, or after a kill -9 of
+ * the member leading the stream (an election 4–9 s later), a publish answers 503 or nothing.
+ * The id makes a retried publish that did land one message.
+ */
+async function publishThrough(queue: JetStreamQueue, subject: string, body: string): Promise<void> {
+  const deadline = Date.now() + WITHIN_MS;
+  for (;;) {
+    try {
+      await queue.publish(subject, enc(body), { msgId: `${subject}:${body}` });
+      return;
+    } catch (err) {
+      if (Date.now() > deadline || !/503|TIMEOUT|no responders/i.test(String(err))) throw err;
+      await Bun.sleep(250);
+    }
+  }
+}
+
 function recorder(outcome: (d: Delivery) => Outcome | Promise<Outcome> = () => ack()) {
   const seen: Delivery[] = [];
   return { seen, texts: () => seen.map(text), handler: async (d: Delivery) => (seen.push(d), outcome(d)) };
@@ -76,7 +94,7 @@ test("what a mailbox settles is trimmed from its stream; what it has not stays",
   await whileForming(() => queue.ensureStreams());
   const box = mailbox("trimmed", "inbox");
   await whileForming(() => queue.ensureMailbox(box.subject, box.group));
-  for (const t of ["m1", "m2", "m3"]) await whileForming(() => queue.publish(box.subject, enc(t)));
+  for (const t of ["m1", "m2", "m3"]) await publishThrough(queue, box.subject, t);
   // m3's turn never ends: m1 and m2 are settled, m3 is the seat's to run.
   const rec = recorder((d) => (text(d) === "m3" ? new Promise<Outcome>(() => undefined) : ack()));
   await queue.attach(box.subject, box.group, rec.handler);
@@ -98,10 +116,10 @@ test("kill -9 of a mailbox's member under its holder: the holder's pulls make it
   const holder = await queueOn(other, "holder");
   const rec = recorder();
   await holder.queue.attach(box.subject, box.group, rec.handler);
-  await whileForming(() => holder.queue.publish(box.subject, enc("before"))); // the stream's leader may be a moment old
+  await publishThrough(holder.queue, box.subject, "before"); // the stream's leader may be a moment old
   await eventually("before delivered", () => rec.seen.length === 1);
   await victim.kill();
-  await holder.queue.publish(box.subject, enc("after"));
+  await publishThrough(holder.queue, box.subject, "after");
   await eventually("after delivered through a mailbox made again", () => rec.texts().includes("after"));
   expect(holder.sink.events("queue_mailbox_revived").length).toBeGreaterThanOrEqual(1);
   // Nothing the seat settled was owed again but what no trim had removed: "before", at most once more.
@@ -122,7 +140,7 @@ test("kill -9 of a seat's holder and its mailbox's member: the next holder's att
   const other = nats.members.find((m) => m !== victim)!;
   // The old holder, on the victim's own member, dies in m2's turn.
   const old = await queueOn(victim, "old-holder");
-  for (const t of ["m1", "m2", "m3"]) await whileForming(() => old.queue.publish(box.subject, enc(t)));
+  for (const t of ["m1", "m2", "m3"]) await publishThrough(old.queue, box.subject, t);
   const dead = recorder((d) => (text(d) === "m2" ? new Promise<Outcome>(() => undefined) : ack()));
   await old.queue.attach(box.subject, box.group, dead.handler);
   await eventually("old holder in m2's turn", () => dead.seen.length === 2);
@@ -135,7 +153,7 @@ test("kill -9 of a seat's holder and its mailbox's member: the next holder's att
   expect(rec.texts().filter((t) => t !== "m1")).toEqual(["m2", "m3"]);
   // The member's return does not bring the old consumer back beside the new one.
   await victim.restart();
-  await next.queue.publish(box.subject, enc("m4"));
+  await publishThrough(next.queue, box.subject, "m4");
   await eventually("m4 delivered", () => rec.texts().includes("m4"));
   const jsm = await next.nc.jetstreamManager();
   const names: string[] = [];
