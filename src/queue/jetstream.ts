@@ -385,16 +385,18 @@ export class JetStreamQueue implements Queue {
    * holder calls this: the lease is this node's and every delivery is screened by epoch, so
    * nothing an old consumer still hands out runs. One revival per mailbox at a time.
    */
-  reviveMailbox(subject: string, group: string, reason: string): Promise<void> {
+  reviveMailbox(subject: string, group: string, reason: string, wanted: () => boolean = () => true): Promise<void> {
     const key = `${subject}\u0000${group}`;
     const running = this.reviving.get(key);
     if (running) return running;
-    const p = this.revive(subject, group, reason).finally(() => this.reviving.delete(key));
+    const p = this.revive(subject, group, reason, wanted).finally(() => this.reviving.delete(key));
     this.reviving.set(key, p);
     return p;
   }
 
-  private async revive(subject: string, group: string, reason: string): Promise<void> {
+  /** `wanted` is asked before each delete and the create: a holder that detached meanwhile
+   * (its lease lapsed: the seat may be another node's by now) leaves the mailbox alone. */
+  private async revive(subject: string, group: string, reason: string, wanted: () => boolean): Promise<void> {
     const stream = mustStream(subject);
     const durable = durableName(group);
     const started = this.clock.now();
@@ -406,6 +408,7 @@ export class JetStreamQueue implements Queue {
     const poll = await this.nc.jetstreamManager({ checkAPI: false, timeout: REVIVE_POLL_TIMEOUT_MS });
     const deadline = started + REVIVE_GONE_WITHIN_MS;
     for (;;) {
+      if (!wanted()) return;
       await poll.consumers.delete(stream, durable).catch(() => undefined);
       const gone = await poll.consumers.info(stream, durable).then(
         () => false,
@@ -416,6 +419,7 @@ export class JetStreamQueue implements Queue {
       await this.clock.sleep(LEADER_POLL_MS);
     }
     this.trim.forget(stream, durable);
+    if (!wanted()) return;
     await (await this.jsm()).consumers.add(stream, this.consumerConfig(subject, group));
     this.log.warn("queue_mailbox_revived", { subject, group, reason, elapsed_ms: this.clock.now() - started });
   }
@@ -513,7 +517,7 @@ export class JetStreamQueue implements Queue {
           settled: () => this.trim.settled(stream, durableName(group), subject),
           unreachable: () => {
             if (retired || !this.mayRevive()) return;
-            this.reviveMailbox(subject, group, "pulls unanswered").catch((err: unknown) => log.warn("queue_mailbox_revive_failed", { error: (err as Error).message }));
+            this.reviveMailbox(subject, group, "pulls unanswered", () => !retired).catch((err: unknown) => log.warn("queue_mailbox_revive_failed", { error: (err as Error).message }));
           },
         }
       : { settled: () => undefined, unreachable: () => undefined };
