@@ -327,8 +327,10 @@ export class JetStreamQueue implements Queue {
       // settings would differ from theirs.
       const found = await jsm.consumers.info(stream, durable).catch((err) => {
         if (apiErrorCode(err) === CONSUMER_NOT_FOUND) throw new Error(`queue: mailbox ${group} on ${subject} is not there yet: ${WAITING_FOR_MEMBERS}`);
+        if (isMailStream(stream) && isUnanswered(err)) return null;
         throw new Error(`queue: reading mailbox ${group} on ${subject} failed: ${String(err)}`);
       });
+      if (found === null) return this.unanswered(subject, group);
       if (found.config.filter_subject !== subject) throw new Error(`queue: mailbox ${group} already exists on ${found.config.filter_subject}, not ${subject}`);
       return;
     }
@@ -339,7 +341,8 @@ export class JetStreamQueue implements Queue {
       // or the meta leader says "not found". Members booting together walk the same list, so
       // much of each walk finds a peer's mailbox; reading first keeps their walks from
       // proposing every mailbox three times. A read that fails says nothing: create.
-      const found = await jsm.consumers.info(stream, durable).catch(() => null);
+      const found = await jsm.consumers.info(stream, durable).catch((err: unknown) => (isMailStream(stream) && isUnanswered(err) ? "unanswered" : null));
+      if (found === "unanswered") return this.unanswered(subject, group);
       if (found?.config.filter_subject === subject) {
         // What the create path hears from the server as "settings differ", said here too.
         const differ = mailboxSettingsDiffer(config, found.config);
@@ -362,6 +365,16 @@ export class JetStreamQueue implements Queue {
       if (!info || info.config.filter_subject !== subject) throw new Error(`queue: creating mailbox ${group} on ${subject} failed: ${String(err)}`);
       this.log.warn("queue_mailbox_settings_differ", { subject, group, error: String(err) });
     }
+  }
+
+  /**
+   * A seat's mailbox that exists and does not answer (its one member gone, or marked
+   * offline) is left as it is: its mail is kept by the stream whatever becomes of the
+   * consumer, and whoever holds the seat makes it again on a live member (reviveMailbox).
+   * A boot walk failing on it would stop every node while one member is away.
+   */
+  private unanswered(subject: string, group: string): void {
+    this.log.debug("queue_mailbox_unanswered", { subject, group });
   }
 
   /** Deletes the consumer and, on a mail stream, the subject's mail (limits retention keeps it otherwise). */
@@ -833,6 +846,15 @@ export async function resetConsumer(nc: NatsConnection, stream: string, durable:
   const answer = z.object({ error: z.object({ code: z.number(), description: z.string() }).optional() }).parse(JSON.parse(new TextDecoder().decode(reply.data)));
   if (answer.error) throw new Error(`queue: ${doing}: ${answer.error.description} (${answer.error.code})`);
   return true;
+}
+
+/** JetStream API errors: a consumer whose member the meta leader knows is gone. */
+const CONSUMER_OFFLINE = [10119, 10195];
+/** The consumer exists but its member does not answer for it: offline, silent, or no responders. */
+function isUnanswered(err: unknown): boolean {
+  const code = apiErrorCode(err);
+  if (code !== undefined) return CONSUMER_OFFLINE.includes(code);
+  return /TIMEOUT|\b503\b|no responders|consumer is offline/i.test(String((err as { code?: string })?.code ?? "") + " " + String(err));
 }
 
 /** A seat mail stream: limits-retained, its mailboxes of one replica and trimmed by their readers. */
