@@ -527,7 +527,7 @@ export class JetStreamQueue implements Queue {
     let retired = false;
     const hooks: SourceHooks = isMailStream(stream)
       ? {
-          settled: () => this.trim.settled(stream, durableName(group), subject),
+          settled: (seq) => this.trim.settled(stream, durableName(group), subject, seq),
           unreachable: () => {
             if (retired || !this.mayRevive()) return;
             this.reviveMailbox(subject, group, "pulls unanswered", () => !retired).catch((err: unknown) => log.warn("queue_mailbox_revive_failed", { error: (err as Error).message }));
@@ -872,8 +872,8 @@ function mustStream(subject: string): string {
 
 /** What a mailbox's pulls and settlements tell its queue (attachRunner). */
 interface SourceHooks {
-  /** An ack or term was confirmed: the mailbox's read mail can be trimmed. */
-  settled(): void;
+  /** An ack or term of stream sequence `seq` was confirmed: the mailbox's read mail can be trimmed. */
+  settled(seq: number): void;
   /** REVIVE_AFTER_UNREACHABLE_PULLS pulls in a row found nobody serving the consumer. */
   unreachable(): void;
 }
@@ -1029,7 +1029,7 @@ class JetStreamSource implements MailboxSource {
     };
     const settle = (body: string) => async () => {
       await this.confirmed(reply, body);
-      this.hooks.settled();
+      this.hooks.settled(info.streamSeq);
     };
     return { delivery, ack: settle("+ACK"), nak, term: settle("+TERM") };
   }

@@ -1,8 +1,11 @@
 // Mail is limits-retained (streams.ts): nothing leaves a seat's stream when a mailbox reads
 // it, so the reader purges what it has read. After a settlement a mailbox is due; each tick
-// reads the due mailboxes' ack floors and purges their subjects below them. Only a settled
-// message is below an ack floor (an ack, or a term after its dead-letter copy), so nothing a
-// seat still owes is purged, whichever consumer read it: a mailbox made again elsewhere
+// reads the due mailboxes' ack floors and purges their subjects below them — and never past
+// the highest message this reader itself settled: a consumer whose pointers stand beyond
+// the stream's end (issue 11's deaf seats) reports a floor beyond mail nobody has read, and
+// trusting it purged that mail. Only a settled message is below an ack floor (an ack, or a
+// term after its dead-letter copy), so nothing a seat still owes is purged, whichever
+// consumer read it: a mailbox made again elsewhere
 // (JetStreamQueue.reviveMailbox) starts at the first message still stored, and what a trim
 // has not yet removed it runs again, which the completion ledger skips.
 import type { Clock, Timer } from "../clock.ts";
@@ -30,6 +33,8 @@ interface Due {
   stream: string;
   durable: string;
   subject: string;
+  /** The highest stream sequence this reader settled since it was last trimmed. */
+  settled_seq: number;
 }
 
 export class MailTrim {
@@ -46,9 +51,11 @@ export class MailTrim {
     private readonly every_ms = TRIM_EVERY_MS,
   ) {}
 
-  /** A delivery of this mailbox was settled: trim it at the next tick. */
-  settled(stream: string, durable: string, subject: string): void {
-    this.due.set(`${stream}.${durable}`, { stream, durable, subject });
+  /** Delivery `seq` of this mailbox was settled: trim it at the next tick. */
+  settled(stream: string, durable: string, subject: string, seq: number): void {
+    const key = `${stream}.${durable}`;
+    const before = this.due.get(key)?.settled_seq ?? 0;
+    this.due.set(key, { stream, durable, subject, settled_seq: Math.max(before, seq) });
     this.timer ??= this.clock.setInterval(() => void this.tick(), this.every_ms);
   }
 
@@ -69,13 +76,14 @@ export class MailTrim {
     this.due.clear();
     await eachInFlight(batch, TRIMS_IN_FLIGHT, async ([key, d]) => {
       try {
-        const floor = await this.port.ackFloor(d.stream, d.durable);
+        const floor = Math.min(await this.port.ackFloor(d.stream, d.durable), d.settled_seq);
         if (floor <= (this.purgedTo.get(key) ?? 0)) return;
         await this.port.purgeBelow(d.stream, d.subject, floor + 1);
         this.purgedTo.set(key, floor);
       } catch (err) {
         // Due again: read mail left a tick longer costs disk, never a message.
-        if (!this.due.has(key)) this.due.set(key, d);
+        const now = this.due.get(key);
+        this.due.set(key, { ...d, settled_seq: Math.max(d.settled_seq, now?.settled_seq ?? 0) });
         this.log.debug("queue_trim_failed", { stream: d.stream, consumer: d.durable, error: (err as Error).message });
       }
     });
