@@ -68,7 +68,7 @@ export const REVIVE_AFTER_UNREACHABLE_PULLS = 3;
  * with its member and made again. A live one answers within a second on a loaded box; a
  * wrong judgement costs a rerun of settled mail the ledger skips, not a message.
  */
-const REVIVE_CALL_TIMEOUT_MS = 3_000;
+const REVIVE_CALL_TIMEOUT_MS = 2_000;
 /** A revival's delete and its polls for "gone": the meta leader answers those in milliseconds. */
 const REVIVE_POLL_TIMEOUT_MS = 1_000;
 /**
