@@ -179,13 +179,9 @@ export interface Queue {
    */
   resetMailbox(subject: string, group: string): Promise<boolean>;
   /**
-   * As resetMailbox, but from the first message stored for the mailbox's subject above its
-   * ack floor, whatever the consumer's delivered pointer says (from the subject's first
-   * message when the floor stands past the stream's end): the heal for a mailbox whose
-   * delivered pointer stands beyond mail it never delivered. What was settled out of order
-   * and not yet trimmed comes again too (the ledger skips it). With nothing stored, new mail
-   * is delivered from the next publish on. False when the backend does not know the call;
-   * throws when there is no such mailbox.
+   * As resetMailbox, but from the first message stored above the ack floor, whatever the
+   * delivered pointer says: the heal for a pointer that stands beyond undelivered mail.
+   * False when the backend does not know the call; throws when there is no such mailbox.
    */
   rewindMailbox(subject: string, group: string): Promise<boolean>;
   /** Mailboxes the broker holds whose names the mailbox grammar produces. */

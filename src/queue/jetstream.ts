@@ -53,14 +53,9 @@ export const MAX_WAITING_PULLS = 128;
  */
 export const MAX_ACK_PENDING = 1_000;
 /**
- * A mailbox's consumer is of one replica, kept on one member (streams.ts says why); when that
- * member is gone, nothing answers for it until the meta layer marks the member offline,
- * 150 s after its last word (nats-server's orphan check, 5 × its 30 s event heartbeat) —
- * and a kill -9 says no last word. Its holder's pulls meanwhile come back "no responders"
- * (or, with the member dying under a pull, not at all), one a second (attachment.ts
- * PULL_RETRY_MS). After this many in a row the mailbox is made again on a live member
- * (reviveMailbox): three seconds of silence is no election (R1 has none) and no pull's
- * expiry, while a member's restart is seldom shorter.
+ * Unserved pulls in a row (one a second) before a mailbox is made again elsewhere: its one
+ * member may be dead, and the broker only says so 150 s later. An R1 consumer has no election
+ * to wait out, so three seconds of silence is its member gone.
  */
 export const REVIVE_AFTER_UNREACHABLE_PULLS = 3;
 /**
@@ -285,13 +280,9 @@ export class JetStreamQueue implements Queue {
       max_ack_pending: MAX_ACK_PENDING,
       max_waiting: MAX_WAITING_PULLS,
       max_batch: MAX_BATCH,
-      // A seat's mailbox is of one replica: no raft group, so an idle mailbox costs its broker
-      // nothing (an R3 one was a group on every member with a 1 s heartbeat: 20,000 took 1.95
-      // cores idle, and three members never held 10,000 seats; bench/mailbox-shapes.ts has the
-      // table). The mail is on the stream's replicas, not the consumer's: one whose member is
-      // gone is made again on a live member from what is stored (reviveMailbox). Other
-      // streams (notifications) are interest-retained, which refuses consumers of fewer
-      // replicas than the stream (10134).
+      // A seat's mailbox is of one replica: no raft group, so idle it costs the broker nothing
+      // (bench/mailbox-shapes.ts); the mail itself is on the stream's replicas. Interest
+      // streams refuse consumers of fewer replicas than the stream (10134).
       num_replicas: mail ? 1 : this.replicas,
       // File state for a mailbox, so a member's restart keeps its position exactly (memory
       // state would start again from what is stored, rerunning what a trim had not removed).
@@ -391,12 +382,9 @@ export class JetStreamQueue implements Queue {
   }
 
   /**
-   * Makes a seat's mailbox again, on a live member: deletes its consumer (whose member has
-   * stopped answering), waits until the meta layer says it is gone, and creates it anew.
-   * The new one starts at the first message stored for the subject, which is everything the
-   * seat has not settled plus what a trim has not yet removed (the ledger skips that). Its
-   * holder calls this: the lease is this node's and every delivery is screened by epoch, so
-   * nothing an old consumer still hands out runs. One revival per mailbox at a time.
+   * Makes a seat's mailbox again on a live member, from the first message stored: nothing
+   * unsettled is lost, and the ledger skips settled mail not yet trimmed. Only the seat's
+   * holder calls it (deliveries are screened by epoch); one revival per mailbox at a time.
    */
   reviveMailbox(subject: string, group: string, reason: string, wanted: () => boolean = () => true): Promise<void> {
     const key = `${subject}\u0000${group}`;
@@ -448,11 +436,9 @@ export class JetStreamQueue implements Queue {
   }
 
   /**
-   * Before attaching (and before the inbox reclaim, seat/inbox-reclaim.ts): a mailbox whose
-   * consumer does not answer within REVIVE_CALL_TIMEOUT_MS (its member gone) is made again.
-   * Only a mail stream's, whose consumers are of one replica; an interest stream's consumer
-   * has peers that elect a new leader by themselves. "missing" also stands for "not a
-   * mailbox this checks" (ensureMailbox decides those).
+   * A seat mailbox whose consumer does not answer (its one member gone) is made again; an
+   * interest stream's consumer has peers to elect a leader. "missing" also means "not one
+   * this checks": ensureMailbox decides those.
    */
   async reviveIfUnanswered(subject: string, group: string): Promise<"answered" | "missing" | "revived"> {
     const stream = mustStream(subject);
@@ -686,18 +672,10 @@ export class JetStreamQueue implements Queue {
   }
 
   /**
-   * Rewinds a mailbox's consumer to the first message its subject stores above its ack floor
-   * (the deaf-seat heal for a seat whose probe went unheard, seat/mailbox-watch.ts): what is
-   * stored there is what the mailbox has not settled, plus anything settled out of order and
-   * not yet trimmed (trim.ts) — all delivered again, including mail the delivered pointer
-   * passed or stands beyond (a pointer ahead of the stream's last sequence makes every new
-   * message land behind it, never delivered: issue 11's deaf seats). A floor past the
-   * stream's last sequence is as broken as such a pointer, so then the rewind is from the
-   * first message stored for the subject. With nothing stored, the pointer is set just past
-   * the stream's last sequence, read before the subject is looked up, so a message published
-   * meanwhile lands at or above it. The completion ledger skips what already ran. False when
-   * this broker does not know the reset call (nats-server < 2.14); throws when the consumer
-   * is gone (the hand-back's re-attach creates it again).
+   * The contract's rewindMailbox (the deaf-seat heal). A floor past the stream's end is as
+   * broken as such a pointer, so then the rewind starts at the subject's first message; with
+   * nothing stored, just past the last sequence, read first so a concurrent publish lands
+   * at or above it.
    */
   async rewindMailbox(subject: string, group: string): Promise<boolean> {
     const stream = mustStream(subject);

@@ -25,14 +25,9 @@ function checkHandle(handle: string): string {
 // ---- streams ----------------------------------------------------------------------------
 
 /**
- * Seat mail is spread over AGENT_SHARDS limits-retained streams, a seat's stream chosen by a
- * hash of its handle. Each stream is one raft group on every member, so sixteen are a fixed
- * cost, and their leaders (and the purges of read mail, queue/trim.ts) spread over the
- * members' cores; more would add raft groups and streams to a one-seat Raspberry Pi for no
- * company this edition runs. The count was set when mail was interest-retained (issue 19:
- * every ack asked each of the stream's consumers for interest, so a stream's consumers had to
- * stay few) and is kept so the mail move from those streams maps shard to shard. Changing it
- * moves every seat's mail: it is part of the wire.
+ * Seat mail streams, a seat's chosen by a hash of its handle: sixteen raft groups spread the
+ * streams' leaders (and their purges) over the members' cores at a fixed cost. Kept from the
+ * interest-retained shards so their mail moves shard to shard; it is part of the wire.
  */
 export const AGENT_SHARDS = 16;
 /** The stream one shard's mail lives in: `CREWLET_SEATS_07`. */

@@ -1,13 +1,6 @@
-// Mail is limits-retained (streams.ts): nothing leaves a seat's stream when a mailbox reads
-// it, so the reader purges what it has read. After a settlement a mailbox is due; each tick
-// reads the due mailboxes' ack floors and purges their subjects below them — and never past
-// the highest message this reader itself settled: a consumer whose pointers stand beyond
-// the stream's end (issue 11's deaf seats) reports a floor beyond mail nobody has read, and
-// trusting it purged that mail. Only a settled message is below an ack floor (an ack, or a
-// term after its dead-letter copy), so nothing a seat still owes is purged, whichever
-// consumer read it: a mailbox made again elsewhere
-// (JetStreamQueue.reviveMailbox) starts at the first message still stored, and what a trim
-// has not yet removed it runs again, which the completion ledger skips.
+// Mail is limits-retained, so a mailbox's reader purges what it has settled: below the ack
+// floor, and never past the highest message it settled itself, since a consumer whose
+// pointers stand beyond the stream's end reports a floor beyond unread mail.
 import type { Clock, Timer } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { eachInFlight } from "../in-flight.ts";
