@@ -103,16 +103,22 @@ test("what a mailbox settles is trimmed from its stream; what it has not stays",
   expect(rec.texts()).toEqual(["m1", "m2", "m3"]);
 }, 120_000);
 
-test("kill -9 of a mailbox's member under its holder: the holder's pulls make it again on a live member, and the mail comes", async () => {
+/** A fresh 3-member cluster with one seat inbox; the member its one replica is on is the victim. */
+async function clusterWithMailbox(handle: string) {
   const nats = await startNats(3);
   clusters.push(nats);
   const setup = await queueOn(nats.members[0]!, "setup");
   await whileForming(() => setup.queue.ensureStreams());
-  const box = mailbox("holder-stays", "inbox");
+  const box = mailbox(handle, "inbox");
   await whileForming(() => setup.queue.ensureMailbox(box.subject, box.group));
   const hostName = await hostOf(setup.nc, box);
   const victim = nats.members.find((m) => m.name === hostName)!;
   const other = nats.members.find((m) => m !== victim)!;
+  return { box, hostName, victim, other };
+}
+
+test("kill -9 of a mailbox's member under its holder: the holder's pulls make it again on a live member, and the mail comes", async () => {
+  const { box, hostName, victim, other } = await clusterWithMailbox("holder-stays");
   const holder = await queueOn(other, "holder");
   const rec = recorder();
   await holder.queue.attach(box.subject, box.group, rec.handler);
@@ -129,15 +135,7 @@ test("kill -9 of a mailbox's member under its holder: the holder's pulls make it
 }, 180_000);
 
 test("kill -9 of a seat's holder and its mailbox's member: the next holder's attach makes the mailbox again and runs the unsettled mail", async () => {
-  const nats = await startNats(3);
-  clusters.push(nats);
-  const setup = await queueOn(nats.members[0]!, "setup");
-  await whileForming(() => setup.queue.ensureStreams());
-  const box = mailbox("holder-dies", "inbox");
-  await whileForming(() => setup.queue.ensureMailbox(box.subject, box.group));
-  const hostName = await hostOf(setup.nc, box);
-  const victim = nats.members.find((m) => m.name === hostName)!;
-  const other = nats.members.find((m) => m !== victim)!;
+  const { box, hostName, victim, other } = await clusterWithMailbox("holder-dies");
   // The old holder, on the victim's own member, dies in m2's turn.
   const old = await queueOn(victim, "old-holder");
   for (const t of ["m1", "m2", "m3"]) await publishThrough(old.queue, box.subject, t);
