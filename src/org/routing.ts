@@ -8,7 +8,7 @@ import type { Org } from "./org.ts";
 export interface Route {
   handle: string;
   agent_id: string;
-  /** `crewlet.seats.{shard}.{handle}.inbox` */
+  /** `crewlet.mail.{shard}.{handle}.inbox` */
   subject: string;
   /** `agent-{handle}` */
   group: string;

@@ -113,7 +113,7 @@ describe("ensureMailbox on a cluster", () => {
 });
 
 describe("mailbox settings a cluster finds", () => {
-  test("a mailbox this build made differs in nothing; one made with another ack wait and three replicas is named, not remade", async () => {
+  test("a mailbox this build made differs in nothing; one an older build made with its own ack wait and file state is named, not remade", async () => {
     const nats = await startNats(3);
     const nc = await nats.connect({ name: "maker" });
     try {
@@ -126,12 +126,12 @@ describe("mailbox settings a cluster finds", () => {
       expect(sink.events("queue_mailbox_settings_differ")).toEqual([]);
 
       const older = mailbox("made-before", "inbox");
-      const olderConfig = queue.consumerConfig(older.subject, older.group);
+      const { mem_storage: _, ...olderConfig } = queue.consumerConfig(older.subject, older.group);
       const jsm = await nc.jetstreamManager();
-      await whileForming(() => jsm.consumers.add(mailboxStream("made-before"), { ...olderConfig, ack_wait: 30_000_000_000, num_replicas: 3 }));
+      await whileForming(() => jsm.consumers.add(mailboxStream("made-before"), { ...olderConfig, ack_wait: 30_000_000_000 }));
       await queue.ensureMailbox(older.subject, older.group);
       const [warned] = sink.events("queue_mailbox_settings_differ");
-      expect(warned?.fields).toMatchObject({ group: older.group, settings: ["ack_wait", "num_replicas"] });
+      expect(warned?.fields).toMatchObject({ group: older.group, settings: ["ack_wait", "mem_storage"] });
       const kept = await jsm.consumers.info(mailboxStream("made-before"), olderConfig.durable_name!);
       expect(kept.config.ack_wait).toBe(30_000_000_000);
       await queue.close();
