@@ -312,10 +312,12 @@ export class JetStreamQueue implements Queue {
     const config = this.consumerConfig(subject, group);
     const durable = config.durable_name!;
     const jsm = await this.jsm();
-    if (!this.decidesStreams) {
-      // A leaf creates no fleet asset: the members make every seat's mailbox at boot and at
-      // each revision. Waiting for them beats a consumer of the leaf's own making, whose
-      // settings would differ from theirs.
+    if (!this.decidesStreams && !isMailStream(stream)) {
+      // A leaf creates no fleet asset: the members make them. Waiting for them beats a
+      // consumer of the leaf's own making, whose settings (replicas) would differ from
+      // theirs. A seat's mailbox is the exception: its settings do not depend on the
+      // replicas (consumerConfig), and a control mailbox is made only by the seat's
+      // acquirer (sandbox/seat-runs.ts), which may be a leaf.
       const found = await jsm.consumers.info(stream, durable).catch((err) => {
         if (apiErrorCode(err) === CONSUMER_NOT_FOUND) throw new Error(`queue: mailbox ${group} on ${subject} is not there yet: ${WAITING_FOR_MEMBERS}`);
         if (isMailStream(stream) && isUnanswered(err)) return null;
@@ -325,7 +327,7 @@ export class JetStreamQueue implements Queue {
       if (found.config.filter_subject !== subject) throw new Error(`queue: mailbox ${group} already exists on ${found.config.filter_subject}, not ${subject}`);
       return;
     }
-    if (this.replicas > 1) {
+    if (this.replicas > 1 || !this.decidesStreams) {
       // On a cluster a create is a proposal to the meta group that every member applies, even
       // for a mailbox a peer already made with these settings (nats-server 2.15 proposes it as
       // an update: jsClusteredConsumerRequest). A read is not: the mailbox's leader answers it,

@@ -5,7 +5,7 @@ import { describe, expect, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { JetStreamQueue, mailboxSettingsDiffer } from "../../src/queue/jetstream.ts";
-import { mailbox, mailboxStream } from "../../src/queue/topics.ts";
+import { mailbox, mailboxStream, NOTIFICATIONS_SUBJECT } from "../../src/queue/topics.ts";
 import { startNats } from "../support/nats.ts";
 import { queueConformance } from "../conformance/queue.ts";
 import { whileForming } from "../support/forming.ts";
@@ -150,4 +150,28 @@ describe("mailbox settings a cluster finds", () => {
   ] as const)("mailboxSettingsDiffer(%o, %o) = %o", (want, found, differ) => {
     expect(mailboxSettingsDiffer(want as never, found as never)).toEqual([...differ]);
   });
+});
+
+describe("a leaf's mailboxes", () => {
+  test("a leaf makes a missing seat mailbox itself (its settings do not depend on replicas) and waits for the members' other consumers", async () => {
+    const nats = await startNats(1);
+    const nc = await nats.connect({ name: "leaf-maker" });
+    try {
+      const member = new JetStreamQueue({ nc, replicas: 1, clock: systemClock, log: silentLogger });
+      await member.ensureStreams();
+      const leaf = new JetStreamQueue({ nc, replicas: 1, clock: systemClock, log: silentLogger, decidesStreams: false });
+      const control = mailbox("leafy", "control");
+      await leaf.ensureMailbox(control.subject, control.group);
+      const jsm = await nc.jetstreamManager();
+      const made = await jsm.consumers.info(mailboxStream("leafy"), "agent-leafy-control");
+      expect(made.config.filter_subject).toBe(control.subject);
+      expect(made.config.num_replicas ?? 1).toBe(member.consumerConfig(control.subject, control.group).num_replicas!);
+      await expect(leaf.ensureMailbox(NOTIFICATIONS_SUBJECT, "leaf-own-group")).rejects.toThrow(/not there yet/);
+      await member.close();
+      await leaf.close();
+    } finally {
+      await nc.close();
+      await nats.stop();
+    }
+  }, 60_000);
 });
