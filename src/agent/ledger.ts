@@ -95,6 +95,8 @@ export const ledgerRecordSchema = z.object({
   at: z.number(),
   /** Why it is here: the turn's own trigger, or a waiting message its thread showed it. */
   as: z.enum(["trigger", "answered_in_thread"]),
+  /** A failed turn's notice to the person: a redelivery that finds it untold tells it. */
+  notice: z.string().optional(),
 });
 export type LedgerRecord = z.infer<typeof ledgerRecordSchema>;
 
@@ -121,6 +123,8 @@ export interface TurnRecord {
   triggers: readonly Trigger[];
   /** Chat messages the turn answered in their thread without being woken for them. */
   answered_messages: readonly string[];
+  /** The notice this turn owes the person, when it failed for good. */
+  notice?: string;
 }
 
 /**
@@ -206,11 +210,12 @@ export class CompletionLedger {
   async record(r: TurnRecord): Promise<{ written: number; failed: number }> {
     const at = this.clock.now();
     const base = { seat: r.seat, turn_id: r.turn_id, node: r.node, outcome: r.outcome, at };
+    const owed = r.notice !== undefined ? { notice: r.notice } : {};
     const writes: { key: string; value: LedgerRecord }[] = [];
     for (const t of r.triggers) {
       if (!isLedgered(t)) continue;
-      writes.push({ key: eventKey(t.event_id), value: { ...base, as: "trigger" } });
-      if (t.refs.message_id !== undefined) writes.push({ key: chatMessageKey(r.seat, t.refs.message_id), value: { ...base, as: "trigger" } });
+      writes.push({ key: eventKey(t.event_id), value: { ...base, as: "trigger", ...owed } });
+      if (t.refs.message_id !== undefined) writes.push({ key: chatMessageKey(r.seat, t.refs.message_id), value: { ...base, as: "trigger", ...owed } });
     }
     for (const m of r.answered_messages) writes.push({ key: chatMessageKey(r.seat, m), value: { ...base, as: "answered_in_thread" } });
     let written = 0;
