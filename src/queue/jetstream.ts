@@ -53,9 +53,11 @@ export const MAX_WAITING_PULLS = 128;
  */
 export const MAX_ACK_PENDING = 1_000;
 /**
- * Unserved pulls in a row (one a second) before a mailbox is made again elsewhere: its one
- * member may be dead, and the broker only says so 150 s later. An R1 consumer has no election
- * to wait out, so three seconds of silence is its member gone.
+ * Pulls refused with "no responders" in a row (one a second) before a mailbox is made again
+ * elsewhere: its one member may be dead, and the broker only says so 150 s later. An R1
+ * consumer has no election to wait out, so three seconds of refusals is its member gone. A
+ * pull met with silence (a member cut off, not closed) is ten seconds of it already: one
+ * INFO that also goes unanswered decides it.
  */
 export const REVIVE_AFTER_UNREACHABLE_PULLS = 3;
 /**
@@ -442,7 +444,7 @@ export class JetStreamQueue implements Queue {
    * interest stream's consumer has peers to elect a leader. "missing" also means "not one
    * this checks": ensureMailbox decides those.
    */
-  async reviveIfUnanswered(subject: string, group: string): Promise<"answered" | "missing" | "revived"> {
+  async reviveIfUnanswered(subject: string, group: string, reason = "unanswered at attach", wanted: () => boolean = () => true): Promise<"answered" | "missing" | "revived"> {
     const stream = mustStream(subject);
     if (!isMailStream(stream) || !this.mayRevive()) return "missing";
     const jsm = await this.nc.jetstreamManager({ checkAPI: false, timeout: REVIVE_CALL_TIMEOUT_MS });
@@ -453,7 +455,7 @@ export class JetStreamQueue implements Queue {
       (err) => (apiErrorCode(err) === CONSUMER_NOT_FOUND ? "missing" : null),
     );
     if (answer) return answer;
-    await this.reviveMailbox(subject, group, "unanswered at attach");
+    await this.reviveMailbox(subject, group, reason, wanted);
     return "revived";
   }
 
@@ -518,10 +520,14 @@ export class JetStreamQueue implements Queue {
           settled: (seq) => this.trim.settled(stream, durableName(group), subject, seq),
           unreachable: () => {
             if (retired || !this.mayRevive()) return;
-            this.reviveMailbox(subject, group, "pulls unanswered", () => !retired).catch((err: unknown) => log.warn("queue_mailbox_revive_failed", { error: (err as Error).message }));
+            this.reviveMailbox(subject, group, "pulls refused", () => !retired).catch((err: unknown) => log.warn("queue_mailbox_revive_failed", { error: (err as Error).message }));
+          },
+          silent: () => {
+            if (retired || !this.mayRevive()) return;
+            this.reviveIfUnanswered(subject, group, "pull and INFO unanswered", () => !retired).catch((err: unknown) => log.warn("queue_mailbox_revive_failed", { error: (err as Error).message }));
           },
         }
-      : { settled: () => undefined, unreachable: () => undefined };
+      : { settled: () => undefined, unreachable: () => undefined, silent: () => undefined };
     const source = new JetStreamSource(this.nc, this.js, stream, group, this.clock, this.pulls, log, hooks);
     this.sources.add(source);
     const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, log, opts, () => {
@@ -854,15 +860,17 @@ function mustStream(subject: string): string {
 interface SourceHooks {
   /** An ack or term of stream sequence `seq` was confirmed: the mailbox's read mail can be trimmed. */
   settled(seq: number): void;
-  /** REVIVE_AFTER_UNREACHABLE_PULLS pulls in a row found nobody serving the consumer. */
+  /** REVIVE_AFTER_UNREACHABLE_PULLS pulls in a row were refused: nobody serves the consumer. */
   unreachable(): void;
+  /** A pull went unanswered past its expiry: the consumer's member may be cut off. */
+  silent(): void;
 }
 
 class JetStreamSource implements MailboxSource {
   private readonly durable: string;
   private readonly nextSubject: string;
   private readonly inboxes: PullInboxes;
-  /** Pulls in a row that nobody served (a 503, or no word past the expiry). */
+  /** Pulls in a row refused with "no responders" (503). */
   private unserved = 0;
 
   constructor(
@@ -946,7 +954,8 @@ class JetStreamSource implements MailboxSource {
         if (received >= batch) finish();
       });
       timer = this.clock.setTimeout(() => {
-        this.noteUnserved();
+        this.unserved = 0;
+        this.hooks.silent();
         finish(new Error("pull went unanswered past its expiry"));
       }, PULL_EXPIRES_MS + PULL_LOST_AFTER_MS);
       // A drain is no_wait WITH an expiry: nats-server then waits for the first message up

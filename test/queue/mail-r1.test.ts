@@ -158,3 +158,23 @@ test("kill -9 of a seat's holder and its mailbox's member: the next holder's att
   for await (const c of jsm.consumers.list(streamForSubject(box.subject)!)) names.push(c.name);
   expect(names.filter((n) => n === durableName(box.group))).toHaveLength(1);
 }, 180_000);
+
+test("a mailbox's member that stops answering (SIGSTOP) under its holder: one silent pull and a silent INFO make it again", async () => {
+  const { box, hostName, victim, other } = await clusterWithMailbox("member-silent");
+  const holder = await queueOn(other, "holder");
+  const rec = recorder();
+  await holder.queue.attach(box.subject, box.group, rec.handler);
+  await publishThrough(holder.queue, box.subject, "before");
+  await eventually("before delivered", () => rec.seen.length === 1);
+  // Its connections stay open, so nobody is told it is gone: pulls meet silence, not "no responders".
+  victim.proc.kill("SIGSTOP");
+  try {
+    await publishThrough(holder.queue, box.subject, "after");
+    await eventually("after delivered through a mailbox made again", () => rec.texts().includes("after"));
+    expect(holder.sink.events("queue_mailbox_revived")[0]?.fields).toMatchObject({ reason: "pull and INFO unanswered" });
+    expect(rec.texts().filter((t) => t === "after")).toHaveLength(1);
+    expect(await hostOf(holder.nc, box)).not.toBe(hostName);
+  } finally {
+    victim.proc.kill("SIGCONT");
+  }
+}, 180_000);
