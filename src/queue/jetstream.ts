@@ -515,16 +515,24 @@ export class JetStreamQueue implements Queue {
     const log = this.log.child({ subject, group });
     const stream = mustStream(subject);
     let retired = false;
+    // A pull sent before the mailbox was made again waits on the old consumer, silent until
+    // its expiry: it is given up at once, so the next pull asks the new one.
+    const revived = (revival: Promise<boolean>) => {
+      revival.then(
+        (made) => made && source.abandonPullsBefore(this.clock.now()),
+        (err: unknown) => log.warn("queue_mailbox_revive_failed", { error: (err as Error).message }),
+      );
+    };
     const hooks: SourceHooks = isMailStream(stream)
       ? {
           settled: (seq) => this.trim.settled(stream, durableName(group), subject, seq),
           unreachable: () => {
             if (retired || !this.mayRevive()) return;
-            this.reviveMailbox(subject, group, "pulls refused", () => !retired).catch((err: unknown) => log.warn("queue_mailbox_revive_failed", { error: (err as Error).message }));
+            revived(this.reviveMailbox(subject, group, "pulls refused", () => !retired).then(() => true));
           },
           silent: () => {
             if (retired || !this.mayRevive()) return;
-            this.reviveIfUnanswered(subject, group, "pull and INFO unanswered", () => !retired).catch((err: unknown) => log.warn("queue_mailbox_revive_failed", { error: (err as Error).message }));
+            revived(this.reviveIfUnanswered(subject, group, "pull and INFO unanswered", () => !retired).then((r) => r === "revived"));
           },
         }
       : { settled: () => undefined, unreachable: () => undefined, silent: () => undefined };
@@ -872,6 +880,8 @@ class JetStreamSource implements MailboxSource {
   private readonly inboxes: PullInboxes;
   /** Pulls in a row refused with "no responders" (503). */
   private unserved = 0;
+  /** The open pull: when it was sent, and how to end it. */
+  private open: { sent_at: number; finish: (error?: unknown) => void } | null = null;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -886,6 +896,11 @@ class JetStreamSource implements MailboxSource {
     this.durable = durableName(group);
     this.nextSubject = `$JS.API.CONSUMER.MSG.NEXT.${stream}.${this.durable}`;
     this.inboxes = new PullInboxes(nc, clock, (msg) => void this.handBackStray(msg));
+  }
+
+  /** Ends the open pull if it was sent before `at` (its consumer has since been made again). */
+  abandonPullsBefore(at: number): void {
+    if (this.open && this.open.sent_at <= at) this.open.finish(new Error("its mailbox was made again; asking the new one"));
   }
 
   /** The attachment is gone: its subscription goes once its last pull is over. */
@@ -928,12 +943,14 @@ class JetStreamSource implements MailboxSource {
     const finish = (error?: unknown) => {
       if (done) return;
       done = true;
+      if (this.open?.finish === finish) this.open = null;
       timer?.cancel();
       inbox?.close();
       this.pulls.ended();
       sink.end(error);
     };
     this.pulls.started();
+    this.open = { sent_at: this.clock.now(), finish };
     try {
       inbox = this.inboxes.openInbox((err, msg) => {
         if (err || !msg) return finish(err ?? new Error("pull inbox closed"));

@@ -172,6 +172,8 @@ test("a mailbox's member that stops answering (SIGSTOP) under its holder: one si
     await publishThrough(holder.queue, box.subject, "after");
     await eventually("after delivered through a mailbox made again", () => rec.texts().includes("after"));
     expect(holder.sink.events("queue_mailbox_revived")[0]?.fields).toMatchObject({ reason: "pull and INFO unanswered" });
+    // The pull sent to the old consumer meanwhile was given up, not waited out.
+    expect(holder.sink.events("queue_pull_failed").some((e) => /made again/.test(String(e.fields.error)))).toBe(true);
     expect(rec.texts().filter((t) => t === "after")).toHaveLength(1);
     expect(await hostOf(holder.nc, box)).not.toBe(hostName);
   } finally {
