@@ -77,6 +77,19 @@ function rig(): Rig {
 
 const owned = () => true;
 
+/** A read-only MCP tool whose every call throws `error()`. */
+function throwingTool(name: string, description: string, error: () => Error): Tool {
+  return {
+    name,
+    description,
+    input_schema: { type: "object" },
+    annotations: { readOnly: true, openWorld: false, estateWrite: false, source: "mcp" },
+    call: async () => {
+      throw error();
+    },
+  };
+}
+
 /** No retry budget: one call per round, so a scripted failure ends the turn at once. */
 function openai(): Provider {
   return openAiProvider({ name: "gpt", base_url: server.url, model: "m", api_keys: [], timeout_ms: 5_000, retry_budget_ms: 0, random: () => 0, clock: systemClock });
@@ -218,15 +231,7 @@ describe("a turn that broke", () => {
 
   test("an unexpected exception → recorded, acked, turn.guard_breach", async () => {
     const r = rig();
-    const boom: Tool = {
-      name: "explode",
-      description: "a defect",
-      input_schema: { type: "object" },
-      annotations: { readOnly: true, openWorld: false, estateWrite: false, source: "mcp" },
-      call: async () => {
-        throw new TypeError("cannot read properties of undefined");
-      },
-    };
+    const boom = throwingTool("explode", "a defect", () => new TypeError("cannot read properties of undefined"));
     const msg = await r.estate.post("general", "founder", "@pm go");
     const trigger = mentionTrigger("pm", "general", msg, "@pm go");
     server.script([openAiToolReply([{ id: "c1", name: "explode", args: {} }])]);
@@ -239,24 +244,8 @@ describe("a turn that broke", () => {
 });
 
 describe("a failure the person must hear", () => {
-  const storeDown: Tool = {
-    name: "list_runs",
-    description: "reads the fleet's store, which a cut-off node cannot reach",
-    input_schema: { type: "object" },
-    annotations: { readOnly: true, openWorld: false, estateWrite: false, source: "mcp" },
-    call: async () => {
-      throw new StoreUnavailable("list crewlet_runs pm.*: 503");
-    },
-  };
-  const explode: Tool = {
-    name: "explode",
-    description: "a defect",
-    input_schema: { type: "object" },
-    annotations: { readOnly: true, openWorld: false, estateWrite: false, source: "mcp" },
-    call: async () => {
-      throw new TypeError("cannot read properties of undefined");
-    },
-  };
+  const storeDown = throwingTool("list_runs", "reads the fleet's store, which a cut-off node cannot reach", () => new StoreUnavailable("list crewlet_runs pm.*: 503"));
+  const explode = throwingTool("explode", "a defect", () => new TypeError("cannot read properties of undefined"));
 
   test("a store that answers 503 to a tool (a cut-off node) is told to the model, not a defect that ends the turn", async () => {
     const r = rig();
