@@ -52,13 +52,9 @@ export const MAX_WAITING_PULLS = 128;
  * throttles a live seat, still a bound.
  */
 export const MAX_ACK_PENDING = 1_000;
-/**
- * Pulls refused with "no responders" in a row (one a second) before a mailbox is made again
- * elsewhere: its one member may be dead, and the broker only says so 150 s later. An R1
- * consumer has no election to wait out, so three seconds of refusals is its member gone. A
- * pull met with silence (a member cut off, not closed) is ten seconds of it already: one
- * INFO that also goes unanswered decides it.
- */
+/** Pulls refused with "no responders" in a row (one a second) before a mailbox is made again
+ *  elsewhere: an R1 consumer has no election to wait out, and the broker calls its member
+ *  gone only 150 s later. A silent pull is 10 s already, so one unanswered INFO decides it. */
 export const REVIVE_AFTER_UNREACHABLE_PULLS = 3;
 /**
  * How long a mailbox's consumer INFO may go unanswered before the mailbox is judged gone
