@@ -1,9 +1,12 @@
 // The mailbox shapes of issue 34, side by side: what each costs the brokers to create and to
 // keep while nothing moves. Each shape runs on its own fresh cluster (startNats), with the
 // sixteen agent shards and one seat's mailboxes per seat:
-//   today       — an R3 consumer per seat mailbox (inbox and reflect; control only for a
-//                 seat with a sandbox) on interest streams, made by the node's own code
-//                 (ensureSeatMailboxes);
+//   before      — an R3 consumer per seat mailbox (inbox and reflect; control only for a
+//                 seat with a sandbox) on interest streams, memory state: the shape up to
+//                 lease protocol 7, made here by hand;
+//   built       — what the node's own code makes now (queue.ensureStreams and
+//                 ensureSeatMailboxes): an R1 consumer per seat mailbox on limits streams,
+//                 file state;
 //   seat-r3     — one R3 consumer a seat over its three subjects (filter_subjects), on
 //                 interest streams: a third of the raft groups;
 //   seat-r1     — one R1 consumer a seat over its three subjects on limits streams (R1 is
@@ -13,7 +16,7 @@
 // brokers' CPU over it: heartbeats of every raft group, the floor under everything else),
 // the brokers' RSS and the consumer count. Figures only; on a shared box they are upper
 // bounds. Last line per shape: shape=… seats=… create_s=… idle_cores=… rss_mib=… consumers=…
-//   bun bench/mailbox-shapes.ts [--seats 2000] [--members 3] [--idle 30] [--shapes today,seat-r3,seat-r1,seat-r1-mem]
+//   bun bench/mailbox-shapes.ts [--seats 2000] [--members 3] [--idle 30] [--shapes before,built,seat-r3,seat-r1,seat-r1-mem]
 import { AckPolicy, DeliverPolicy, ReplayPolicy, RetentionPolicy, StorageType, type ConsumerConfig, type JetStreamManager } from "nats";
 import { z } from "zod";
 import { benchArgs, countFlag, membersFlag, wholeFlag } from "./args.ts";
@@ -22,15 +25,15 @@ import { systemClock } from "../src/clock.ts";
 import { silentLogger } from "../src/log.ts";
 import { JetStreamQueue } from "../src/queue/jetstream.ts";
 import { ensureSeatMailboxes, MAILBOX_CREATE_CONCURRENCY } from "../src/queue/mailboxes.ts";
-import { AGENT_SHARDS, agentStream, agentSubjects, MAILBOX_KINDS, mailboxStream, mailboxSubject } from "../src/queue/topics.ts";
+import { AGENT_SHARDS, agentStream, agentSubjects, durableName, MAILBOX_KINDS, mailboxGroup, mailboxStream, mailboxSubject, SEAT_MAILBOX_KINDS } from "../src/queue/topics.ts";
 import { startNats, type TestNats } from "../test/support/nats.ts";
 
-const SHAPES = ["today", "seat-r3", "seat-r1", "seat-r1-mem"] as const;
+const SHAPES = ["before", "built", "seat-r3", "seat-r1", "seat-r1-mem"] as const;
 type Shape = (typeof SHAPES)[number];
 
 const args = benchArgs(
   "mailbox-shapes",
-  "[--seats 2000] [--members 1|3] [--idle 30] [--shapes today,seat-r3,seat-r1,seat-r1-mem]",
+  "[--seats 2000] [--members 1|3] [--idle 30] [--shapes before,built,seat-r3,seat-r1,seat-r1-mem]",
   z.object({
     seats: countFlag(2000, 20_000),
     members: membersFlag.default(3),
@@ -43,7 +46,7 @@ const args = benchArgs(
   }),
 );
 
-/** A consumer's settings in the one-per-seat shapes: today's, over the seat's three subjects. */
+/** A consumer's settings in the one-per-seat shapes: a mailbox's, over the seat's three subjects. */
 function seatConsumer(handle: string, replicas: number, mem: boolean): ConsumerConfig {
   return {
     durable_name: `seat-${handle}`,
@@ -75,7 +78,16 @@ async function pool<T>(items: T[], limit: number, each: (x: T) => Promise<unknow
 async function create(nats: TestNats, shape: Shape, handles: string[]): Promise<void> {
   const nc = await nats.connect({ name: `shape-${shape}` });
   try {
-    if (shape === "today") {
+    if (shape === "before") {
+      const jsm = await nc.jetstreamManager({ timeout: 30_000 });
+      await addStreams(jsm, RetentionPolicy.Interest);
+      const boxes = handles.flatMap((h) => SEAT_MAILBOX_KINDS.map((kind) => ({ h, kind })));
+      await pool(boxes, MAILBOX_CREATE_CONCURRENCY, ({ h, kind }) =>
+        jsm.consumers.add(mailboxStream(h), { ...seatConsumer(h, args.members, args.members > 1), durable_name: durableName(mailboxGroup(h, kind)), filter_subjects: undefined, filter_subject: mailboxSubject(h, kind) } as ConsumerConfig),
+      );
+      return;
+    }
+    if (shape === "built") {
       const queue = new JetStreamQueue({ nc, replicas: args.members, clock: systemClock, log: silentLogger });
       await queue.ensureStreams();
       await ensureSeatMailboxes(queue, handles, systemClock, silentLogger, MAILBOX_CREATE_CONCURRENCY);

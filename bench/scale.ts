@@ -12,6 +12,7 @@
 //     given back to rebalance on the way (seat_detached reason=rebalance);
 //   - messages the idle node's client connections receive per sweep once the fleet is full
 //     (out_msgs of its connections on its sidecar's /connz, over MEASURED_SWEEPS sweeps);
+//   - the CPU every broker and node spends over those sweeps (cores), every seat held and idle;
 //   - sweep duration (seat_sweep elapsed_ms on the seat holders, once full);
 //   - claim p50/p99 (seat_attached claim_ms: lease write to inbox attached);
 //   - RSS of every node and sidecar, and per seat;
@@ -25,6 +26,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import { loadavg } from "node:os";
 import { z } from "zod";
 import { benchArgs, countFlag, wholeFlag, membersFlag } from "./args.ts";
+import { cpuSeconds } from "./proc.ts";
 import { SEAT_MAILBOX_KINDS, subjectMatches } from "../src/queue/topics.ts";
 import { SWEEP_INTERVAL_MS } from "../src/seat/placement.ts";
 import { makeFleet, TEST_TOKEN, type FleetNode, type NodeSpec } from "../test/support/fleet.ts";
@@ -91,6 +93,16 @@ function rssKb(pid: number): number {
     return 0;
   }
 }
+/** CPU seconds so far of every node process and its sidecar, for the idle window's cores. */
+function idleCpu(): { id: string; what: "node" | "broker"; cpu_s: number }[] {
+  return fleet.nodes.flatMap((n) => {
+    const sp = sidecarPid(n);
+    const out: { id: string; what: "node" | "broker"; cpu_s: number }[] = [{ id: n.id, what: "node", cpu_s: cpuSeconds(n.proc!.pid) }];
+    if (sp) out.push({ id: n.id, what: "broker", cpu_s: cpuSeconds(sp) });
+    return out;
+  });
+}
+
 function sidecarPid(n: FleetNode): number | null {
   const parent = n.proc?.pid;
   if (!parent) return null;
@@ -274,9 +286,14 @@ try {
   // The breakdown is a reading aid: a tap that cannot start leaves the count as it was.
   const tap = await subjectTap(idle).catch((err) => (say(`  (no breakdown: ${String(err)})`), null));
   const out0 = await clientOutMsgs(idle);
+  const cpu0 = idleCpu();
   const window = Bun.sleep(SWEEP_INTERVAL_MS * MEASURED_SWEEPS);
   const bySubject = tap ? await tap.count(window) : (await window, new Map<string, number>());
   const idlePerSweep = ((await clientOutMsgs(idle)) - out0) / MEASURED_SWEEPS;
+  const idleCores = idleCpu().map((c, i) => ({ ...c, cores: (c.cpu_s - cpu0[i]!.cpu_s) / ((SWEEP_INTERVAL_MS * MEASURED_SWEEPS) / 1000) }));
+  const brokerCores = idleCores.filter((c) => c.what === "broker").reduce((t, c) => t + c.cores, 0);
+  const nodeCores = idleCores.filter((c) => c.what === "node").reduce((t, c) => t + c.cores, 0);
+  say(`  idle, every seat held: brokers ${brokerCores.toFixed(3)} cores in all, nodes ${nodeCores.toFixed(3)} (${idleCores.map((c) => `${c.id} ${c.what} ${c.cores.toFixed(3)}`).join(", ")})`);
   const sweeps = holders.flatMap((n) => n.events("seat_sweep").slice(sweepsBefore.get(n.id)).map((e) => Number(e.elapsed_ms)));
   const idleFull = lastEvent(idle, "seat_sweep")?.fleet_full;
   say(`  idle node: ${idlePerSweep.toFixed(1)} messages per sweep (its sweep says fleet_full=${String(idleFull)})`);
@@ -354,7 +371,7 @@ try {
   say(`  load average (1 min) during the run: min ${Math.min(...l).toFixed(1)}, mean ${(l.reduce((a, b) => a + b, 0) / l.length).toFixed(1)}, max ${Math.max(...l).toFixed(1)} on ${navigator.hardwareConcurrency} cores — figures are upper bounds on a shared box`);
   const bootWalk = Math.max(...[...walks.values()].filter((x) => Number.isFinite(x)));
   say(
-    `seats=${SEATS} members=${MEMBERS} boot_walk_s=${sec(bootWalk)} all_held_s=${Number.isNaN(allHeldMs) ? "none" : sec(allHeldMs)} rss_mb=${(maxNodeKb / 1024).toFixed(0)} idle_msgs_per_sweep=${idlePerSweep.toFixed(1)}`,
+    `seats=${SEATS} members=${MEMBERS} boot_walk_s=${sec(bootWalk)} all_held_s=${Number.isNaN(allHeldMs) ? "none" : sec(allHeldMs)} rss_mb=${(maxNodeKb / 1024).toFixed(0)} idle_msgs_per_sweep=${idlePerSweep.toFixed(1)} idle_broker_cores=${brokerCores.toFixed(3)}`,
   );
 } catch (err) {
   console.error(String(err instanceof Error ? (err.stack ?? err.message) : err));

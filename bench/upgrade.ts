@@ -10,10 +10,11 @@
 // and /ready must stay 200 throughout, for a pause is no deafness — and is then resumed.
 // Each message must be answered exactly once, in its own thread. The default --from is the
 // last build before the mail shards (lease protocol 4), so the swap crosses the legacy-mail
-// forwarding (src/queue/legacy-mail.ts).
+// forwarding (src/queue/legacy-mail.ts); a --from on the interest-retained shards (lease
+// protocol 5 to 7) crosses it from those.
 //
-// Prints the times from the new binary's exec to ready, to its legacy_mail_forwarded line
-// and to the last answer; exits 1 when a message is unanswered or answered twice, or /ready
+// Prints the times from the new binary's exec to ready, to the legacy_mail_forwarded line
+// that deleted the last of the older build's mail streams, and to the last answer; exits 1 when a message is unanswered or answered twice, or /ready
 // failed while paused. Needs the older ref's package.json and lockfile to match this tree's
 // (it shares node_modules).
 import { execFileSync } from "node:child_process";
@@ -24,7 +25,7 @@ import { parse, stringify } from "yaml";
 import { z } from "zod";
 import { benchArgs, countFlag, wholeFlag } from "./args.ts";
 import { systemClock } from "../src/clock.ts";
-import { LEGACY_AGENT_STREAM } from "../src/queue/topics.ts";
+import { LEGACY_MAIL_STREAMS } from "../src/queue/topics.ts";
 import { freePort } from "../test/support/ports.ts";
 
 /** The parent of 004748c, the commit that sharded seat mail (lease protocol 4 → 5). */
@@ -117,10 +118,11 @@ const jszSchema = z.object({
   account_details: z.array(z.object({ stream_detail: z.array(z.object({ name: z.string(), state: z.object({ messages: z.number() }) })).default([]) })).default([]),
 });
 
-async function legacyMessages(monitorPort: number): Promise<number> {
+/** The older build's mail streams there (the one stream, or the interest-retained shards), and what they hold. */
+async function legacyMail(monitorPort: number): Promise<{ streams: string[]; messages: number }> {
   const jsz = jszSchema.parse(await (await fetch(`http://127.0.0.1:${monitorPort}/jsz?accounts=true&streams=true`)).json());
-  const stream = jsz.account_details.flatMap((a) => a.stream_detail).find((st) => st.name === LEGACY_AGENT_STREAM);
-  return stream?.state.messages ?? 0;
+  const legacy = jsz.account_details.flatMap((a) => a.stream_detail).filter((st) => LEGACY_MAIL_STREAMS.includes(st.name));
+  return { streams: legacy.map((st) => st.name), messages: legacy.reduce((n, st) => n + st.state.messages, 0) };
 }
 
 async function stop(n: Node, signal: "SIGTERM" | "SIGKILL" = "SIGTERM"): Promise<number> {
@@ -163,7 +165,10 @@ async function main(): Promise<boolean> {
     // Their wakes reach the older build's mailbox a moment after the posts are applied: wait,
     // so the swap moves them rather than this build's wake feed publishing them afresh.
     const o = node;
-    await until(`${asked.length} wakes in ${LEGACY_AGENT_STREAM}`, READY_WITHIN_MS, async () => ((await legacyMessages(monitor)) >= asked.length ? true : null), o);
+    const legacy = await until(`${asked.length} wakes in the older build's mail streams`, READY_WITHIN_MS, async () => {
+      const there = await legacyMail(monitor);
+      return there.messages >= asked.length ? there.streams : null;
+    }, o);
     console.log(`older build: @ceo paused, ${asked.length} mentions posted and in its mailbox; stopping it with ${args.signal}: exit ${await stop(node, args.signal)}`);
 
     const t0 = performance.now();
@@ -171,7 +176,11 @@ async function main(): Promise<boolean> {
     await ready();
     const ready_ms = performance.now() - t0;
     const n = node;
-    const moved = await until("legacy_mail_forwarded with the stream deleted", ANSWERED_WITHIN_MS, async () => n.lines().find((l) => l.event === "legacy_mail_forwarded" && l.stream_deleted === true) ?? null, n);
+    // A line a stream: the move is done when each of the older build's streams is deleted.
+    const movedLines = () => n.lines().filter((l) => l.event === "legacy_mail_forwarded");
+    await until("legacy_mail_forwarded with every legacy stream deleted", ANSWERED_WITHIN_MS, async () => (legacy.every((s) => movedLines().some((l) => l.stream === s && l.stream_deleted === true)) ? true : null), n);
+    const total = (field: string) => movedLines().reduce((sum, l) => sum + (l[field] as number), 0);
+    const moved = { forwarded: total("forwarded"), mailboxes_deleted: total("mailboxes_deleted") };
     const forwarded_ms = performance.now() - t0;
     // Paused with its mail waiting: the node must still say it is ready.
     const notReady: string[] = [];
@@ -189,7 +198,7 @@ async function main(): Promise<boolean> {
     const answered_ms = performance.now() - t0;
     await systemClock.sleep(QUIET_MS);
     const counts = await answers();
-    console.log(`this build: ready ${ready_ms.toFixed(0)} ms after exec; legacy mail forwarded (${moved.forwarded} messages, ${moved.mailboxes_deleted} mailboxes, stream deleted) at ${forwarded_ms.toFixed(0)} ms; every message answered at ${answered_ms.toFixed(0)} ms (resumed ${args["paused-seconds"]} s after the forward)`);
+    console.log(`this build: ready ${ready_ms.toFixed(0)} ms after exec; legacy mail forwarded (${moved.forwarded} messages, ${moved.mailboxes_deleted} mailboxes, ${legacy.length} streams deleted) at ${forwarded_ms.toFixed(0)} ms; every message answered at ${answered_ms.toFixed(0)} ms (resumed ${args["paused-seconds"]} s after the forward)`);
     console.log(`answers per message, ${QUIET_MS} ms after the last: ${counts.join(", ")}`);
     console.log(`/ready while @ceo stayed paused ${args["paused-seconds"]} s after the swap: ${notReady.length === 0 ? "200 throughout" : `not ready ${notReady.length} times, first ${notReady[0]}`}`);
     return counts.every((k) => k === 1) && notReady.length === 0;

@@ -8,6 +8,7 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { Clock } from "../clock.ts";
 import type { KvSlot } from "../coord/contract.ts";
+import { RIDE_OUT_MS, rideOut } from "../coord/ride-out.ts";
 import type { Logger } from "../log.ts";
 import type { Trigger, TriggerType } from "../org/trigger.ts";
 
@@ -95,6 +96,8 @@ export const ledgerRecordSchema = z.object({
   at: z.number(),
   /** Why it is here: the turn's own trigger, or a waiting message its thread showed it. */
   as: z.enum(["trigger", "answered_in_thread"]),
+  /** A failed turn's notice to the person: a redelivery that finds it untold tells it. */
+  notice: z.string().optional(),
 });
 export type LedgerRecord = z.infer<typeof ledgerRecordSchema>;
 
@@ -121,18 +124,17 @@ export interface TurnRecord {
   triggers: readonly Trigger[];
   /** Chat messages the turn answered in their thread without being woken for them. */
   answered_messages: readonly string[];
+  /** The notice this turn owes the person, when it failed for good. */
+  notice?: string;
 }
 
 /**
  * A ledger write that fails is tried again for this long before the turn's delivery is
  * acked: the record is what stops a redelivery (an ack lost with a dying consumer leader)
  * from running the turn twice, and it fails in the same election that loses the ack (seen:
- * one message answered twice, 30 minutes apart, after a 503 here). An R3 election takes
- * ~0.3–4 s; 15 s rides out a few back to back and still keeps a turn's settle short.
+ * one message answered twice, 30 minutes apart, after a 503 here).
  */
-export const LEDGER_WRITE_RETRY_MS_MAX = 15_000;
-/** Between attempts: a fraction of an election. */
-const LEDGER_WRITE_RETRY_EVERY_MS = 250;
+export const LEDGER_WRITE_RETRY_MS_MAX = RIDE_OUT_MS;
 
 export class CompletionLedger {
   constructor(
@@ -206,34 +208,27 @@ export class CompletionLedger {
   async record(r: TurnRecord): Promise<{ written: number; failed: number }> {
     const at = this.clock.now();
     const base = { seat: r.seat, turn_id: r.turn_id, node: r.node, outcome: r.outcome, at };
+    const owed = r.notice !== undefined ? { notice: r.notice } : {};
     const writes: { key: string; value: LedgerRecord }[] = [];
     for (const t of r.triggers) {
       if (!isLedgered(t)) continue;
-      writes.push({ key: eventKey(t.event_id), value: { ...base, as: "trigger" } });
-      if (t.refs.message_id !== undefined) writes.push({ key: chatMessageKey(r.seat, t.refs.message_id), value: { ...base, as: "trigger" } });
+      writes.push({ key: eventKey(t.event_id), value: { ...base, as: "trigger", ...owed } });
+      if (t.refs.message_id !== undefined) writes.push({ key: chatMessageKey(r.seat, t.refs.message_id), value: { ...base, as: "trigger", ...owed } });
     }
     for (const m of r.answered_messages) writes.push({ key: chatMessageKey(r.seat, m), value: { ...base, as: "answered_in_thread" } });
     let written = 0;
     let failed = 0;
-    const started = this.clock.now();
+    // One budget for the whole record: its writes fail together in one election.
+    const until = this.clock.now() + this.writeRetry_ms;
     for (const w of writes) {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          // put, not create: done does not lapse, and a second record of done is still done.
-          await this.slot.put(w.key, new TextEncoder().encode(JSON.stringify(w.value)));
-          written += 1;
-          if (attempt > 1) this.log.info("ledger_write_retried", { seat: r.seat, turn_id: r.turn_id, key: w.key, attempts: attempt });
-          break;
-        } catch (err) {
-          // One budget for the whole record: its writes fail together in one election.
-          if (this.clock.now() - started + LEDGER_WRITE_RETRY_EVERY_MS < this.writeRetry_ms) {
-            await this.clock.sleep(LEDGER_WRITE_RETRY_EVERY_MS);
-            continue;
-          }
-          failed += 1;
-          this.log.warn("ledger_write_failed", { seat: r.seat, turn_id: r.turn_id, key: w.key, attempts: attempt, error: (err as Error).message });
-          break;
-        }
+      try {
+        // put, not create: done does not lapse, and a second record of done is still done.
+        const { attempts } = await rideOut(this.clock, until, () => this.slot.put(w.key, new TextEncoder().encode(JSON.stringify(w.value))));
+        written += 1;
+        if (attempts > 1) this.log.info("ledger_write_retried", { seat: r.seat, turn_id: r.turn_id, key: w.key, attempts });
+      } catch (err) {
+        failed += 1;
+        this.log.warn("ledger_write_failed", { seat: r.seat, turn_id: r.turn_id, key: w.key, error: (err as Error).message });
       }
     }
     return { written, failed };

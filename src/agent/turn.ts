@@ -10,6 +10,7 @@
 //     episode keyed on the work) are published (memory.ts).
 import { createHash, randomUUID } from "node:crypto";
 import type { Clock } from "../clock.ts";
+import { StoreUnavailable } from "../coord/contract.ts";
 import { EstateInvalid, EstateUnavailable } from "../estate/router.ts";
 import { parseMentions } from "../estate/mentions.ts";
 import { automaticOpId } from "../estate/wakes.ts";
@@ -23,7 +24,7 @@ import { DEFAULT_REDELIVERY, dispose, redeliveryDelayMs, type Disposition, type 
 import type { EventSink } from "./events.ts";
 import { callModel } from "./model-call.ts";
 import type { TurnMemoryFacts, TurnMemoryPort } from "./memory.ts";
-import { workKeyOf, type CompletionLedger } from "./ledger.ts";
+import { workKeyOf, type CompletionLedger, type LedgerHit } from "./ledger.ts";
 import { causeOf, noticeText, Notifier, type TurnStop } from "./notice.ts";
 import type { FailureClass } from "./providers/failure.ts";
 import { systemPrompt, turnMessage, waitingMessages, type TurnContextData } from "./prompt.ts";
@@ -264,7 +265,7 @@ interface RunState {
 }
 
 function isExpected(err: unknown): boolean {
-  return err instanceof ProviderError || err instanceof EstateUnavailable || err instanceof EstateInvalid;
+  return err instanceof ProviderError || err instanceof EstateUnavailable || err instanceof EstateInvalid || err instanceof StoreUnavailable;
 }
 
 export class TurnEngine {
@@ -343,6 +344,10 @@ export class TurnEngine {
         });
       }
       toRun = check.run;
+      if (!(await this.tellOwed(req.seat, check.skip))) {
+        const delay_ms = redeliveryDelayMs(req.delivery_count ?? 1, this.o.redelivery ?? DEFAULT_REDELIVERY);
+        return { ...base, turn_id: null, settle: "nak", delay_ms, outcome: "skipped", skipped, ran: [] };
+      }
     }
     if (toRun.length === 0) return { ...base, turn_id: null, settle: "ack", outcome: "skipped", skipped, ran: [] };
     toRun = await this.passAnswersOn(req, toRun, skipped);
@@ -465,8 +470,10 @@ export class TurnEngine {
         this.o.log.warn("memory_turn_write_failed", { seat: seat.handle, turn_id: state.turn_id, error: (err as Error).message });
       }
     }
+    const notice = d.tell && stop ? noticeText({ stop, done: state.outside, deliveries: stop.kind !== "refused" && (failure === "transient" || failure === null) ? delivery_count : undefined }) : null;
     if (d.record && this.o.ledger) {
-      await this.o.ledger.record({ seat: seat.handle, turn_id: state.turn_id, node: this.o.node_id, outcome: d.outcome, triggers: toRun, answered_messages: answered });
+      const owed = notice !== null ? { notice } : {};
+      await this.o.ledger.record({ seat: seat.handle, turn_id: state.turn_id, node: this.o.node_id, outcome: d.outcome, triggers: toRun, answered_messages: answered, ...owed });
     }
     if (memoryFacts && d.outcome === "completed") await this.o.memory!.turnRecorded(memoryFacts);
     if (d.gave_up) {
@@ -475,11 +482,11 @@ export class TurnEngine {
         this.o.events.emit("turn_trigger_skipped", { seat: seat.handle, node: this.o.node_id, event_id: t.event_id, type: t.type, reason, by_turn: state.turn_id });
       }
     }
-    let notice: string | null = null;
-    if (d.tell && stop) {
-      notice = noticeText({ stop, done: state.outside, deliveries: stop.kind !== "refused" && (failure === "transient" || failure === null) ? delivery_count : undefined });
-      await this.tell(seat.handle, state.turn_id, toRun, notice);
-    }
+    // A notice that could not be posted keeps the delivery: its redelivery finds the notice
+    // owed in the ledger (or reruns an unrecorded turn) and tells it then.
+    const untold = notice !== null && (await this.tell(seat.handle, state.turn_id, toRun, notice)) === "failed";
+    const settle: Settle = untold ? "nak" : d.settle;
+    const delayed = untold || (d.settle === "nak" && d.delayed);
     if (d.guard_breach) {
       this.o.events.emit("turn.guard_breach", { seat: seat.handle, node: this.o.node_id, turn_id: state.turn_id, kind: "unhandled_exception", error: message });
     }
@@ -495,7 +502,7 @@ export class TurnEngine {
       tool_calls: state.tool_calls,
       tokens: { input: state.usage.input_tokens, output: state.usage.output_tokens },
       outcome: d.outcome,
-      settle: d.settle,
+      settle,
       reached_outside: state.reached_outside,
       error: message,
       failure,
@@ -525,7 +532,7 @@ export class TurnEngine {
 
     return {
       turn_id: state.turn_id,
-      settle: d.settle,
+      settle,
       outcome: d.outcome,
       rounds: state.rounds,
       tool_calls: state.tool_calls,
@@ -535,8 +542,8 @@ export class TurnEngine {
       ran,
       final_text: state.final_text,
       error: message,
-      ...(d.settle === "nak" && d.delayed ? { delay_ms: redeliveryDelayMs(delivery_count, policy) } : {}),
-      ...(d.settle === "reject" ? { reason: `turn failed${failure ? ` (${failure})` : ""}: ${notice ?? message ?? "unknown"}` } : {}),
+      ...(delayed ? { delay_ms: redeliveryDelayMs(delivery_count, policy) } : {}),
+      ...(settle === "reject" ? { reason: `turn failed${failure ? ` (${failure})` : ""}: ${notice ?? message ?? "unknown"}` } : {}),
     };
   }
 
@@ -547,6 +554,22 @@ export class TurnEngine {
    */
   tell(seat: string, turn_id: string, triggers: readonly Trigger[], text: string): ReturnType<Notifier["tell"]> {
     return this.notifier.tell(seat, turn_id, triggers, text);
+  }
+
+  /** Tells the notices a failed turn recorded but could not post. False: one is still owed. */
+  private async tellOwed(seat: string, skipped: readonly { trigger: Trigger; hit: LedgerHit }[]): Promise<boolean> {
+    // Grouped by the turn that owes them: the notifier picks the same one target it did.
+    const owed = new Map<string, { notice: string; triggers: Trigger[] }>();
+    for (const { trigger, hit } of skipped) {
+      const r = hit.record;
+      if (r?.notice === undefined || r.as !== "trigger") continue;
+      const o = owed.get(r.turn_id) ?? { notice: r.notice, triggers: [] };
+      o.triggers.push(trigger);
+      owed.set(r.turn_id, o);
+    }
+    let told = true;
+    for (const [turn_id, o] of owed) if ((await this.tell(seat, turn_id, o.triggers, o.notice)) === "failed") told = false;
+    return told;
   }
 
   /** The rounds. Returns the waiting chat messages the thread showed (ledger's second key). */

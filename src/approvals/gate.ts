@@ -2,6 +2,9 @@
 // thread) instead of run; a decided request is taken under the holder's grant and an
 // approved call run at most once — the record's state guards the call, the ledger the turn.
 import type { Clock } from "../clock.ts";
+import { StoreUnavailable } from "../coord/contract.ts";
+import type { SeatWriter } from "../coord/fenced-records.ts";
+import { RIDE_OUT_MS, rideOut } from "../coord/ride-out.ts";
 import { matchRule, type ApprovalsConfig } from "../config/approvals.ts";
 import { MAX_TRIGGER_TEXT_BYTES, type Trigger } from "../org/trigger.ts";
 import { truncateToBytes } from "../estate/records.ts";
@@ -118,13 +121,20 @@ export class ApprovalGate implements ApprovalPort {
     if (rec.state === "running") {
       return this.o.store.mutate(seat, id, writer, (cur) => (cur.state === "running" ? { ...cur, state: "done", result: { content: "the node running this call stopped during it; check before asking again", is_error: true, ran: "unknown" } } : null));
     }
-    if (rec.decision.verdict !== "approved") return this.o.store.mutate(seat, id, writer, (cur) => (cur.state === "decided" ? { ...cur, state: "done" } : null));
+    if (rec.decision.verdict !== "approved") return this.settle(seat, id, writer, (cur) => (cur.state === "decided" ? { ...cur, state: "done" } : null));
     rec = await this.o.store.mutate(seat, id, writer, (cur) => (cur.state === "decided" ? { ...cur, state: "running" } : null));
     if (rec.state !== "running" || rec.owner_epoch !== epoch) return rec;
     const result = await run(rec.tool, rec.args);
     this.o.events.emit("approval_call_ran", { seat, id, tool: rec.tool, ok: !result.is_error, node: this.o.node_id });
     const ran = result.reached === false && result.is_error ? "no" : "yes";
-    return this.o.store.mutate(seat, id, writer, (cur) => (cur.state === "running" ? { ...cur, state: "done", result: { content: truncateToBytes(result.content, RESULT_MAX_BYTES), is_error: result.is_error, ran } } : null));
+    return this.settle(seat, id, writer, (cur) => (cur.state === "running" ? { ...cur, state: "done", result: { content: truncateToBytes(result.content, RESULT_MAX_BYTES), is_error: result.is_error, ran } } : null));
+  }
+
+  /** The write that makes a request done: after the call ran, a store election must not
+   *  leave it running for good, so it is ridden out (the change is a no-op once landed). */
+  private async settle(seat: string, id: string, writer: SeatWriter, change: (r: ApprovalRecord) => ApprovalRecord | null): Promise<ApprovalRecord> {
+    const until = this.o.clock.now() + RIDE_OUT_MS;
+    return (await rideOut(this.o.clock, until, () => this.o.store.mutate(seat, id, writer, change), (err) => err instanceof StoreUnavailable)).value;
   }
 }
 

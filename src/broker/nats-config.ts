@@ -61,10 +61,12 @@ function commonLines(plan: EmbeddedPlan): string[] {
  * A run's supervisor, the one process outside the node with a credential, may publish to
  * seats' control subjects and watch the run records, nothing else. Each API subject is also
  * granted under the domain: a leaf maps plain API subjects onto it before checking them.
+ * `crewlet.mail.*.*.control` is where a supervisor an earlier build started (runs outlive a
+ * binary swap) still reports; the mail move forwards it to the seat (queue/legacy-mail.ts).
  */
 export function supervisorPublish(domain: string): string[] {
   const api = ["INFO", "STREAM.INFO.KV_crewlet_runs", "CONSUMER.CREATE.KV_crewlet_runs", "CONSUMER.CREATE.KV_crewlet_runs.>", "CONSUMER.DELETE.KV_crewlet_runs.>", "CONSUMER.INFO.KV_crewlet_runs.>"];
-  return ["crewlet.mail.*.*.control", ...api.flatMap((a) => [`$JS.API.${a}`, `$JS.${domain}.API.${a}`]), "$JS.FC.>"];
+  return ["crewlet.seats.*.*.control", "crewlet.mail.*.*.control", ...api.flatMap((a) => [`$JS.API.${a}`, `$JS.${domain}.API.${a}`]), "$JS.FC.>"];
 }
 /** Its replies, and the sandbox-waiter's "are you there" (answered through allow_responses). */
 export const SUPERVISOR_SUBSCRIBE = ["_INBOX.>", "crewlet.sandbox.ping.*"];

@@ -7,9 +7,10 @@
  * Lease protocol: raised only when holding a lease comes to mean something new, so no seat is
  * held beside an older build that would misread it. 5: mail on the seat's shard of the agent
  * streams. 6: a turn receipt on the tracker log. 7: `file.attach` rows on three logs (uploads
- * answer 503 while any node below 7 is live). The reasons are in each change's commit.
+ * answer 503 while any node below 7 is live). 8: mail on limits-retained seat streams
+ * (crewlet.seats.>), mailboxes of one replica. The reasons are in each change's commit.
  */
-export const LEASE_PROTOCOL = 7;
+export const LEASE_PROTOCOL = 8;
 /** Shipped lease TTL: three heartbeats, so two missed renewals still leave one to recover. */
 export const DEFAULT_LEASE_TTL_MS = 45_000;
 /** Heartbeat = TTL / 3: three renewals per TTL tolerate two consecutive misses (a GC pause,

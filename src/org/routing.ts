@@ -8,7 +8,7 @@ import type { Org } from "./org.ts";
 export interface Route {
   handle: string;
   agent_id: string;
-  /** `crewlet.mail.{shard}.{handle}.inbox` */
+  /** `crewlet.seats.{shard}.{handle}.inbox` */
   subject: string;
   /** `agent-{handle}` */
   group: string;

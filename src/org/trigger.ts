@@ -1,4 +1,4 @@
-// A trigger: what lands in a seat's inbox (`crewlet.mail.{shard}.{handle}.inbox`) and wakes its
+// A trigger: what lands in a seat's inbox (`crewlet.seats.{shard}.{handle}.inbox`) and wakes its
 // agent. The estate's wake feeds publish them; webhooks, schedules and colleagues will too.
 // The agent engine parses every delivery with triggerSchema: a bad one names its field.
 import { z } from "zod";

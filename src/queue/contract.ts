@@ -157,8 +157,13 @@ export type Responder = (request: Answer) => Promise<Uint8Array | null>;
 export interface Queue {
   /** Creates the streams the architecture names, idempotently. */
   ensureStreams(): Promise<void>;
-  /** Creates the durable consumer (mailbox) for subject under group; attaches nothing. */
+  /**
+   * Creates the durable consumer (mailbox) for subject under group; attaches nothing. A seat's
+   * mail is kept whether or not its mailbox exists yet (limits retention), and a new mailbox
+   * delivers what is stored for its subject; what a mailbox settles is removed soon after.
+   */
   ensureMailbox(subject: string, group: string): Promise<void>;
+  /** Deletes the mailbox and the mail stored for its subject: a mailbox made again starts empty. */
   deleteMailbox(subject: string, group: string): Promise<void>;
   /**
    * Resets a mailbox to its ack floor: every message it owes and has not had acknowledged
@@ -174,12 +179,9 @@ export interface Queue {
    */
   resetMailbox(subject: string, group: string): Promise<boolean>;
   /**
-   * As resetMailbox, but from the first message stored for the mailbox's subject, whatever
-   * the consumer's pointers say (interest retention, one mailbox per subject: everything
-   * stored for it is unacknowledged): the heal for a mailbox whose delivered pointer stands
-   * beyond mail it never delivered. With nothing stored, new mail is delivered from the
-   * next publish on. False when the backend does not know the call; throws when there is
-   * no such mailbox.
+   * As resetMailbox, but from the first message stored above the ack floor, whatever the
+   * delivered pointer says: the heal for a pointer that stands beyond undelivered mail.
+   * False when the backend does not know the call; throws when there is no such mailbox.
    */
   rewindMailbox(subject: string, group: string): Promise<boolean>;
   /** Mailboxes the broker holds whose names the mailbox grammar produces. */

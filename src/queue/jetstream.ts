@@ -30,6 +30,7 @@ import { AttachmentCore, PULL_EXPIRES_MS, settleDelivery, type CoreOptions, type
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter, replayDeadLetterVia } from "./deadletter.ts";
 import { apiErrorCode, CONSUMER_NOT_FOUND, ensureStreams, WAITING_FOR_MEMBERS } from "./streams.ts";
 import { AGENT_STREAMS, durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_DLQ, streamForSubject } from "./topics.ts";
+import { MailTrim } from "./trim.ts";
 
 /**
  * A pull the broker has not ended this long after its expiry (PULL_EXPIRES_MS, attachment.ts)
@@ -51,6 +52,24 @@ export const MAX_WAITING_PULLS = 128;
  * throttles a live seat, still a bound.
  */
 export const MAX_ACK_PENDING = 1_000;
+/** Pulls refused with "no responders" in a row (one a second) before a mailbox is made again
+ *  elsewhere: an R1 consumer has no election to wait out, and the broker calls its member
+ *  gone only 150 s later. A silent pull is 10 s already, so one unanswered INFO decides it. */
+export const REVIVE_AFTER_UNREACHABLE_PULLS = 3;
+/**
+ * How long a mailbox's consumer INFO may go unanswered before the mailbox is judged gone
+ * with its member and made again. A live one answers within a second on a loaded box; a
+ * wrong judgement costs a rerun of settled mail the ledger skips, not a message.
+ */
+const REVIVE_CALL_TIMEOUT_MS = 2_000;
+/** A revival's delete and its polls for "gone": the meta leader answers those in milliseconds. */
+const REVIVE_POLL_TIMEOUT_MS = 1_000;
+/**
+ * How long a revival waits for the meta layer to say the old consumer is gone: a meta
+ * election when the dead member led the meta group (4–9 s after its last heartbeat) and a
+ * proposal, with room on a loaded box.
+ */
+const REVIVE_GONE_WITHIN_MS = 30_000;
 /** Consumer INFO calls handOffLeaderships keeps in flight: fast, without a burst of hundreds. */
 const LIST_INFO_CONCURRENCY = 16;
 /**
@@ -122,6 +141,8 @@ export interface JetStreamQueueOptions {
    * short one rather than wait 30 minutes. Production never passes it.
    */
   ackWait_ms?: number;
+  /** Tests only: the trim cadence (trim.ts TRIM_EVERY_MS), so a test sees a trim in seconds. */
+  trimEvery_ms?: number;
   /**
    * False on a leaf: the members decide the fleet's streams and their replication. The
    * leaf looks streams and mailboxes up without creating or updating them.
@@ -209,6 +230,10 @@ export class JetStreamQueue implements Queue {
   /** Every attachment's source, so close() can drop their subscriptions. */
   private readonly sources = new Set<JetStreamSource>();
   private readonly serving = new Set<Subscription>();
+  /** Purges what mailboxes have read from their limits-retained streams (trim.ts). */
+  private readonly trim: MailTrim;
+  /** Revivals in flight, one per mailbox, so many failing pulls make one. */
+  private readonly reviving = new Map<string, Promise<void>>();
 
   constructor(opts: JetStreamQueueOptions) {
     if (!Number.isInteger(opts.replicas) || opts.replicas < 1 || opts.replicas > 5) throw new Error(`queue: replicas must be 1..5, got ${opts.replicas}`);
@@ -219,6 +244,15 @@ export class JetStreamQueue implements Queue {
     this.ackWait_ms = opts.ackWait_ms ?? ACK_WAIT_MS;
     this.decidesStreams = opts.decidesStreams ?? true;
     this.js = this.nc.jetstream({ timeout: 10_000 });
+    this.trim = new MailTrim(
+      {
+        ackFloor: async (stream, durable) => (await (await this.jsm()).consumers.info(stream, durable)).ack_floor.stream_seq,
+        purgeBelow: async (stream, subject, seq) => void (await (await this.jsm()).streams.purge(stream, { filter: subject, seq })),
+      },
+      this.clock,
+      this.log,
+      opts.trimEvery_ms,
+    );
   }
 
   private jsm(): Promise<JetStreamManager> {
@@ -232,6 +266,7 @@ export class JetStreamQueue implements Queue {
   }
 
   consumerConfig(subject: string, group: string): ConsumerConfig {
+    const mail = isMailStream(mustStream(subject));
     return {
       durable_name: durableName(group),
       filter_subject: subject,
@@ -243,23 +278,17 @@ export class JetStreamQueue implements Queue {
       max_ack_pending: MAX_ACK_PENDING,
       max_waiting: MAX_WAITING_PULLS,
       max_batch: MAX_BATCH,
-      num_replicas: this.replicas,
-      // The consumer's state (its raft log, delivered and ack floors) in memory on each of
-      // its replicas; the mail stays in the file-stored stream. Every R3 mailbox is a raft
-      // group on every member, and a file-backed one is a directory of files per replica:
-      // three members walking 2,000 seats (4,000 mailboxes) on one 2-core box took 44.4 s
-      // with file state and 23.7–26.6 s with memory state (bun bench/walk.ts --seats 2000).
-      // What a whole-cluster kill loses is the position, not mail: the consumer is kept by
-      // the meta layer and starts again from the stream's start, where interest retention
-      // has already removed everything acknowledged, so what comes again is exactly the
-      // unacked mail, in order (test/queue/mailbox-cluster-restart.test.ts) — the delivery
-      // counts start over, and the completion ledger covers a turn run before the kill.
-      // A mailbox an earlier build made with file state stays so (storage cannot be
-      // updated); a create here then answers "settings differ", which ensureMailbox accepts.
-      // Clustered only: a standalone server (R1, the one-box company) keeps no record of a
-      // memory-state consumer across its own restart, and the mailbox was gone after one
-      // (the R1 case of that test fails with memory state there).
-      mem_storage: this.replicas > 1,
+      // A seat's mailbox is of one replica: no raft group, so idle it costs the broker nothing
+      // (bench/mailbox-shapes.ts); the mail itself is on the stream's replicas. Interest
+      // streams refuse consumers of fewer replicas than the stream (10134).
+      num_replicas: mail ? 1 : this.replicas,
+      // File state for a mailbox, so a member's restart keeps its position exactly (memory
+      // state would start again from what is stored, rerunning what a trim had not removed).
+      // An interest stream's consumer keeps its state in memory on a cluster: a whole-cluster
+      // kill loses its position, not mail (interest retention removed what was acknowledged),
+      // and it walked twice as fast; a standalone server keeps no memory-state consumer
+      // across its restart, so file there.
+      mem_storage: !mail && this.replicas > 1,
       headers_only: false,
       // No inactive_threshold: a seat may stay unowned as long as a rebalance or an operator
       // takes, and its mailbox must still be there.
@@ -281,25 +310,30 @@ export class JetStreamQueue implements Queue {
     const config = this.consumerConfig(subject, group);
     const durable = config.durable_name!;
     const jsm = await this.jsm();
-    if (!this.decidesStreams) {
-      // A leaf creates no fleet asset: the members make every seat's mailbox at boot and at
-      // each revision. Waiting for them beats a consumer of the leaf's own making, whose
-      // settings would differ from theirs.
+    if (!this.decidesStreams && !isMailStream(stream)) {
+      // A leaf creates no fleet asset: the members make them. Waiting for them beats a
+      // consumer of the leaf's own making, whose settings (replicas) would differ from
+      // theirs. A seat's mailbox is the exception: its settings do not depend on the
+      // replicas (consumerConfig), and a control mailbox is made only by the seat's
+      // acquirer (sandbox/seat-runs.ts), which may be a leaf.
       const found = await jsm.consumers.info(stream, durable).catch((err) => {
         if (apiErrorCode(err) === CONSUMER_NOT_FOUND) throw new Error(`queue: mailbox ${group} on ${subject} is not there yet: ${WAITING_FOR_MEMBERS}`);
+        if (isMailStream(stream) && isUnanswered(err)) return null;
         throw new Error(`queue: reading mailbox ${group} on ${subject} failed: ${String(err)}`);
       });
+      if (found === null) return this.unanswered(subject, group);
       if (found.config.filter_subject !== subject) throw new Error(`queue: mailbox ${group} already exists on ${found.config.filter_subject}, not ${subject}`);
       return;
     }
-    if (this.replicas > 1) {
+    if (this.replicas > 1 || !this.decidesStreams) {
       // On a cluster a create is a proposal to the meta group that every member applies, even
       // for a mailbox a peer already made with these settings (nats-server 2.15 proposes it as
       // an update: jsClusteredConsumerRequest). A read is not: the mailbox's leader answers it,
       // or the meta leader says "not found". Members booting together walk the same list, so
       // much of each walk finds a peer's mailbox; reading first keeps their walks from
       // proposing every mailbox three times. A read that fails says nothing: create.
-      const found = await jsm.consumers.info(stream, durable).catch(() => null);
+      const found = await jsm.consumers.info(stream, durable).catch((err: unknown) => (isMailStream(stream) && isUnanswered(err) ? "unanswered" : null));
+      if (found === "unanswered") return this.unanswered(subject, group);
       if (found?.config.filter_subject === subject) {
         // What the create path hears from the server as "settings differ", said here too.
         const differ = mailboxSettingsDiffer(config, found.config);
@@ -324,13 +358,101 @@ export class JetStreamQueue implements Queue {
     }
   }
 
+  /**
+   * A seat's mailbox that exists and does not answer (its one member gone, or marked
+   * offline) is left as it is: its mail is kept by the stream whatever becomes of the
+   * consumer, and whoever holds the seat makes it again on a live member (reviveMailbox).
+   * A boot walk failing on it would stop every node while one member is away.
+   */
+  private unanswered(subject: string, group: string): void {
+    this.log.debug("queue_mailbox_unanswered", { subject, group });
+  }
+
+  /** Deletes the consumer and, on a mail stream, the subject's mail (limits retention keeps it otherwise). */
   async deleteMailbox(subject: string, group: string): Promise<void> {
+    const stream = mustStream(subject);
     const jsm = await this.jsm();
     try {
-      await jsm.consumers.delete(mustStream(subject), durableName(group));
+      await jsm.consumers.delete(stream, durableName(group));
     } catch (err) {
       if (apiErrorCode(err) !== CONSUMER_NOT_FOUND) throw err;
     }
+    this.trim.forget(stream, durableName(group));
+    if (isMailStream(stream)) await jsm.streams.purge(stream, { filter: subject });
+  }
+
+  /**
+   * Makes a seat's mailbox again on a live member, from the first message stored: nothing
+   * unsettled is lost, and the ledger skips settled mail not yet trimmed. Only the seat's
+   * holder calls it (deliveries are screened by epoch); one revival per mailbox at a time.
+   */
+  reviveMailbox(subject: string, group: string, reason: string, wanted: () => boolean = () => true): Promise<void> {
+    const key = `${subject}\u0000${group}`;
+    const running = this.reviving.get(key);
+    if (running) return running;
+    const p = this.revive(subject, group, reason, wanted).finally(() => this.reviving.delete(key));
+    this.reviving.set(key, p);
+    return p;
+  }
+
+  /** `wanted` is asked before each delete and the create: a holder that detached meanwhile
+   * (its lease lapsed: the seat may be another node's by now) leaves the mailbox alone. */
+  private async revive(subject: string, group: string, reason: string, wanted: () => boolean): Promise<void> {
+    const stream = mustStream(subject);
+    const durable = durableName(group);
+    const started = this.clock.now();
+    // The delete's answer may never come (the meta leader answers it only for a member it
+    // knows is offline), so it is not waited for; its effect is read: once applied, the meta
+    // leader answers an INFO "not found" at once, while before it the INFO goes unanswered.
+    // It is sent again each round: one sent while the meta leader died with the member (its
+    // election takes seconds) was never proposed. A delete of a deleted consumer is a no-op.
+    const poll = await this.nc.jetstreamManager({ checkAPI: false, timeout: REVIVE_POLL_TIMEOUT_MS });
+    const deadline = started + REVIVE_GONE_WITHIN_MS;
+    for (;;) {
+      if (!wanted()) return;
+      await poll.consumers.delete(stream, durable).catch(() => undefined);
+      const gone = await poll.consumers.info(stream, durable).then(
+        () => false,
+        (err) => apiErrorCode(err) === CONSUMER_NOT_FOUND,
+      );
+      if (gone) break;
+      if (this.clock.now() >= deadline) throw new Error(`queue: reviving mailbox ${group} on ${subject}: its consumer was not gone within ${REVIVE_GONE_WITHIN_MS / 1000} s`);
+      await this.clock.sleep(LEADER_POLL_MS);
+    }
+    this.trim.forget(stream, durable);
+    if (!wanted()) return;
+    await (await this.jsm()).consumers.add(stream, this.consumerConfig(subject, group));
+    this.log.warn("queue_mailbox_revived", { subject, group, reason, elapsed_ms: this.clock.now() - started });
+  }
+
+  /**
+   * A mailbox can be made on another member: a cluster's, or a leaf's (its own replica count
+   * says nothing of the members' streams, and a mailbox's settings do not depend on it, so
+   * what a leaf makes is what a member would). On one box there is no other member: a
+   * mailbox that does not answer is its broker restarting, and comes back with it.
+   */
+  private mayRevive(): boolean {
+    return this.replicas > 1 || !this.decidesStreams;
+  }
+
+  /**
+   * A seat mailbox whose consumer does not answer (its one member gone) is made again; an
+   * interest stream's consumer has peers to elect a leader. "missing" also means "not one
+   * this checks": ensureMailbox decides those.
+   */
+  async reviveIfUnanswered(subject: string, group: string, reason = "unanswered at attach", wanted: () => boolean = () => true): Promise<"answered" | "missing" | "revived"> {
+    const stream = mustStream(subject);
+    if (!isMailStream(stream) || !this.mayRevive()) return "missing";
+    const jsm = await this.nc.jetstreamManager({ checkAPI: false, timeout: REVIVE_CALL_TIMEOUT_MS });
+    // Not found is an answer too (ensureMailbox makes it); "consumer is offline" (the meta
+    // leader's word once it knows the member is gone) and silence are not.
+    const answer = await jsm.consumers.info(stream, durableName(group)).then(
+      (info) => (info.config.filter_subject === subject ? "answered" : "missing"),
+      (err) => (apiErrorCode(err) === CONSUMER_NOT_FOUND ? "missing" : null),
+    );
+    if (answer) return answer;
+    await this.reviveMailbox(subject, group, reason, wanted);
+    return "revived";
   }
 
   /**
@@ -384,13 +506,38 @@ export class JetStreamQueue implements Queue {
   private async attachRunner(subject: string, group: string, runner: Runner, opts: CoreOptions): Promise<Attachment> {
     // Attaching creates the mailbox if it is missing: the seat's owner must never consume
     // from nothing (idempotent and cheap when it exists).
-    await this.ensureMailbox(subject, group);
+    // A mailbox found answering on its subject needs no ensure (its INFO was the same read).
+    if ((await this.reviveIfUnanswered(subject, group)) === "missing") await this.ensureMailbox(subject, group);
     const log = this.log.child({ subject, group });
-    const source = new JetStreamSource(this.nc, this.js, mustStream(subject), group, this.clock, this.pulls, log);
+    const stream = mustStream(subject);
+    let retired = false;
+    // A pull sent before the mailbox was made again waits on the old consumer, silent until
+    // its expiry: it is given up at once, so the next pull asks the new one.
+    const revived = (revival: Promise<boolean>) => {
+      revival.then(
+        (made) => made && source.abandonPullsBefore(this.clock.now()),
+        (err: unknown) => log.warn("queue_mailbox_revive_failed", { error: (err as Error).message }),
+      );
+    };
+    const hooks: SourceHooks = isMailStream(stream)
+      ? {
+          settled: (seq) => this.trim.settled(stream, durableName(group), subject, seq),
+          unreachable: () => {
+            if (retired || !this.mayRevive()) return;
+            revived(this.reviveMailbox(subject, group, "pulls refused", () => !retired).then(() => true));
+          },
+          silent: () => {
+            if (retired || !this.mayRevive()) return;
+            revived(this.reviveIfUnanswered(subject, group, "pull and INFO unanswered", () => !retired).then((r) => r === "revived"));
+          },
+        }
+      : { settled: () => undefined, unreachable: () => undefined, silent: () => undefined };
+    const source = new JetStreamSource(this.nc, this.js, stream, group, this.clock, this.pulls, log, hooks);
     this.sources.add(source);
     const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, log, opts, () => {
       this.attachments.delete(core);
       this.consumerOf.delete(core);
+      retired = true;
       source.retire(() => this.sources.delete(source));
     });
     this.attachments.add(core);
@@ -537,25 +684,26 @@ export class JetStreamQueue implements Queue {
   }
 
   /**
-   * Rewinds a mailbox's consumer to the first message its subject still stores (the
-   * deaf-seat heal for a seat whose probe went unheard, seat/mailbox-watch.ts): under
-   * interest retention with one consumer per subject, everything stored for the subject is
-   * unacknowledged, so this delivers again all of it — including mail the delivered
-   * pointer passed or stands beyond (a pointer ahead of the stream's last sequence makes
-   * every new message land behind it, never delivered: issue 11's deaf seats). With
-   * nothing stored, the pointer is set just past the stream's last sequence, read before
-   * the subject is looked up, so a message published meanwhile lands at or above it. The
-   * completion ledger skips what already ran. False when this broker does not know the
-   * reset call (nats-server < 2.14); throws when the consumer is gone (the hand-back's
-   * re-attach creates it again).
+   * The contract's rewindMailbox (the deaf-seat heal). A floor past the stream's end is as
+   * broken as such a pointer, so then the rewind starts at the subject's first message; with
+   * nothing stored, just past the last sequence, read first so a concurrent publish lands
+   * at or above it.
    */
   async rewindMailbox(subject: string, group: string): Promise<boolean> {
     const stream = mustStream(subject);
     const jsm = await this.jsm();
+    const floor = await jsm.consumers.info(stream, durableName(group)).then(
+      (info) => info.ack_floor.stream_seq,
+      (err) => {
+        if (apiErrorCode(err) === CONSUMER_NOT_FOUND) throw new Error(`queue: rewinding mailbox ${group} on ${subject}: no such mailbox`);
+        throw err;
+      },
+    );
     const last = (await jsm.streams.info(stream)).state.last_seq;
-    const reply = await this.nc.request(`$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ seq: 1, next_by_subj: subject }), { timeout: 10_000 });
+    const from = floor <= last ? floor + 1 : 1;
+    const reply = await this.nc.request(`$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ seq: from, next_by_subj: subject }), { timeout: 10_000 });
     const body = MsgGetReply.parse(JSON.parse(new TextDecoder().decode(reply.data)));
-    if (body.error && body.error.err_code !== NO_MESSAGE_FOUND) throw new Error(`queue: reading ${subject} from its start: ${body.error.description}`);
+    if (body.error && body.error.err_code !== NO_MESSAGE_FOUND) throw new Error(`queue: reading ${subject} from ${from}: ${body.error.description}`);
     const seq = body.message?.seq ?? last + 1;
     return resetConsumer(this.nc, stream, durableName(group), { seq }, `rewinding mailbox ${group} on ${subject} to ${seq}`);
   }
@@ -576,6 +724,9 @@ export class JetStreamQueue implements Queue {
     const jsm = await this.nc.jetstreamManager({ checkAPI: false, timeout: LEADER_POLL_TIMEOUT_MS });
     const seen = new Set<string>();
     const consumers = [...this.consumerOf.values()].filter((c) => {
+      // A mailbox's consumer is of one replica: no peer could lead it. Its NAKs are kept in
+      // its file state across its member's restart (the delay-0 NAK, rawMessage).
+      if (isMailStream(c.stream)) return false;
       const key = `${c.stream}.${c.durable}`;
       if (seen.has(key)) return false;
       seen.add(key);
@@ -628,6 +779,7 @@ export class JetStreamQueue implements Queue {
     for (const s of this.serving) s.unsubscribe();
     this.serving.clear();
     await this.pulls.idle();
+    await this.trim.stop();
     for (const s of this.sources) s.close();
     this.sources.clear();
   }
@@ -686,6 +838,20 @@ export async function resetConsumer(nc: NatsConnection, stream: string, durable:
   return true;
 }
 
+/** JetStream API errors: a consumer whose member the meta leader knows is gone. */
+const CONSUMER_OFFLINE = [10119, 10195];
+/** The consumer exists but its member does not answer for it: offline, silent, or no responders. */
+function isUnanswered(err: unknown): boolean {
+  const code = apiErrorCode(err);
+  if (code !== undefined) return CONSUMER_OFFLINE.includes(code);
+  return /TIMEOUT|\b503\b|no responders|consumer is offline/i.test(String((err as { code?: string })?.code ?? "") + " " + String(err));
+}
+
+/** A seat mail stream: limits-retained, its mailboxes of one replica and trimmed by their readers. */
+function isMailStream(stream: string): boolean {
+  return AGENT_STREAMS.includes(stream);
+}
+
 function mustStream(subject: string): string {
   const stream = streamForSubject(subject);
   if (!stream) throw new Error(`queue: no stream captures subject ${JSON.stringify(subject)}`);
@@ -694,10 +860,24 @@ function mustStream(subject: string): string {
 
 // ---- one mailbox's pulls ----------------------------------------------------------------
 
+/** What a mailbox's pulls and settlements tell its queue (attachRunner). */
+interface SourceHooks {
+  /** An ack or term of stream sequence `seq` was confirmed: the mailbox's read mail can be trimmed. */
+  settled(seq: number): void;
+  /** REVIVE_AFTER_UNREACHABLE_PULLS pulls in a row were refused: nobody serves the consumer. */
+  unreachable(): void;
+  /** A pull went unanswered past its expiry: the consumer's member may be cut off. */
+  silent(): void;
+}
+
 class JetStreamSource implements MailboxSource {
   private readonly durable: string;
   private readonly nextSubject: string;
   private readonly inboxes: PullInboxes;
+  /** Pulls in a row refused with "no responders" (503). */
+  private unserved = 0;
+  /** The open pull: when it was sent, and how to end it. */
+  private open: { sent_at: number; finish: (error?: unknown) => void } | null = null;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -707,10 +887,16 @@ class JetStreamSource implements MailboxSource {
     private readonly clock: Clock,
     private readonly pulls: PullTracker,
     private readonly log: Logger,
+    private readonly hooks: SourceHooks,
   ) {
     this.durable = durableName(group);
     this.nextSubject = `$JS.API.CONSUMER.MSG.NEXT.${stream}.${this.durable}`;
     this.inboxes = new PullInboxes(nc, clock, (msg) => void this.handBackStray(msg));
+  }
+
+  /** Ends the open pull if it was sent before `at` (its consumer has since been made again). */
+  abandonPullsBefore(at: number): void {
+    if (this.open && this.open.sent_at <= at) this.open.finish(new Error("its mailbox was made again; asking the new one"));
   }
 
   /** The attachment is gone: its subscription goes once its last pull is over. */
@@ -753,17 +939,21 @@ class JetStreamSource implements MailboxSource {
     const finish = (error?: unknown) => {
       if (done) return;
       done = true;
+      if (this.open?.finish === finish) this.open = null;
       timer?.cancel();
       inbox?.close();
       this.pulls.ended();
       sink.end(error);
     };
     this.pulls.started();
+    this.open = { sent_at: this.clock.now(), finish };
     try {
       inbox = this.inboxes.openInbox((err, msg) => {
         if (err || !msg) return finish(err ?? new Error("pull inbox closed"));
         const status = statusOf(msg);
         if (status === 100) return; // idle heartbeat
+        if (status === 503) this.noteUnserved();
+        else this.unserved = 0;
         if (status === 408 || status === 404) return finish(); // expired: ask again
         if (status !== 0) return finish(new Error(`pull refused: ${status} ${msg.headers?.description ?? ""}`.trim()));
         received += 1;
@@ -776,7 +966,11 @@ class JetStreamSource implements MailboxSource {
         sink.message(raw);
         if (received >= batch) finish();
       });
-      timer = this.clock.setTimeout(() => finish(new Error("pull went unanswered past its expiry")), PULL_EXPIRES_MS + PULL_LOST_AFTER_MS);
+      timer = this.clock.setTimeout(() => {
+        this.unserved = 0;
+        this.hooks.silent();
+        finish(new Error("pull went unanswered past its expiry"));
+      }, PULL_EXPIRES_MS + PULL_LOST_AFTER_MS);
       // A drain is no_wait WITH an expiry: nats-server then waits for the first message up
       // to the expiry, delivers what else is waiting up to the batch, and ends the pull at
       // once with a 408 (measured on 2.9.10, on one member and in a 3-member cluster, and
@@ -789,6 +983,13 @@ class JetStreamSource implements MailboxSource {
       // A closed connection throws synchronously; the attachment's retry path handles it.
       queueMicrotask(() => finish(error));
     }
+  }
+
+  private noteUnserved(): void {
+    this.unserved += 1;
+    if (this.unserved < REVIVE_AFTER_UNREACHABLE_PULLS) return;
+    this.unserved = 0;
+    this.hooks.unreachable();
   }
 
   private rawMessage(msg: Msg): RawMessage {
@@ -804,7 +1005,6 @@ class JetStreamSource implements MailboxSource {
       streamSeq: info.streamSeq,
     };
     // Every settlement is confirmed by the consumer's leader (see confirmed()).
-    const send = (body: string) => () => this.confirmed(reply, body);
     // A delayed NAK is `-NAK {"delay": ns}`: the server rewrites the delivery's stored
     // timestamp, which is persisted and replicated, and redelivers once it is due. A NAK
     // for "at once" is sent as that with delay 0 AND a bare `-NAK`: the bare one puts the
@@ -829,7 +1029,11 @@ class JetStreamSource implements MailboxSource {
       this.nc.publish(reply, "-NAK");
       await durable;
     };
-    return { delivery, ack: send("+ACK"), nak, term: send("+TERM") };
+    const settle = (body: string) => async () => {
+      await this.confirmed(reply, body);
+      this.hooks.settled(info.streamSeq);
+    };
+    return { delivery, ack: settle("+ACK"), nak, term: settle("+TERM") };
   }
 
   /** Sends a settlement until the consumer's leader confirms it (SETTLE_CONFIRM_WITHIN_MS). */

@@ -1,15 +1,18 @@
-// Mail left in the stream before the shards (LEGACY_AGENT_STREAM, `crewlet.agent.>`): a fleet
-// upgraded from a build that kept every seat's mail in one stream may still hold messages
-// there that no node of this build reads. Each pass moves what a legacy mailbox holds into
-// the seat's sharded mailbox, then deletes the emptied legacy mailboxes and, last, the stream.
+// Mail left in an earlier build's mail streams (LEGACY_MAIL_STREAMS): the one stream before
+// the shards (LEGACY_AGENT_STREAM, `crewlet.agent.>`) and the interest-retained shards
+// (INTEREST_SHARD_STREAMS, `crewlet.mail.NN.>`). A fleet upgraded from such a build may still
+// hold messages there that no node of this build reads. Each pass moves what each legacy
+// mailbox holds into the seat's mailbox of this build, then deletes the emptied legacy
+// mailboxes and, last, each stream that has none left.
 //
 // Only once no older node is alive (no live presence or seat lease below this build's lease
-// protocol, which the shards raised): until then an older node may still hold a seat and
-// read its legacy mailbox, and taking its mail from under it would only delay it; and an
-// older node's wake feed still publishes there, so a legacy mailbox deleted beside it would
-// drop what it publishes next (interest retention). A node of this build claims nothing
-// while an older lease is live (the protocol gate), so no seat is served from both streams.
-import type { Consumer, JsMsg, NatsConnection } from "nats";
+// protocol, which each of these layout changes raised): until then an older node may still
+// hold a seat and read its legacy mailbox, and taking its mail from under it would only delay
+// it; and an older node's wake feed still publishes there, so a legacy mailbox deleted beside
+// it would drop what it publishes next (interest retention). A node of this build claims
+// nothing while an older lease is live (the protocol gate), so no seat is served from both
+// layouts.
+import type { Consumer, JetStreamManager, JsMsg, NatsConnection } from "nats";
 import type { Clock, Timer } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { eachInFlight } from "../in-flight.ts";
@@ -17,12 +20,12 @@ import type { MailboxRef, Queue } from "./contract.ts";
 import { isPublishControlHeader } from "./deadletter.ts";
 import { resetConsumer } from "./jetstream.ts";
 import { apiErrorCode, CONSUMER_NOT_FOUND, STREAM_NOT_FOUND } from "./streams.ts";
-import { groupOfDurable, LEGACY_AGENT_STREAM, mailbox, parseLegacyMailbox } from "./topics.ts";
+import { groupOfDurable, LEGACY_MAIL_STREAMS, mailbox, parseLegacyMailbox } from "./topics.ts";
 
 /**
- * Between passes. A fleet that has no legacy stream pays one stream info a pass, so a minute
- * keeps that to one message per twelve sweeps; mail left behind by an upgrade waits at most
- * this long once the last older node is gone.
+ * Between passes. A fleet that has no legacy stream pays one stream-names request a pass, so a
+ * minute keeps that to one message per twelve sweeps; mail left behind by an upgrade waits at
+ * most this long once the last older node is gone.
  */
 export const LEGACY_PASS_MS = 60_000;
 /** Legacy mailboxes forwarded at once: a one-off migration, kept well inside the broker's API queue. */
@@ -34,10 +37,11 @@ const FETCH_EXPIRES_MS = 2_000;
 /** Bounds one mailbox's forwarding in a pass, so one deep backlog cannot hold a pass forever. */
 const FETCHES_PER_MAILBOX_MAX = 1_000;
 /**
- * A failing mailbox is one mailbox: it is reported and the pass goes on to the others, so one
- * bad mailbox never keeps every other seat's mail where no node reads it. This many failures
- * in one pass is the broker, not the mailboxes (a round of every mailbox in flight failing):
- * the pass ends there rather than walking thousands of mailboxes into the same timeout.
+ * A failing mailbox or stream is that one: it is reported and the pass goes on to the others,
+ * so one bad mailbox never keeps every other seat's mail where no node reads it. This many
+ * failures in one pass, over all its streams, is the broker, not the mailboxes (a round of
+ * every mailbox in flight failing): the pass ends there rather than walking thousands of
+ * mailboxes into the same timeout.
  */
 export const LEGACY_FAILURES_PER_PASS_MAX = LEGACY_MAILBOXES_IN_FLIGHT;
 
@@ -50,21 +54,29 @@ export interface LegacyMailOptions {
   log: Logger;
 }
 
-export interface LegacyPass {
-  /** The legacy stream was there at the start of the pass. */
-  stream: boolean;
-  /** Nothing was done because an older node is alive. */
-  waited: boolean;
+/** What a pass did to one legacy stream. */
+export interface LegacyStreamPass {
+  stream: string;
   forwarded: number;
   mailboxes_deleted: number;
   stream_deleted: boolean;
   /** Mailboxes this pass could not finish, and why; the next pass tries them again. */
   failed: { mailbox: string; error: Error }[];
+  /** The stream itself could not be read or deleted; the next pass tries again. */
+  error: Error | null;
+}
+
+export interface LegacyPass {
+  /** Each legacy stream there at the start of the pass, in LEGACY_MAIL_STREAMS order. */
+  streams: LegacyStreamPass[];
+  /** Nothing was done because an older node is alive. */
+  waited: boolean;
   /** The pass ended at LEGACY_FAILURES_PER_PASS_MAX failures: the broker is failing. */
   gave_up: boolean;
 }
 
 interface LegacyBox {
+  stream: string;
   name: string;
   ref: MailboxRef;
   /**
@@ -79,32 +91,59 @@ interface LegacyBox {
 }
 
 /**
- * One pass. A mailbox that fails is in `failed` and the others go on; at
- * LEGACY_FAILURES_PER_PASS_MAX failures the pass gives up, and says what it had moved. It
- * throws when the stream itself cannot be read or deleted. The next pass tries again.
+ * One pass over every legacy stream there is. A mailbox or stream that fails is in its
+ * stream's `failed` or `error` and the others go on; at LEGACY_FAILURES_PER_PASS_MAX failures
+ * the pass gives up, and says what it had moved. It throws only when the streams cannot be
+ * listed or the leases cannot be read. The next pass tries again.
  */
 export async function forwardLegacyMail(o: LegacyMailOptions): Promise<LegacyPass> {
-  const out: LegacyPass = { stream: false, waited: false, forwarded: 0, mailboxes_deleted: 0, stream_deleted: false, failed: [], gave_up: false };
   const jsm = await o.nc.jetstreamManager({ checkAPI: false });
-  const info = await jsm.streams.info(LEGACY_AGENT_STREAM).catch((err: unknown) => {
-    if (apiErrorCode(err) === STREAM_NOT_FOUND) return null;
-    throw err;
-  });
-  if (!info) return out;
-  out.stream = true;
+  const streams = (await legacyStreamsThere(jsm)).map(untouched);
+  const out: LegacyPass = { streams, waited: false, gave_up: false };
+  if (streams.length === 0) return out;
   if (await o.olderNodeAlive()) {
     out.waited = true;
     return out;
   }
-  const boxes: LegacyBox[] = [];
-  for await (const c of jsm.consumers.list(LEGACY_AGENT_STREAM)) {
-    const group = groupOfDurable(c.name);
-    const ref = group === null ? null : parseLegacyMailbox(c.config.filter_subject ?? "", group);
-    // Somebody else's consumer is theirs to delete.
-    if (ref) boxes.push({ name: c.name, ref, unsettled: c.num_pending + c.num_ack_pending, ackPending: c.num_ack_pending });
+  const failures = () => failuresOf(streams).length;
+  for (const s of streams) {
+    if (failures() >= LEGACY_FAILURES_PER_PASS_MAX) break;
+    await forwardStream(o, jsm, s, failures).catch((err: unknown) => {
+      // Another member's pass deleted it first: done, not failed.
+      if (apiErrorCode(err) !== STREAM_NOT_FOUND) s.error = err as Error;
+    });
   }
+  out.gave_up = failures() >= LEGACY_FAILURES_PER_PASS_MAX;
+  return out;
+}
+
+/**
+ * The legacy streams there, from one names request: the price of a pass where none is left,
+ * which is every pass of a fleet that never ran an earlier build.
+ */
+async function legacyStreamsThere(jsm: JetStreamManager): Promise<string[]> {
+  const there = new Set<string>();
+  for await (const name of jsm.streams.names()) if (LEGACY_MAIL_STREAMS.includes(name)) there.add(name);
+  return LEGACY_MAIL_STREAMS.filter((name) => there.has(name));
+}
+
+function untouched(stream: string): LegacyStreamPass {
+  return { stream, forwarded: 0, mailboxes_deleted: 0, stream_deleted: false, failed: [], error: null };
+}
+
+/** Every failure of a pass so far, streams and mailboxes, in stream order. */
+function failuresOf(streams: LegacyStreamPass[]): { stream: string; mailbox?: string; error: Error }[] {
+  return streams.flatMap((s) => [...(s.error ? [{ stream: s.stream, error: s.error }] : []), ...s.failed.map((f) => ({ stream: s.stream, ...f }))]);
+}
+
+/**
+ * One stream's mailboxes, then the stream once it has none left. Stops early once the pass
+ * has failed LEGACY_FAILURES_PER_PASS_MAX times (`failures`, over every stream so far).
+ */
+async function forwardStream(o: LegacyMailOptions, jsm: JetStreamManager, out: LegacyStreamPass, failures: () => number): Promise<void> {
+  const boxes = await legacyBoxes(jsm, out.stream);
   await eachInFlight(boxes, LEGACY_MAILBOXES_IN_FLIGHT, async (box) => {
-    if (out.failed.length >= LEGACY_FAILURES_PER_PASS_MAX) return;
+    if (failures() >= LEGACY_FAILURES_PER_PASS_MAX) return;
     try {
       // Counted as each message is moved, so a mailbox that fails halfway still counts what it moved.
       if (await forwardMailbox(o, box, () => (out.forwarded += 1))) out.mailboxes_deleted += 1;
@@ -114,27 +153,35 @@ export async function forwardLegacyMail(o: LegacyMailOptions): Promise<LegacyPas
       out.failed.push({ mailbox: box.name, error: err as Error });
     }
   });
-  if (out.failed.length >= LEGACY_FAILURES_PER_PASS_MAX) {
-    out.gave_up = true;
-    return out;
+  if (failures() >= LEGACY_FAILURES_PER_PASS_MAX) return;
+  const after = await jsm.streams.info(out.stream);
+  if (after.state.consumer_count > 0) return;
+  await jsm.streams.delete(out.stream);
+  out.stream_deleted = true;
+}
+
+/** The stream's consumers that are seat mailboxes of an earlier build. */
+async function legacyBoxes(jsm: JetStreamManager, stream: string): Promise<LegacyBox[]> {
+  const boxes: LegacyBox[] = [];
+  for await (const c of jsm.consumers.list(stream)) {
+    const group = groupOfDurable(c.name);
+    const ref = group === null ? null : parseLegacyMailbox(c.config.filter_subject ?? "", group);
+    // Somebody else's consumer is theirs to delete.
+    if (ref) boxes.push({ stream, name: c.name, ref, unsettled: c.num_pending + c.num_ack_pending, ackPending: c.num_ack_pending });
   }
-  const after = await jsm.streams.info(LEGACY_AGENT_STREAM);
-  if (after.state.consumer_count === 0) {
-    await jsm.streams.delete(LEGACY_AGENT_STREAM);
-    out.stream_deleted = true;
-  }
-  return out;
+  return boxes;
 }
 
 /**
- * One legacy mailbox: its mail into the seat's sharded mailbox, then the mailbox itself once
- * empty. True when the mailbox was deleted.
+ * One legacy mailbox: its mail into the seat's mailbox of this build, then the mailbox itself
+ * once empty. True when the mailbox was deleted.
  */
 async function forwardMailbox(o: LegacyMailOptions, box: LegacyBox, moved: () => void): Promise<boolean> {
   const jsm = await o.nc.jetstreamManager({ checkAPI: false });
   const target = mailbox(box.ref.handle, box.ref.kind);
   if (box.unsettled > 0) {
-    // The sharded mailbox first: forwarded mail to a subject nothing covers would be dropped.
+    // The seat's mailbox first, so what is forwarded has its reader: the walk made it for a
+    // seat of the company, but a seat gone from it has none.
     await o.queue.ensureMailbox(target.subject, target.group);
     if (box.ackPending > 0) {
       // Delivered to a process that never settled them: an older node killed with mail in
@@ -142,18 +189,18 @@ async function forwardMailbox(o: LegacyMailOptions, box: LegacyBox, moved: () =>
       // alive (the pass's condition), so they come back now rather than after the older
       // build's ack wait, 30 minutes: a reset to the ack floor. A pass of this build on
       // another member may hold some of them this moment; both forward them, with the
-      // message's id, and the sharded stream keeps one. A broker without the call (older
+      // message's id, and the seat's stream keeps one. A broker without the call (older
       // than 2.14) answers false: they come back after the ack wait, to a later pass.
-      await resetConsumer(o.nc, LEGACY_AGENT_STREAM, box.name, {}, `resetting legacy mailbox ${box.name}`);
+      await resetConsumer(o.nc, box.stream, box.name, {}, `resetting legacy mailbox ${box.name} on ${box.stream}`);
     }
-    const consumer = await o.nc.jetstream().consumers.get(LEGACY_AGENT_STREAM, box.name);
+    const consumer = await o.nc.jetstream().consumers.get(box.stream, box.name);
     await drain(consumer, box.unsettled, (m) => forwardOne(o.queue, target.subject, m), moved);
   }
   // What is still out within its ack wait comes back to a later pass; until it is forwarded
   // too, the mailbox stays.
-  const now = await jsm.consumers.info(LEGACY_AGENT_STREAM, box.name);
+  const now = await jsm.consumers.info(box.stream, box.name);
   if (now.num_pending + now.num_ack_pending > 0) return false;
-  await jsm.consumers.delete(LEGACY_AGENT_STREAM, box.name).catch((err: unknown) => {
+  await jsm.consumers.delete(box.stream, box.name).catch((err: unknown) => {
     if (apiErrorCode(err) !== CONSUMER_NOT_FOUND) throw err;
   });
   return true;
@@ -182,8 +229,8 @@ async function drain(consumer: Consumer, unsettled: number, forward: (m: JsMsg) 
 }
 
 /**
- * The same message into the sharded mailbox, with its id: a copy forwarded twice (a pass
- * that died between the publish and the ack) is one copy within the duplicate window, and
+ * The same message into the seat's mailbox of this build, with its id: a copy forwarded twice
+ * (a pass that died between the publish and the ack) is one copy within the duplicate window, and
  * the completion ledger settles a later one. Headers the broker acts on are not carried.
  */
 async function forwardOne(queue: Queue, subject: string, m: JsMsg): Promise<void> {
@@ -193,7 +240,7 @@ async function forwardOne(queue: Queue, subject: string, m: JsMsg): Promise<void
   await queue.publish(subject, m.data, { msgId, headers });
 }
 
-/** Runs a pass now and every LEGACY_PASS_MS; logs what each pass moved. */
+/** Runs a pass now and every LEGACY_PASS_MS; logs what each pass did, a line per stream. */
 export function startLegacyMail(o: LegacyMailOptions): { stop(): void } {
   let running = false;
   let stopped = false;
@@ -203,21 +250,14 @@ export function startLegacyMail(o: LegacyMailOptions): { stop(): void } {
     running = true;
     try {
       const r = await forwardLegacyMail(o);
-      if (r.waited && !waitedBefore) o.log.info("legacy_mail_waiting", { stream: LEGACY_AGENT_STREAM, reason: "an older node is alive" });
+      // Once when the wait begins, not every pass it lasts.
+      if (r.waited && !waitedBefore) for (const s of r.streams) o.log.info("legacy_mail_waiting", { stream: s.stream, reason: "an older node is alive" });
       waitedBefore = r.waited;
-      if (r.forwarded > 0 || r.mailboxes_deleted > 0 || r.stream_deleted) {
-        o.log.info("legacy_mail_forwarded", { stream: LEGACY_AGENT_STREAM, forwarded: r.forwarded, mailboxes_deleted: r.mailboxes_deleted, stream_deleted: r.stream_deleted });
-      }
-      if (stopped) return;
-      if (r.gave_up) {
-        const first = r.failed[0]!;
-        o.log.warn("legacy_mail_failed", { stream: LEGACY_AGENT_STREAM, reason: `${r.failed.length} mailboxes failed in one pass`, mailbox: first.mailbox, error: first.error });
-      } else {
-        for (const f of r.failed) o.log.warn("legacy_mailbox_failed", { stream: LEGACY_AGENT_STREAM, mailbox: f.mailbox, error: f.error });
-      }
+      logMoved(o.log, r);
+      if (!stopped) logFailed(o.log, r);
     } catch (err) {
       // A pass cut short by the node's own stop (its connection closing) is not news.
-      if (!stopped) o.log.warn("legacy_mail_failed", { stream: LEGACY_AGENT_STREAM, error: err as Error });
+      if (!stopped) o.log.warn("legacy_mail_failed", { error: err as Error });
     } finally {
       running = false;
     }
@@ -230,4 +270,25 @@ export function startLegacyMail(o: LegacyMailOptions): { stop(): void } {
       timer.cancel();
     },
   };
+}
+
+function logMoved(log: Logger, r: LegacyPass): void {
+  for (const s of r.streams) {
+    if (s.forwarded > 0 || s.mailboxes_deleted > 0 || s.stream_deleted) {
+      log.info("legacy_mail_forwarded", { stream: s.stream, forwarded: s.forwarded, mailboxes_deleted: s.mailboxes_deleted, stream_deleted: s.stream_deleted });
+    }
+  }
+}
+
+function logFailed(log: Logger, r: LegacyPass): void {
+  if (r.gave_up) {
+    // One line for the pass: at this count the cause is one.
+    const failures = failuresOf(r.streams);
+    log.warn("legacy_mail_failed", { ...failures[0]!, reason: `${failures.length} mailboxes or streams failed in one pass` });
+    return;
+  }
+  for (const s of r.streams) {
+    if (s.error) log.warn("legacy_mail_failed", { stream: s.stream, error: s.error });
+    for (const f of s.failed) log.warn("legacy_mailbox_failed", { stream: s.stream, mailbox: f.mailbox, error: f.error });
+  }
 }

@@ -1,4 +1,4 @@
-// The queue contract in-process: the same semantics as JetStream (interest retention,
+// The queue contract in-process: the same semantics as JetStream (retention by stream,
 // durable cursors, delivery counts, ack-wait redelivery, msg-id de-duplication, pulls that
 // wait at the "broker"), driven by src/clock.ts so a simulated fleet runs on a FakeClock.
 // Attachments are the shared AttachmentCore; only the broker side lives here.
@@ -133,12 +133,18 @@ export class MemoryQueue implements Queue {
     const stream = this.streamFor(subject);
     const durable = durableName(group);
     const c = stream.consumers.get(durable);
-    if (!c) return;
-    stream.consumers.delete(durable);
-    for (const t of c.pending.values()) t.cancel();
-    for (const t of c.delayed.values()) t.cancel();
-    for (const w of c.waiting.splice(0)) w.sink.end(new Error("consumer deleted"));
-    for (const m of [...stream.msgs.values()]) this.release(stream, m, durable);
+    if (c) {
+      stream.consumers.delete(durable);
+      for (const t of c.pending.values()) t.cancel();
+      for (const t of c.delayed.values()) t.cancel();
+      for (const w of c.waiting.splice(0)) w.sink.end(new Error("consumer deleted"));
+    }
+    // A seat mail stream keeps mail without a mailbox, so deleting one purges its subject;
+    // an interest stream drops what no other mailbox still owes.
+    const mail = AGENT_STREAMS.includes(stream.spec.name);
+    for (const m of [...stream.msgs.values()]) {
+      if (mail ? subjectMatches(subject, m.subject) : c !== undefined) this.release(stream, m, durable);
+    }
   }
 
   async resetMailbox(subject: string, group: string): Promise<boolean> {
@@ -275,8 +281,16 @@ export class MemoryQueue implements Queue {
     return stream.spec.retention === "interest" ? m.interest.has(c.durable) : true;
   }
 
-  /** A consumer is done with m (acked or terminated): interest streams forget it once nobody owes it. */
+  /**
+   * A consumer is done with m (acked or terminated): interest streams forget it once nobody
+   * owes it; a seat mail stream's reader trims it (queue/trim.ts does that on a cadence; here
+   * at once, which nobody can tell apart but by the reruns a revival would make).
+   */
   private release(stream: MemStream, m: StoredMsg, durable: string): void {
+    if (AGENT_STREAMS.includes(stream.spec.name)) {
+      stream.msgs.delete(m.seq);
+      return;
+    }
     if (stream.spec.retention !== "interest") return;
     m.interest.delete(durable);
     if (m.interest.size === 0) stream.msgs.delete(m.seq);

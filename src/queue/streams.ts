@@ -81,12 +81,15 @@ export interface StreamSpec {
 export function streamSpecs(): StreamSpec[] {
   return [
     // Mail is never aged out or capped: discarding a seat's mail is the failure this stream
-    // exists to prevent. Its size is bounded by interest (acked mail leaves) and by the
-    // mailbox retirement of removed seats. One stream a shard (topics.ts AGENT_SHARDS).
+    // exists to prevent. Limits retention, so a seat's mail is kept whether or not any
+    // mailbox reads it, and a mailbox's consumer can be of one replica (interest streams
+    // refuse those: 10134) and made again anywhere from what is stored. What a mailbox has
+    // read is purged by its reader (queue/trim.ts) and a removed seat's with its mailbox, so
+    // the streams hold unread mail plus a trim interval's worth. One stream a shard (topics.ts).
     ...Array.from({ length: AGENT_SHARDS }, (_, shard): StreamSpec => ({
       name: agentStream(shard),
       subjects: [agentSubjects(shard)],
-      retention: "interest",
+      retention: "limits",
       max_age_ms: 0,
       max_bytes: -1,
       max_msgs: -1,

@@ -25,38 +25,42 @@ function checkHandle(handle: string): string {
 // ---- streams ----------------------------------------------------------------------------
 
 /**
- * Seat mail is spread over AGENT_SHARDS interest-retained streams, a seat's stream chosen by
- * a hash of its handle. nats-server (2.15.2 included) settles every ack and every publish on
- * an interest stream by asking each of the stream's consumers whether it still wants the
- * message (stream.checkForInterestWithSubject, under the stream's lock), so one stream's
- * mail costs O(its consumers) a message: measured with bench/interest-acks.ts, a round took
- * 1.05 ms beside 100 consumers and 29.6 ms beside 20,000 (two a seat at 10,000 seats), 34
- * messages a second for the whole company where its probes alone need 167. Sixteen streams
- * keep 10,000 seats to ~1,250 consumers a stream (~2.7 ms a round, ~370 a second each, and
- * the streams' locks are separate, so on three members their leaders spread over the
- * cores); more would add raft groups on R3 and streams to a one-seat Raspberry Pi for no
- * company this edition runs. Changing it moves every seat's mail: it is part of the wire.
+ * Seat mail streams, a seat's chosen by a hash of its handle: sixteen raft groups spread the
+ * streams' leaders (and their purges) over the members' cores at a fixed cost. Kept from the
+ * interest-retained shards so their mail moves shard to shard; it is part of the wire.
  */
 export const AGENT_SHARDS = 16;
-/** The stream one shard's mail lives in: `CREWLET_AGENT_07`. */
+/** The stream one shard's mail lives in: `CREWLET_SEATS_07`. */
 export function agentStream(shard: number): string {
-  return `CREWLET_AGENT_${shardToken(shard)}`;
+  return `CREWLET_SEATS_${shardToken(shard)}`;
 }
 export const AGENT_STREAMS: readonly string[] = Array.from({ length: AGENT_SHARDS }, (_, i) => agentStream(i));
 /**
  * Before the shards, all seat mail was one stream on `crewlet.agent.>`. A node of this build
  * forwards what such a stream still holds (src/queue/legacy-mail.ts) and never writes to it;
- * the shards live under `crewlet.mail.` so both can exist while an older node still does.
+ * the shards live under their own prefix so both can exist while an older node still does.
  */
 export const LEGACY_AGENT_STREAM = "CREWLET_AGENT";
+/**
+ * Before mail was limits-retained (lease protocol 8), each shard was an interest-retained
+ * stream `CREWLET_AGENT_07` on `crewlet.mail.07.>`, with an R3 consumer per mailbox: a raft
+ * group each, which three members could not hold for 10,000 seats (issue 34). Their mail is
+ * forwarded to the seat's stream of this build, as the single legacy stream's is.
+ */
+export function interestShardStream(shard: number): string {
+  return `CREWLET_AGENT_${shardToken(shard)}`;
+}
+export const INTEREST_SHARD_STREAMS: readonly string[] = Array.from({ length: AGENT_SHARDS }, (_, i) => interestShardStream(i));
+/** Every earlier build's mail stream, in the order a pass of the mail move takes them. */
+export const LEGACY_MAIL_STREAMS: readonly string[] = [LEGACY_AGENT_STREAM, ...INTEREST_SHARD_STREAMS];
 export const STREAM_NOTIFICATIONS = "CREWLET_NOTIFICATIONS";
 export const STREAM_EVENTS = "CREWLET_EVENTS";
 export const STREAM_DLQ = "CREWLET_DLQ";
 export const STREAM_AUDIT = "CREWLET_AUDIT";
 
-/** `crewlet.mail.{shard}.>`: what one shard's stream captures. */
+/** `crewlet.seats.{shard}.>`: what one shard's stream captures. */
 export function agentSubjects(shard: number): string {
-  return `crewlet.mail.${shardToken(shard)}.>`;
+  return `crewlet.seats.${shardToken(shard)}.>`;
 }
 
 function shardToken(shard: number): string {
@@ -128,10 +132,11 @@ function checkToken(token: string): string {
 
 /** The stream that captures `subject`, or null when none of ours does. */
 export function streamForSubject(subject: string): string | null {
-  const mail = /^crewlet\.mail\.(\d\d)\./.exec(subject);
+  const mail = /^crewlet\.(seats|mail)\.(\d\d)\./.exec(subject);
   if (mail) {
-    const shard = Number(mail[1]);
-    return shard < AGENT_SHARDS ? agentStream(shard) : null;
+    const shard = Number(mail[2]);
+    if (shard >= AGENT_SHARDS) return null;
+    return mail[1] === "seats" ? agentStream(shard) : interestShardStream(shard);
   }
   if (subject.startsWith("crewlet.agent.")) return LEGACY_AGENT_STREAM;
   if (subject === NOTIFICATIONS_SUBJECT) return STREAM_NOTIFICATIONS;
@@ -146,8 +151,14 @@ export function streamForSubject(subject: string): string | null {
 
 // ---- seat mailboxes ---------------------------------------------------------------------
 
-/** `crewlet.mail.{shard}.{handle}.{kind}`: the shard token first, so a stream captures it by prefix. */
+/** `crewlet.seats.{shard}.{handle}.{kind}`: the shard token first, so a stream captures it by prefix. */
 export function mailboxSubject(handle: string, kind: MailboxKind): string {
+  const h = checkHandle(handle);
+  return `crewlet.seats.${shardToken(agentShard(h))}.${h}.${kind}`;
+}
+
+/** Where a seat's mailbox was while the shards were interest-retained (interestShardStream). */
+export function interestMailboxSubject(handle: string, kind: MailboxKind): string {
   const h = checkHandle(handle);
   return `crewlet.mail.${shardToken(agentShard(h))}.${h}.${kind}`;
 }
@@ -203,7 +214,7 @@ export function allSeatMailboxes(handle: string): MailboxName[] {
  * other group is somebody else's and is not a mailbox.
  */
 export function parseMailbox(subject: string, group: string): MailboxRef | null {
-  const m = /^crewlet\.mail\.(\d\d)\.([^.*>\s]+)\.(inbox|control|reflect)$/.exec(subject);
+  const m = /^crewlet\.seats\.(\d\d)\.([^.*>\s]+)\.(inbox|control|reflect)$/.exec(subject);
   if (!m) return null;
   const ref = mailboxRef(m[2]!, m[3] as MailboxKind, group);
   // A shard token the handle does not hash to is no mailbox this grammar makes.
@@ -211,19 +222,33 @@ export function parseMailbox(subject: string, group: string): MailboxRef | null 
 }
 
 /**
- * The subject a mailbox subject names now: a seat's subject from before the shards becomes
- * its sharded one (a dead letter kept from before an upgrade is replayed to where its seat
+ * The handle and kind an earlier build's mailbox subject names: one of the single stream
+ * before the shards (`crewlet.agent.{handle}.{kind}`) or of an interest-retained shard
+ * (`crewlet.mail.{shard}.{handle}.{kind}`, the shard the handle hashes to); else null.
+ */
+function legacyMailboxOf(subject: string): { handle: string; kind: MailboxKind } | null {
+  const single = /^crewlet\.agent\.([^.*>\s]+)\.(inbox|control|reflect)$/.exec(subject);
+  const shard = /^crewlet\.mail\.(\d\d)\.([^.*>\s]+)\.(inbox|control|reflect)$/.exec(subject);
+  const [handle, kind] = single ? [single[1]!, single[2]!] : shard ? [shard[2]!, shard[3]!] : [null, null];
+  if (handle === null || !HandleSchema.safeParse(handle).success) return null;
+  if (shard && Number(shard[1]) !== agentShard(handle)) return null;
+  return { handle, kind: kind as MailboxKind };
+}
+
+/**
+ * The subject a mailbox subject names now: a seat's subject of an earlier build becomes its
+ * current one (a dead letter kept from before an upgrade is replayed to where its seat
  * reads); any other subject is itself.
  */
 export function currentMailboxSubject(subject: string): string {
-  const m = /^crewlet\.agent\.([^.*>\s]+)\.(inbox|control|reflect)$/.exec(subject);
-  return m && HandleSchema.safeParse(m[1]).success ? mailboxSubject(m[1]!, m[2] as MailboxKind) : subject;
+  const old = legacyMailboxOf(subject);
+  return old ? mailboxSubject(old.handle, old.kind) : subject;
 }
 
-/** As parseMailbox, for a subject of the stream before the shards. */
+/** As parseMailbox, for a subject of an earlier build's mail streams (legacyMailboxOf). */
 export function parseLegacyMailbox(subject: string, group: string): MailboxRef | null {
-  const m = /^crewlet\.agent\.([^.*>\s]+)\.(inbox|control|reflect)$/.exec(subject);
-  return m ? mailboxRef(m[1]!, m[2] as MailboxKind, group) : null;
+  const old = legacyMailboxOf(subject);
+  return old ? mailboxRef(old.handle, old.kind, group) : null;
 }
 
 function mailboxRef(handle: string, kind: MailboxKind, group: string): MailboxRef | null {

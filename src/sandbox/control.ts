@@ -1,5 +1,5 @@
 // What a run's supervisor tells the seat, on the seat's control subject
-// (crewlet.mail.{shard}.{handle}.control; spec: "Sandbox control is owner-routed"): a question
+// (crewlet.seats.{shard}.{handle}.control; spec: "Sandbox control is owner-routed"): a question
 // the run is parked on, and its result. Whichever node holds the seat then is attached to
 // that subject and handles it, so routing is who subscribes. ONE schema, decoded on both ends.
 import { z } from "zod";

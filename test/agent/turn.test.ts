@@ -4,6 +4,8 @@ import { MemoryCoordination, StoreFaults } from "../../src/coord/index.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { MemoryEventSink } from "../../src/agent/events.ts";
 import { StoreUnavailable } from "../../src/coord/contract.ts";
+import { EstateUnavailable } from "../../src/estate/router.ts";
+import { NOTICE_PREFIX } from "../../src/agent/notice.ts";
 import { CompletionLedger } from "../../src/agent/ledger.ts";
 import { openAiProvider } from "../../src/agent/providers/openai.ts";
 import { buildProviders } from "../../src/agent/providers/index.ts";
@@ -74,6 +76,19 @@ function rig(): Rig {
 }
 
 const owned = () => true;
+
+/** A read-only MCP tool whose every call throws `error()`. */
+function throwingTool(name: string, description: string, error: () => Error): Tool {
+  return {
+    name,
+    description,
+    input_schema: { type: "object" },
+    annotations: { readOnly: true, openWorld: false, estateWrite: false, source: "mcp" },
+    call: async () => {
+      throw error();
+    },
+  };
+}
 
 /** No retry budget: one call per round, so a scripted failure ends the turn at once. */
 function openai(): Provider {
@@ -216,15 +231,7 @@ describe("a turn that broke", () => {
 
   test("an unexpected exception → recorded, acked, turn.guard_breach", async () => {
     const r = rig();
-    const boom: Tool = {
-      name: "explode",
-      description: "a defect",
-      input_schema: { type: "object" },
-      annotations: { readOnly: true, openWorld: false, estateWrite: false, source: "mcp" },
-      call: async () => {
-        throw new TypeError("cannot read properties of undefined");
-      },
-    };
+    const boom = throwingTool("explode", "a defect", () => new TypeError("cannot read properties of undefined"));
     const msg = await r.estate.post("general", "founder", "@pm go");
     const trigger = mentionTrigger("pm", "general", msg, "@pm go");
     server.script([openAiToolReply([{ id: "c1", name: "explode", args: {} }])]);
@@ -233,6 +240,48 @@ describe("a turn that broke", () => {
     expect(r.events.named("turn.guard_breach")[0]).toMatchObject({ seat: "pm", kind: "unhandled_exception" });
     const check = await r.ledger.check([trigger]);
     expect(check.skip.length).toBe(1);
+  });
+});
+
+describe("a failure the person must hear", () => {
+  const storeDown = throwingTool("list_runs", "reads the fleet's store, which a cut-off node cannot reach", () => new StoreUnavailable("list crewlet_runs pm.*: 503"));
+  const explode = throwingTool("explode", "a defect", () => new TypeError("cannot read properties of undefined"));
+
+  test("a store that answers 503 to a tool (a cut-off node) is told to the model, not a defect that ends the turn", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@pm go");
+    const trigger = mentionTrigger("pm", "general", msg, "@pm go");
+    server.script([openAiToolReply([{ id: "c1", name: "list_runs", args: {} }]), openAiTextReply("The run store is away; I will try again.")]);
+    const report = await r.engine("node-a", { provider: openai(), extraTools: [storeDown] }).run({ seat: "pm", epoch: 1, fence: owned, triggers: [trigger] });
+    expect(report).toMatchObject({ settle: "ack", outcome: "completed" });
+    expect(r.events.named("tool_called")[0]).toMatchObject({ tool: "list_runs", ok: false });
+    expect(r.events.named("turn.guard_breach").length).toBe(0);
+  });
+
+  test("a notice that could not be posted keeps the delivery; the redelivery, skipped by the ledger, tells it once", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@pm go");
+    const trigger = mentionTrigger("pm", "general", msg, "@pm go");
+    r.estate.beforeWrite = (domain, body) => {
+      if (domain === "chat" && (body as { author?: string }).author === "pm") throw new EstateUnavailable("chat.post", {});
+    };
+    server.script([openAiToolReply([{ id: "c1", name: "explode", args: {} }])]);
+    const first = await r.engine("node-a", { provider: openai(), extraTools: [explode] }).run({ seat: "pm", epoch: 1, fence: owned, triggers: [trigger] });
+    expect(first).toMatchObject({ settle: "nak", outcome: "failed", delay_ms: REDELIVERY_BASE_MS });
+    expect((await r.estate.thread("general", msg)).length).toBe(1);
+
+    // Still cut off at the first redelivery: held again, not dropped.
+    const held = await r.engine("node-b").run({ seat: "pm", epoch: 2, fence: owned, triggers: [trigger], delivery_count: 2 });
+    expect(held).toMatchObject({ settle: "nak", outcome: "skipped", delay_ms: REDELIVERY_BASE_MS * 2 });
+
+    r.estate.beforeWrite = null;
+    for (const node of ["node-b", "node-c"]) {
+      const again = await r.engine(node).run({ seat: "pm", epoch: 2, fence: owned, triggers: [trigger], delivery_count: 3 });
+      expect(again).toMatchObject({ settle: "ack", outcome: "skipped" });
+    }
+    const thread = await r.estate.thread("general", msg);
+    expect(thread.map((m) => m.author)).toEqual(["founder", "pm"]);
+    expect(thread[1]!.body.startsWith(NOTICE_PREFIX)).toBe(true);
   });
 });
 

@@ -9,6 +9,7 @@ import { createApp } from "../../src/api/app.ts";
 import { TokenAuth } from "../../src/api/auth.ts";
 import { GRANTS } from "../../src/config/tier-a.ts";
 import { LEASE_PROTOCOL } from "../../src/coord/contract.ts";
+import { FILE_ROWS_PROTOCOL } from "../../src/api/routes/files.ts";
 import { StateLog } from "../../src/estate/statelog.ts";
 import { DOMAINS } from "../../src/estate/schema.ts";
 import { silentLogger } from "../../src/log.ts";
@@ -173,19 +174,25 @@ test("no file is attached while a node of an older build (a lower lease protocol
   const key = await newWorkItem();
   const objectsBefore = (await node.estate.files.list()).length;
   const before = await logEnds();
-  floor = LEASE_PROTOCOL - 1;
+  floor = FILE_ROWS_PROTOCOL - 1;
   try {
     const r = await send("POST", `/work/${key}/files?name=a.txt`, { body: "x", type: "text/plain" });
     expect(r.status).toBe(503);
     const body = (await r.json()) as { error: { code: string; message: string } };
     expect(body.error.code).toBe("files_unavailable");
-    expect(body.error.message).toContain(`lease protocol ${LEASE_PROTOCOL - 1}`);
+    expect(body.error.message).toContain(`lease protocol ${FILE_ROWS_PROTOCOL - 1}`);
   } finally {
     floor = LEASE_PROTOCOL;
   }
   expect(await logEnds()).toEqual(before);
   expect((await node.estate.files.list()).length).toBe(objectsBefore);
-  expect((await send("POST", `/work/${key}/files?name=a.txt`, { body: "x", type: "text/plain" })).status).toBe(200);
+  // A node of a build older than this one that reads file rows holds nothing back.
+  floor = FILE_ROWS_PROTOCOL;
+  try {
+    expect((await send("POST", `/work/${key}/files?name=a.txt`, { body: "x", type: "text/plain" })).status).toBe(200);
+  } finally {
+    floor = LEASE_PROTOCOL;
+  }
 }, TEST_TIMEOUT_MS);
 
 test("a file store that does not answer is a 503 to retry, with no row written", async () => {

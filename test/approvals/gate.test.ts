@@ -4,7 +4,8 @@
 // decision runs nothing twice, and the fence refuses a zombie holder's late write.
 import { afterEach, describe, expect, test } from "bun:test";
 import { FakeClock, systemClock, type Clock } from "../../src/clock.ts";
-import { MemoryCoordination } from "../../src/coord/index.ts";
+import { MemoryCoordination, StoreFaults } from "../../src/coord/index.ts";
+import { isWrite, type StoreOp } from "../../src/coord/faults.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { MemoryEventSink } from "../../src/agent/events.ts";
 import { CompletionLedger } from "../../src/agent/ledger.ts";
@@ -46,7 +47,8 @@ function rig(clock: Clock = systemClock, rules: unknown[] = [{ name: "deploys", 
   const estate = new LocalEstate(company);
   estates.push(estate);
   const coord = new MemoryCoordination({ clock, log });
-  const store = new ApprovalStore(coord.node().slot("approvals"), clock);
+  const faults = new StoreFaults(clock);
+  const store = new ApprovalStore(coord.node({ faults }).slot("approvals"), clock);
   const ledger = new CompletionLedger(coord.node().slot("ledger"), clock, log);
   const events = new MemoryEventSink();
   const calls: Record<string, unknown>[] = [];
@@ -93,7 +95,7 @@ function rig(clock: Clock = systemClock, rules: unknown[] = [{ name: "deploys", 
       events,
       approvals: new ApprovalGate({ store, estate, config: () => config, org: () => org, owner: `${node}:owner`, node_id: node, clock, log, events }),
     });
-  return { estate, store, desk, engine, calls, told, events, refuse };
+  return { estate, store, desk, engine, calls, told, events, refuse, faults };
 }
 
 async function parkOne(r: ReturnType<typeof rig>) {
@@ -227,6 +229,37 @@ describe("approvals in the turn", () => {
     expect(r.told.map((t) => t.event_id)).toEqual([`approval.${rec.id}.decided`]);
     expect((await r.store.get("cto", rec.id))!.told).toBe(true);
   });
+
+  test("a store that stays down while a decision is taken: the turn hands it back unrecorded, and its redelivery settles it", async () => {
+    const r = rig();
+    const { rec } = await parkOne(r);
+    await r.desk.decide(rec, { verdict: "rejected", by: "token:ana", reason: "not today" });
+    r.faults.unreachable = true;
+    const first = await r.engine("b").run({ seat: "cto", epoch: 2, fence: () => true, triggers: [r.told[0]!] });
+    expect(first).toMatchObject({ settle: "nak", outcome: "retry" });
+    expect((await r.store.get("cto", rec.id).catch(() => null)) ?? "unreadable").toBe("unreadable");
+    r.faults.unreachable = false;
+    const again = await r.engine("b").run({ seat: "cto", epoch: 2, fence: () => true, triggers: [r.told[0]!] });
+    expect(again).toMatchObject({ settle: "ack", outcome: "completed" });
+    expect((await r.store.get("cto", rec.id))!.state).toBe("done");
+  });
+
+  for (const fault of ["fails", "lands with its answer lost"] as const) {
+    test(`an approved call's result write that meets an election (${fault}) is ridden out: done, the call ran once`, async () => {
+      const r = rig();
+      const { rec } = await parkOne(r);
+      await r.desk.decide(rec, { verdict: "approved", by: "token:ana", reason: "" });
+      // The second write of the take (running → done) meets the election, three times over.
+      let writes = 0;
+      const resultWrite = (op: StoreOp) => isWrite(op) && ++writes >= 2;
+      if (fault === "fails") r.faults.failNext(resultWrite, 3);
+      else r.faults.loseNextAnswer(resultWrite, 1);
+      const report = await r.engine("b").run({ seat: "cto", epoch: 2, fence: () => true, triggers: [r.told[0]!] });
+      expect(report).toMatchObject({ settle: "ack", outcome: "completed" });
+      expect(r.calls).toEqual([{ target: "prod" }]);
+      expect((await r.store.get("cto", rec.id))!).toMatchObject({ state: "done", result: { ran: "yes" } });
+    });
+  }
 
   test("a call its holder died running is not run again: whether it ran is unknown, and the turn says so", async () => {
     const r = rig();

@@ -96,13 +96,13 @@ test("3 members and a leaf: a client on the leaf uses the cluster's R3 JetStream
   // A coding run's supervisor on the leaf reads its run record and reports, as on a member:
   // the leaf checks its permissions on the domain's API subjects.
   // Asked again while placement is refused (a member not yet current), as a node's boot does.
-  await whileForming(() => jsm.streams.add({ name: "MAIL", subjects: ["crewlet.mail.>"], num_replicas: 3 }));
+  await whileForming(() => jsm.streams.add({ name: "MAIL", subjects: ["crewlet.seats.>"], num_replicas: 3 }));
   const runs = await whileForming(() => js.views.kv("crewlet_runs", { history: 1, replicas: 3 }));
   await runs.put("engineer.run-1", enc("{}"));
   const sup = await connect({ servers: leaf.clientUrls, user: supervisor.user, pass: supervisor.password, reconnect: false });
   conns.push(sup);
   const sjs = sup.jetstream({ timeout: 5_000 });
-  expect((await sjs.publish("crewlet.mail.01.engineer.control", enc("done"))).stream).toBe("MAIL");
+  expect((await sjs.publish("crewlet.seats.01.engineer.control", enc("done"))).stream).toBe("MAIL");
   const watch = await (await sjs.views.kv("crewlet_runs", { bindOnly: true })).watch({ key: "engineer.run-1" });
   for await (const e of watch) {
     expect(e.key).toBe("engineer.run-1");

@@ -68,7 +68,7 @@ describe("single member", () => {
     const node = await connect({ servers: broker.clientUrls, ...broker.connectAuth, reconnect: false });
     conns.push(node);
     const jsm = await node.jetstreamManager();
-    await jsm.streams.add({ name: "MAIL", subjects: ["crewlet.mail.>"], num_replicas: 1 });
+    await jsm.streams.add({ name: "MAIL", subjects: ["crewlet.seats.>"], num_replicas: 1 });
     await jsm.streams.add({ name: "OTHER", subjects: ["other.>"], num_replicas: 1 });
     const runs = await node.jetstream().views.kv("crewlet_runs", { history: 1, replicas: 1 });
     await runs.put("engineer.run-1", new TextEncoder().encode("{}"));
@@ -77,8 +77,8 @@ describe("single member", () => {
     const sup = await connect({ servers: broker.clientUrls, user: "crewlet-sandbox", pass: plan.supervisor.password, reconnect: false });
     conns.push(sup);
     const js = sup.jetstream({ timeout: 2_000 });
-    expect((await js.publish("crewlet.mail.01.engineer.control", new Uint8Array([1]))).stream).toBe("MAIL");
-    await expect(js.publish("crewlet.mail.01.engineer.inbox", new Uint8Array([1]))).rejects.toThrow();
+    expect((await js.publish("crewlet.seats.01.engineer.control", new Uint8Array([1]))).stream).toBe("MAIL");
+    await expect(js.publish("crewlet.seats.01.engineer.inbox", new Uint8Array([1]))).rejects.toThrow();
     await expect(js.publish("other.x", new Uint8Array([1]))).rejects.toThrow();
     const kv = await js.views.kv("crewlet_runs", { bindOnly: true });
     const w = await kv.watch({ key: "engineer.run-1" });

@@ -332,17 +332,17 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       expect(await mine2()).toEqual([]);
     });
 
-    test("a publish to a subject no mailbox covers is dropped (interest retention)", async () => {
+    test("mail published before its mailbox exists is kept and delivered first, in order (limits retention)", async () => {
       const box = mailbox(handle(), "inbox");
-      const res = await h.queue.publish(box.subject, enc("lost"));
+      const res = await h.queue.publish(box.subject, enc("early"));
       expect(res.duplicate).toBe(false);
       await h.queue.ensureMailbox(box.subject, box.group);
       await h.queue.publish(box.subject, enc("kept"));
       const rec = recorder();
       track(await h.queue.attach(box.subject, box.group, rec.handler));
       await throughSentinel(box.subject, rec);
-      expect(rec.texts().slice(0, 1)).toEqual(["kept"]);
-      expect(rec.texts()).toHaveLength(2);
+      expect(rec.texts().slice(0, 2)).toEqual(["early", "kept"]);
+      expect(rec.texts()).toHaveLength(3);
     });
 
     test("a publish nothing captures is an error", async () => {

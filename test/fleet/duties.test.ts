@@ -1,7 +1,7 @@
 // Singleton duties on real processes (issue 14): three `crewlet run` members, R3,
 // embedded-kv coordination. A 1 s cron fires exactly once per instant fleet-wide while
-// members are killed (-9), drained and restarted — counted where it matters, in the seat's
-// inbox stream, by a consumer of the test's own; the scheduler duty moves at once after a
+// members are killed (-9), drained and restarted — counted where it matters, in what the
+// seat's inbox stream stored, through a stream of the test's own sourcing it; the scheduler duty moves at once after a
 // drain and within one duty TTL after kill -9 of its holder, whose missed ticks fire once
 // (schedule_catch_up). Bounds carry slack for a loaded 2-core box; bench/duties.ts prints
 // the figures.
@@ -13,6 +13,8 @@ import { AGENT_STREAMS, mailboxStream, mailboxSubject } from "../../src/queue/to
 import { makeFleet, type Fleet, type FleetNode } from "../support/fleet.ts";
 
 const SLACK_MS = 15_000;
+/** The test's copy of the seat's inbox (see below). */
+const FIRES_STREAM = "TEST_FIRES";
 const POLL_MS = 200;
 
 const fleets: Fleet[] = [];
@@ -78,15 +80,11 @@ describe("singleton duties on a 3-member R3 fleet", () => {
     };
     const setupNc = await natsTo(d1!);
     const jsm = await setupNc.jetstreamManager();
-    // A consumer of the test's own on the seat's inbox: every message the stream stored
-    // (after its duplicate window), kept until this consumer acks it (interest retention).
-    await jsm.consumers.add(mailboxStream("ops"), {
-      durable_name: "test-fire-count",
-      filter_subject: mailboxSubject("ops", "inbox"),
-      ack_policy: AckPolicy.Explicit,
-      deliver_policy: DeliverPolicy.All,
-      max_ack_pending: -1,
-    });
+    // A stream of the test's own sourcing the seat's inbox: a copy of every message the mail
+    // stream stored (after its duplicate window), made as it is stored, and kept after the
+    // seat's holder has read the original and trimmed it (limits retention, queue/trim.ts).
+    await jsm.streams.add({ name: FIRES_STREAM, num_replicas: 3, sources: [{ name: mailboxStream("ops"), filter_subject: mailboxSubject("ops", "inbox") }] });
+    await jsm.consumers.add(FIRES_STREAM, { durable_name: "test-fire-count", ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All, max_ack_pending: -1 });
     await setupNc.close();
     const t0 = Date.now();
 
@@ -130,7 +128,7 @@ describe("singleton duties on a 3-member R3 fleet", () => {
 
     // Count what the inbox stream holds.
     const nc = await natsTo(observer2);
-    const consumer = await nc.jetstream().consumers.get(mailboxStream("ops"), "test-fire-count");
+    const consumer = await nc.jetstream().consumers.get(FIRES_STREAM, "test-fire-count");
     // Up to now: the schedule keeps firing while the test reads, so the read ends at the
     // first instant past this cut (or an empty fetch), bounded by a number of fetches.
     const cut = Date.now();

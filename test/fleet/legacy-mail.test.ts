@@ -7,7 +7,7 @@ import { AckPolicy, connect, DeliverPolicy, type NatsConnection } from "nats";
 import { createCoordination } from "../../src/coord/index.ts";
 import { encodeTrigger } from "../../src/org/trigger.ts";
 import { LEGACY_PASS_MS } from "../../src/queue/legacy-mail.ts";
-import { streamConfig, streamSpecs } from "../../src/queue/streams.ts";
+import { MAIL_DUPLICATE_WINDOW_MS, streamConfig } from "../../src/queue/streams.ts";
 import { durableName, legacyMailboxSubject, LEGACY_AGENT_STREAM, mailboxGroup } from "../../src/queue/topics.ts";
 import { silentLogger } from "../../src/log.ts";
 import { systemClock } from "../../src/clock.ts";
@@ -70,7 +70,8 @@ test("mail in the stream before the shards waits while an older lease is live, t
   // Renewed as the older node's heartbeat would, until it goes.
   const beat = setInterval(() => void coord.leases.renew("node:older", "older:1", older.lease.epoch).catch(() => undefined), OLDER_TTL_MS / 3);
   const jsm = await nc.jetstreamManager();
-  const mail = streamSpecs().find((s) => s.name.startsWith("CREWLET_AGENT_"))!;
+  // Interest-retained, as that build made it (streamSpecs now gives this build's limits-retained streams).
+  const mail = { retention: "interest", max_age_ms: 0, max_bytes: -1, max_msgs: -1, duplicate_window_ms: MAIL_DUPLICATE_WINDOW_MS } as const;
   await jsm.streams.add(streamConfig({ ...mail, name: LEGACY_AGENT_STREAM, subjects: ["crewlet.agent.>"] }, 1));
   await jsm.consumers.add(LEGACY_AGENT_STREAM, {
     durable_name: durableName(mailboxGroup("oldie", "inbox")),

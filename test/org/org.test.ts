@@ -103,8 +103,8 @@ describe("placement groups", () => {
 
 describe("routing", () => {
   test.each([
-    ["ceo", { ok: true, subject: "crewlet.mail.11.ceo.inbox", group: "agent-ceo" }],
-    ["@pm", { ok: true, subject: "crewlet.mail.11.pm.inbox", group: "agent-pm" }],
+    ["ceo", { ok: true, subject: "crewlet.seats.11.ceo.inbox", group: "agent-ceo" }],
+    ["@pm", { ok: true, subject: "crewlet.seats.11.pm.inbox", group: "agent-pm" }],
     ["founder", { ok: false, reason: "human_seat" }],
     ["ghost", { ok: false, reason: "unknown_seat" }],
   ] as const)("%s", (handle, want) => {

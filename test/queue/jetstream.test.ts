@@ -5,7 +5,7 @@ import { describe, expect, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { JetStreamQueue, mailboxSettingsDiffer } from "../../src/queue/jetstream.ts";
-import { mailbox, mailboxStream } from "../../src/queue/topics.ts";
+import { mailbox, mailboxStream, NOTIFICATIONS_SUBJECT } from "../../src/queue/topics.ts";
 import { startNats } from "../support/nats.ts";
 import { queueConformance } from "../conformance/queue.ts";
 import { whileForming } from "../support/forming.ts";
@@ -113,7 +113,7 @@ describe("ensureMailbox on a cluster", () => {
 });
 
 describe("mailbox settings a cluster finds", () => {
-  test("a mailbox this build made differs in nothing; one an older build made with its own ack wait and file state is named, not remade", async () => {
+  test("a mailbox this build made differs in nothing; one made with another ack wait and three replicas is named, not remade", async () => {
     const nats = await startNats(3);
     const nc = await nats.connect({ name: "maker" });
     try {
@@ -126,12 +126,12 @@ describe("mailbox settings a cluster finds", () => {
       expect(sink.events("queue_mailbox_settings_differ")).toEqual([]);
 
       const older = mailbox("made-before", "inbox");
-      const { mem_storage: _, ...olderConfig } = queue.consumerConfig(older.subject, older.group);
+      const olderConfig = queue.consumerConfig(older.subject, older.group);
       const jsm = await nc.jetstreamManager();
-      await whileForming(() => jsm.consumers.add(mailboxStream("made-before"), { ...olderConfig, ack_wait: 30_000_000_000 }));
+      await whileForming(() => jsm.consumers.add(mailboxStream("made-before"), { ...olderConfig, ack_wait: 30_000_000_000, num_replicas: 3 }));
       await queue.ensureMailbox(older.subject, older.group);
       const [warned] = sink.events("queue_mailbox_settings_differ");
-      expect(warned?.fields).toMatchObject({ group: older.group, settings: ["ack_wait", "mem_storage"] });
+      expect(warned?.fields).toMatchObject({ group: older.group, settings: ["ack_wait", "num_replicas"] });
       const kept = await jsm.consumers.info(mailboxStream("made-before"), olderConfig.durable_name!);
       expect(kept.config.ack_wait).toBe(30_000_000_000);
       await queue.close();
@@ -150,4 +150,28 @@ describe("mailbox settings a cluster finds", () => {
   ] as const)("mailboxSettingsDiffer(%o, %o) = %o", (want, found, differ) => {
     expect(mailboxSettingsDiffer(want as never, found as never)).toEqual([...differ]);
   });
+});
+
+describe("a leaf's mailboxes", () => {
+  test("a leaf makes a missing seat mailbox itself (its settings do not depend on replicas) and waits for the members' other consumers", async () => {
+    const nats = await startNats(1);
+    const nc = await nats.connect({ name: "leaf-maker" });
+    try {
+      const member = new JetStreamQueue({ nc, replicas: 1, clock: systemClock, log: silentLogger });
+      await member.ensureStreams();
+      const leaf = new JetStreamQueue({ nc, replicas: 1, clock: systemClock, log: silentLogger, decidesStreams: false });
+      const control = mailbox("leafy", "control");
+      await leaf.ensureMailbox(control.subject, control.group);
+      const jsm = await nc.jetstreamManager();
+      const made = await jsm.consumers.info(mailboxStream("leafy"), "agent-leafy-control");
+      expect(made.config.filter_subject).toBe(control.subject);
+      expect(made.config.num_replicas ?? 1).toBe(member.consumerConfig(control.subject, control.group).num_replicas!);
+      await expect(leaf.ensureMailbox(NOTIFICATIONS_SUBJECT, "leaf-own-group")).rejects.toThrow(/not there yet/);
+      await member.close();
+      await leaf.close();
+    } finally {
+      await nc.close();
+      await nats.stop();
+    }
+  }, 60_000);
 });

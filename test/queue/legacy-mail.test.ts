@@ -1,14 +1,28 @@
-// Mail an older build left in the one agent stream before the shards: on a real nats-server,
-// a legacy stream and mailboxes made as that build made them, then the forwarder's passes.
+// Mail an older build left in its mail streams (the one agent stream before the shards, or
+// the interest-retained shards before protocol 8): on a real nats-server, legacy streams and
+// mailboxes made as those builds made them, then the forwarder's passes.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
-import { AckPolicy, DeliverPolicy, headers as natsHeaders, type NatsConnection } from "nats";
+import { AckPolicy, DeliverPolicy, headers as natsHeaders, type NatsConnection, type StreamConfig } from "nats";
 import { FakeClock, systemClock } from "../../src/clock.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
-import { forwardLegacyMail, LEGACY_FAILURES_PER_PASS_MAX, startLegacyMail } from "../../src/queue/legacy-mail.ts";
-import { streamConfig, streamSpecs } from "../../src/queue/streams.ts";
-import { durableName, legacyMailboxSubject, LEGACY_AGENT_STREAM, mailbox, mailboxGroup, mailboxStream } from "../../src/queue/topics.ts";
+import { ack, type MailboxKind } from "../../src/queue/contract.ts";
+import { forwardLegacyMail, LEGACY_FAILURES_PER_PASS_MAX, startLegacyMail, type LegacyPass, type LegacyStreamPass } from "../../src/queue/legacy-mail.ts";
+import { MAIL_DUPLICATE_WINDOW_MS, streamConfig } from "../../src/queue/streams.ts";
+import {
+  AGENT_STREAMS,
+  agentShard,
+  durableName,
+  interestMailboxSubject,
+  interestShardStream,
+  legacyMailboxSubject,
+  LEGACY_AGENT_STREAM,
+  LEGACY_MAIL_STREAMS,
+  mailbox,
+  mailboxGroup,
+  mailboxStream,
+} from "../../src/queue/topics.ts";
 import { waitFor } from "../support/fleet.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
 
@@ -28,23 +42,41 @@ afterAll(async () => {
   await nats?.stop();
 });
 
+/** Which earlier build's layout: the one stream before the shards, or the interest-retained shards. */
+type Layout = "single" | "shards";
+
 interface LegacyOptions {
   /** A consumer on the stream that is no seat's mailbox. */
   foreign?: boolean;
   /** The mailboxes' ack wait, where the server default (30 s) is too long for a test. */
   ackWaitMs?: number;
+  layout?: Layout;
 }
 
-/** The stream and a seat's mailboxes as the build before the shards made them, with mail. */
-async function legacyCompany(seats: Record<string, string[]>, { foreign = false, ackWaitMs }: LegacyOptions = {}): Promise<void> {
+/** Where that build kept a seat's mailbox: its stream, what the stream captured, the subject. */
+function legacyPlace(layout: Layout, handle: string, kind: MailboxKind): { stream: string; captures: string; subject: string } {
+  if (layout === "single") return { stream: LEGACY_AGENT_STREAM, captures: "crewlet.agent.>", subject: legacyMailboxSubject(handle, kind) };
+  const shard = agentShard(handle);
+  return { stream: interestShardStream(shard), captures: `crewlet.mail.${String(shard).padStart(2, "0")}.>`, subject: interestMailboxSubject(handle, kind) };
+}
+
+/** A mail stream as the builds before protocol 8 made it (streamSpecs now gives the limits-retained ones). */
+function olderMailStream(name: string, captures: string): StreamConfig {
+  return streamConfig({ name, subjects: [captures], retention: "interest", max_age_ms: 0, max_bytes: -1, max_msgs: -1, duplicate_window_ms: MAIL_DUPLICATE_WINDOW_MS }, 1);
+}
+
+/** The streams and seats' mailboxes as an earlier build made them, with mail in each inbox. */
+async function legacyCompany(seats: Record<string, string[]>, { foreign = false, ackWaitMs, layout = "single" }: LegacyOptions = {}): Promise<void> {
   const jsm = await nc.jetstreamManager();
-  const mail = streamSpecs().find((s) => s.retention === "interest" && s.name.startsWith("CREWLET_AGENT_"))!;
-  await jsm.streams.add(streamConfig({ ...mail, name: LEGACY_AGENT_STREAM, subjects: ["crewlet.agent.>"] }, 1));
   for (const [handle, bodies] of Object.entries(seats)) {
     for (const kind of ["inbox", "reflect"] as const) {
-      await jsm.consumers.add(LEGACY_AGENT_STREAM, {
+      const at = legacyPlace(layout, handle, kind);
+      // The same settings again (a second seat on the stream) is no change.
+      await jsm.streams.add(olderMailStream(at.stream, at.captures));
+      // Of the stream's replicas, as that build made every mailbox.
+      await jsm.consumers.add(at.stream, {
         durable_name: durableName(mailboxGroup(handle, kind)),
-        filter_subject: legacyMailboxSubject(handle, kind),
+        filter_subject: at.subject,
         ack_policy: AckPolicy.Explicit,
         deliver_policy: DeliverPolicy.All,
         ...(ackWaitMs === undefined ? {} : { ack_wait: ackWaitMs * 1_000_000 }),
@@ -53,7 +85,7 @@ async function legacyCompany(seats: Record<string, string[]>, { foreign = false,
     for (const [i, body] of bodies.entries()) {
       const h = natsHeaders();
       h.set("X-Trace", `t-${i}`);
-      await nc.jetstream().publish(legacyMailboxSubject(handle, "inbox"), new TextEncoder().encode(body), { msgID: `${handle}-wake-${i}`, headers: h });
+      await nc.jetstream().publish(legacyPlace(layout, handle, "inbox").subject, new TextEncoder().encode(body), { msgID: `${handle}-wake-${i}`, headers: h });
     }
   }
   if (foreign) {
@@ -75,14 +107,91 @@ async function shardedInbox(handle: string): Promise<{ body: string; id: string 
   }
 }
 
-async function legacyStreamThere(): Promise<boolean> {
+async function legacyStreamThere(stream = LEGACY_AGENT_STREAM): Promise<boolean> {
   const jsm = await nc.jetstreamManager();
-  return jsm.streams.info(LEGACY_AGENT_STREAM).then(() => true, () => false);
+  return jsm.streams.info(stream).then(() => true, () => false);
 }
 
-test("with no legacy stream a pass does nothing and says so", async () => {
-  const r = await forwardLegacyMail({ nc, queue, olderNodeAlive: async () => true, clock: systemClock, log: memoryLogger().log });
-  expect(r).toEqual({ stream: false, waited: false, forwarded: 0, mailboxes_deleted: 0, stream_deleted: false, failed: [], gave_up: false });
+/** The one stream a pass found, for the cases with one legacy stream. */
+function one(r: LegacyPass): LegacyStreamPass {
+  expect(r.streams).toHaveLength(1);
+  return r.streams[0]!;
+}
+
+/** A stream's entry in a pass that touched it and nothing failed. */
+function cleanly(stream: string, forwarded: number, mailboxes_deleted: number, stream_deleted: boolean): LegacyStreamPass {
+  return { stream, forwarded, mailboxes_deleted, stream_deleted, failed: [], error: null };
+}
+
+test("with no legacy stream a pass does nothing, asks no lease, and costs one request", async () => {
+  // Seat mail of this build, which a pass must leave where it is.
+  const kim = mailbox("kim", "inbox");
+  await queue.ensureMailbox(kim.subject, kim.group);
+  await queue.publish(kim.subject, new TextEncoder().encode("current"), { msgId: "kim-current" });
+  const counted = await nats.connect({ name: "legacy-mail-count" });
+  const apiCalls: string[] = [];
+  const request = counted.request.bind(counted);
+  counted.request = (subject, ...rest) => (apiCalls.push(subject), request(subject, ...rest));
+  let asked = 0;
+  try {
+    const r = await forwardLegacyMail({ nc: counted, queue, olderNodeAlive: async () => (asked++, true), clock: systemClock, log: memoryLogger().log });
+    expect(r).toEqual({ streams: [], waited: false, gave_up: false });
+    expect(apiCalls).toEqual(["$JS.API.STREAM.NAMES"]);
+    expect(asked).toBe(0);
+  } finally {
+    await counted.close();
+  }
+  for (const stream of AGENT_STREAMS) expect(await legacyStreamThere(stream)).toBe(true);
+  expect((await shardedInbox("kim")).map((m) => m.body)).toEqual(["current"]);
+  await queue.deleteMailbox(kim.subject, kim.group);
+});
+
+test("mail on the interest-retained shards waits while an older node is alive; then one pass moves it, and the single stream's, into this build's mailboxes and deletes every legacy stream", async () => {
+  // Two seats on shards of their own, and one on the stream before the shards.
+  expect(agentShard("ivy")).not.toBe(agentShard("jon"));
+  await legacyCompany({ ivy: ["i1", "i2"], jon: ["j1"] }, { layout: "shards" });
+  await legacyCompany({ lea: ["l1"] });
+  const ivyAt = legacyPlace("shards", "ivy", "inbox");
+  const jonAt = legacyPlace("shards", "jon", "inbox");
+  const legacy = LEGACY_MAIL_STREAMS.filter((s) => [LEGACY_AGENT_STREAM, ivyAt.stream, jonAt.stream].includes(s));
+  let older = true;
+  const o = { nc, queue, olderNodeAlive: async () => older, clock: systemClock, log: memoryLogger().log };
+  const jsm = await nc.jetstreamManager();
+
+  const waited = await forwardLegacyMail(o);
+  expect(waited).toEqual({ streams: legacy.map((s) => cleanly(s, 0, 0, false)), waited: true, gave_up: false });
+  expect((await jsm.consumers.info(ivyAt.stream, durableName(mailboxGroup("ivy", "inbox")))).num_pending).toBe(2);
+  expect(await shardedInbox("ivy")).toEqual([]);
+
+  older = false;
+  const moved = await forwardLegacyMail(o);
+  expect(moved).toEqual({
+    streams: legacy.map((s) => (s === LEGACY_AGENT_STREAM ? cleanly(s, 1, 2, true) : cleanly(s, s === ivyAt.stream ? 2 : 1, 2, true))),
+    waited: false,
+    gave_up: false,
+  });
+  for (const s of legacy) expect(await legacyStreamThere(s)).toBe(false);
+  expect((await forwardLegacyMail(o)).streams).toEqual([]);
+
+  // What the seat's own attachment is handed, as a node of this build runs it.
+  const box = mailbox("ivy", "inbox");
+  const got: { body: string; id: string | undefined; trace: string | undefined }[] = [];
+  const attachment = await queue.attach(box.subject, box.group, async (d) => {
+    got.push({ body: dec.decode(d.data), id: d.msgId, trace: d.headers["X-Trace"] });
+    return ack();
+  });
+  try {
+    await waitFor("ivy's forwarded mail delivered", async () => (got.length >= 2 ? true : null), 30_000);
+  } finally {
+    await attachment.detach();
+  }
+  expect(got).toEqual([
+    { body: "i1", id: "ivy-wake-0", trace: "t-0" },
+    { body: "i2", id: "ivy-wake-1", trace: "t-1" },
+  ]);
+  expect((await shardedInbox("jon")).map((m) => m.body)).toEqual(["j1"]);
+  expect((await shardedInbox("lea")).map((m) => m.body)).toEqual(["l1"]);
+  for (const h of ["ivy", "jon", "lea"]) await queue.deleteMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group);
 });
 
 test("while an older node is alive nothing moves; then every message reaches the seat's sharded inbox once, and the legacy stream goes", async () => {
@@ -91,7 +200,8 @@ test("while an older node is alive nothing moves; then every message reaches the
   const o = { nc, queue, olderNodeAlive: async () => older, clock: systemClock, log: memoryLogger().log };
 
   const waited = await forwardLegacyMail(o);
-  expect(waited).toMatchObject({ stream: true, waited: true, forwarded: 0 });
+  expect(waited).toMatchObject({ waited: true });
+  expect(one(waited)).toMatchObject({ stream: LEGACY_AGENT_STREAM, forwarded: 0 });
   expect(await shardedInbox("alice")).toEqual([]);
   expect((await (await nc.jetstreamManager()).consumers.info(LEGACY_AGENT_STREAM, "agent-alice")).num_pending).toBe(3);
 
@@ -99,7 +209,7 @@ test("while an older node is alive nothing moves; then every message reaches the
   // The seat's sharded mailbox may not exist yet (a seat gone from the company): the pass makes it.
   await queue.deleteMailbox(mailbox("bob", "inbox").subject, mailbox("bob", "inbox").group);
   const moved = await forwardLegacyMail(o);
-  expect(moved).toEqual({ stream: true, waited: false, forwarded: 4, mailboxes_deleted: 4, stream_deleted: true, failed: [], gave_up: false });
+  expect(moved).toEqual({ streams: [cleanly(LEGACY_AGENT_STREAM, 4, 4, true)], waited: false, gave_up: false });
   expect(await shardedInbox("alice")).toEqual([
     { body: "one", id: "alice-wake-0", trace: "t-0" },
     { body: "two", id: "alice-wake-1", trace: "t-1" },
@@ -107,7 +217,7 @@ test("while an older node is alive nothing moves; then every message reaches the
   ]);
   expect(await shardedInbox("bob")).toEqual([{ body: "four", id: "bob-wake-0", trace: "t-0" }]);
   expect(await legacyStreamThere()).toBe(false);
-  expect((await forwardLegacyMail(o)).stream).toBe(false);
+  expect((await forwardLegacyMail(o)).streams).toEqual([]);
 
   // Forwarded twice (a pass that died between its publish and its ack): one copy.
   await legacyCompany({ alice: ["one"] });
@@ -118,7 +228,7 @@ test("while an older node is alive nothing moves; then every message reaches the
 
 test("a consumer that is no mailbox is left alone, and so is the stream it reads", async () => {
   await legacyCompany({ carol: ["hi"] }, { foreign: true });
-  const r = await forwardLegacyMail({ nc, queue, olderNodeAlive: async () => false, clock: systemClock, log: memoryLogger().log });
+  const r = one(await forwardLegacyMail({ nc, queue, olderNodeAlive: async () => false, clock: systemClock, log: memoryLogger().log }));
   expect(r).toMatchObject({ forwarded: 1, mailboxes_deleted: 2, stream_deleted: false });
   expect(await shardedInbox("carol")).toHaveLength(1);
   const jsm = await nc.jetstreamManager();
@@ -146,10 +256,10 @@ test("one mailbox that cannot be forwarded is reported; every other seat's mail 
   const loop = startLegacyMail({ ...o, clock: new FakeClock(), log });
   const failed = await waitFor("the first pass", async () => (sink.events("legacy_mail_forwarded").length ? sink.events("legacy_mailbox_failed") : null), 30_000);
   loop.stop();
-  expect(failed.map((l) => l.fields.mailbox)).toEqual([frank]);
-  expect(sink.events("legacy_mail_forwarded")[0]!.fields).toMatchObject({ forwarded: 3, mailboxes_deleted: 4, stream_deleted: false });
+  expect(failed.map((l) => [l.fields.stream, l.fields.mailbox])).toEqual([[LEGACY_AGENT_STREAM, frank]]);
+  expect(sink.events("legacy_mail_forwarded")[0]!.fields).toMatchObject({ stream: LEGACY_AGENT_STREAM, forwarded: 3, mailboxes_deleted: 4, stream_deleted: false });
 
-  const r = await forwardLegacyMail(o);
+  const r = one(await forwardLegacyMail(o));
   expect(r).toMatchObject({ forwarded: 0, mailboxes_deleted: 0, stream_deleted: false });
   expect(r.failed.map((f) => f.mailbox)).toEqual([frank]);
   expect((await shardedInbox("dave")).map((m) => m.body)).toEqual(["d1", "d2"]);
@@ -161,7 +271,7 @@ test("one mailbox that cannot be forwarded is reported; every other seat's mail 
 
   // Once it is gone (an operator's call), the next pass finishes the job.
   await jsm.consumers.delete(LEGACY_AGENT_STREAM, frank);
-  expect(await forwardLegacyMail(o)).toMatchObject({ forwarded: 0, mailboxes_deleted: 0, stream_deleted: true, failed: [] });
+  expect(one(await forwardLegacyMail(o))).toMatchObject({ forwarded: 0, mailboxes_deleted: 0, stream_deleted: true, failed: [] });
   expect(await legacyStreamThere()).toBe(false);
   for (const h of ["dave", "erin", "frank"]) await queue.deleteMailbox(mailbox(h, "inbox").subject, mailbox(h, "inbox").group);
 });
@@ -184,7 +294,7 @@ test(`${LEGACY_FAILURES_PER_PASS_MAX} failing mailboxes in one pass is the broke
   const loop = startLegacyMail({ nc, queue, olderNodeAlive: async () => false, clock: new FakeClock(), log });
   const [failed] = await waitFor("the pass to give up", async () => (sink.events("legacy_mail_failed").length ? sink.events("legacy_mail_failed") : null), 30_000);
   loop.stop();
-  expect(failed!.fields).toMatchObject({ reason: `${LEGACY_FAILURES_PER_PASS_MAX} mailboxes failed in one pass` });
+  expect(failed!.fields).toMatchObject({ stream: LEGACY_AGENT_STREAM, reason: `${LEGACY_FAILURES_PER_PASS_MAX} mailboxes or streams failed in one pass` });
   expect(taps.map((h) => durableName(mailboxGroup(h, "inbox")))).toContain(failed!.fields.mailbox as string);
   // One line for the pass, not one per mailbox: at this count the cause is one.
   expect(sink.events("legacy_mailbox_failed")).toEqual([]);
@@ -220,7 +330,7 @@ test("a pass killed with -9 halfway loses nothing and forwards nothing twice: th
     expect(atKill).toBeLessThan(N);
 
     const held = (await jsm.consumers.info(LEGACY_AGENT_STREAM, durableName(mailboxGroup("gina", "inbox")))).num_ack_pending;
-    const next = await forwardLegacyMail({ nc, queue, olderNodeAlive: async () => false, clock: systemClock, log: memoryLogger().log });
+    const next = one(await forwardLegacyMail({ nc, queue, olderNodeAlive: async () => false, clock: systemClock, log: memoryLogger().log }));
     expect(next).toMatchObject({ stream_deleted: true, failed: [] });
     // What this pass moved is the rest: the killed pass's confirmed ones are not moved again
     // (those it held unconfirmed, `held`, may have reached the shards already: their ids dedupe).

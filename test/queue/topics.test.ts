@@ -29,15 +29,15 @@ import {
 
 test("a seat is given its inbox and reflection mailboxes, and retires all three the grammar names", () => {
   expect(seatMailboxes("alice")).toEqual([
-    { subject: "crewlet.mail.14.alice.inbox", group: "agent-alice" },
-    { subject: "crewlet.mail.14.alice.reflect", group: "agent-alice-reflect" },
+    { subject: "crewlet.seats.14.alice.inbox", group: "agent-alice" },
+    { subject: "crewlet.seats.14.alice.reflect", group: "agent-alice-reflect" },
   ]);
   expect(allSeatMailboxes("alice")).toEqual([
-    { subject: "crewlet.mail.14.alice.inbox", group: "agent-alice" },
-    { subject: "crewlet.mail.14.alice.control", group: "agent-alice-control" },
-    { subject: "crewlet.mail.14.alice.reflect", group: "agent-alice-reflect" },
+    { subject: "crewlet.seats.14.alice.inbox", group: "agent-alice" },
+    { subject: "crewlet.seats.14.alice.control", group: "agent-alice-control" },
+    { subject: "crewlet.seats.14.alice.reflect", group: "agent-alice-reflect" },
   ]);
-  expect(mailboxStream("alice")).toBe("CREWLET_AGENT_14");
+  expect(mailboxStream("alice")).toBe("CREWLET_SEATS_14");
   expect(legacyMailboxSubject("alice", "inbox")).toBe("crewlet.agent.alice.inbox");
 });
 
@@ -58,13 +58,14 @@ test.each([["a.b"], ["a*"], ["a>"], ["a b"], [""]])("handle %p is refused, namin
 });
 
 test.each([
-  ["crewlet.mail.06.bob.control", "agent-bob-control", { handle: "bob", kind: "control" }],
-  ["crewlet.mail.15.bob-control.inbox", "agent-bob-control", { handle: "bob-control", kind: "inbox" }],
-  ["crewlet.mail.06.bob.inbox", "agent-bob", { handle: "bob", kind: "inbox" }],
-  ["crewlet.mail.06.bob.inbox", "audit-bob", null],
-  ["crewlet.mail.06.bob.inbox", "agent-bob-reflect", null],
-  ["crewlet.mail.06.bob.other", "agent-bob", null],
-  ["crewlet.mail.05.bob.inbox", "agent-bob", null], // not bob's shard
+  ["crewlet.seats.06.bob.control", "agent-bob-control", { handle: "bob", kind: "control" }],
+  ["crewlet.seats.15.bob-control.inbox", "agent-bob-control", { handle: "bob-control", kind: "inbox" }],
+  ["crewlet.seats.06.bob.inbox", "agent-bob", { handle: "bob", kind: "inbox" }],
+  ["crewlet.seats.06.bob.inbox", "audit-bob", null],
+  ["crewlet.seats.06.bob.inbox", "agent-bob-reflect", null],
+  ["crewlet.seats.06.bob.other", "agent-bob", null],
+  ["crewlet.seats.05.bob.inbox", "agent-bob", null], // not bob's shard
+  ["crewlet.mail.06.bob.inbox", "agent-bob", null], // an interest-retained shard of an earlier build
   ["crewlet.agent.bob.inbox", "agent-bob", null], // the stream before the shards
   ["crewlet.events.x", "agent-x", null],
 ] as const)("parseMailbox(%p, %p)", (subject, group, want) => {
@@ -72,9 +73,11 @@ test.each([
 });
 
 test.each([
-  ["crewlet.agent.bob.inbox", "crewlet.mail.06.bob.inbox"],
-  ["crewlet.agent.bob.reflect", "crewlet.mail.06.bob.reflect"],
-  ["crewlet.mail.06.bob.inbox", "crewlet.mail.06.bob.inbox"],
+  ["crewlet.agent.bob.inbox", "crewlet.seats.06.bob.inbox"],
+  ["crewlet.agent.bob.reflect", "crewlet.seats.06.bob.reflect"],
+  ["crewlet.mail.06.bob.inbox", "crewlet.seats.06.bob.inbox"],
+  ["crewlet.mail.05.bob.inbox", "crewlet.mail.05.bob.inbox"], // not bob's shard: nobody's mailbox
+  ["crewlet.seats.06.bob.inbox", "crewlet.seats.06.bob.inbox"],
   ["crewlet.agent.bob.other", "crewlet.agent.bob.other"],
   ["crewlet.events.x", "crewlet.events.x"],
 ] as const)("currentMailboxSubject(%p) = %p", (subject, want) => {
@@ -84,7 +87,10 @@ test.each([
 test.each([
   ["crewlet.agent.bob.inbox", "agent-bob", { handle: "bob", kind: "inbox" }],
   ["crewlet.agent.bob.inbox", "audit-bob", null],
-  ["crewlet.mail.06.bob.inbox", "agent-bob", null],
+  ["crewlet.mail.06.bob.inbox", "agent-bob", { handle: "bob", kind: "inbox" }],
+  ["crewlet.mail.06.bob.control", "agent-bob-control", { handle: "bob", kind: "control" }],
+  ["crewlet.mail.05.bob.inbox", "agent-bob", null],
+  ["crewlet.seats.06.bob.inbox", "agent-bob", null],
 ] as const)("parseLegacyMailbox(%p, %p)", (subject, group, want) => {
   expect(parseLegacyMailbox(subject, group)).toEqual(want as never);
 });
@@ -110,7 +116,9 @@ test("plain groups pass through; foreign durable names do not parse", () => {
 });
 
 test("subjects map to their streams", () => {
-  expect(streamForSubject(mailboxSubject("a", "inbox"))).toBe("CREWLET_AGENT_03");
+  expect(streamForSubject(mailboxSubject("a", "inbox"))).toBe("CREWLET_SEATS_03");
+  expect(streamForSubject("crewlet.seats.15.x.inbox")).toBe("CREWLET_SEATS_15");
+  expect(streamForSubject("crewlet.seats.16.x.inbox")).toBeNull();
   expect(streamForSubject("crewlet.mail.15.x.inbox")).toBe("CREWLET_AGENT_15");
   expect(streamForSubject("crewlet.mail.16.x.inbox")).toBeNull();
   expect(streamForSubject("crewlet.agent.a.inbox")).toBe("CREWLET_AGENT");

@@ -7,7 +7,6 @@ import { z } from "zod";
 import type { RouteGroup } from "../app.ts";
 import type { AuthEnv } from "../auth.ts";
 import { ApiError, coordCall, parseNoQuery, parseParam, parseQuery, readBodyBytes } from "../errors.ts";
-import { LEASE_PROTOCOL } from "../../coord/contract.ts";
 import { callerActor, estateCall, writeReply } from "../estate-http.ts";
 import type { FileOwner, FileRow } from "../../estate/attachments.ts";
 import { containerKey, contentType, fileId, fileName, opId, pageTitle, workKey, type FileAttach } from "../../estate/records.ts";
@@ -132,13 +131,19 @@ async function ownerExists(kind: OwnerKind, router: EstateRouter, on: FileOwner)
 }
 
 /**
- * An upload is refused while a node of an older build is live: its copy could not decode
- * the file's row and would hold the whole domain (coord/contract.ts, protocol 7).
+ * The lease protocol that brought `file.attach` rows (coord/contract.ts): a build below it
+ * cannot decode one. Not LEASE_PROTOCOL, which later changes raise for their own reasons.
+ */
+export const FILE_ROWS_PROTOCOL = 7;
+
+/**
+ * An upload is refused while a node of a build below FILE_ROWS_PROTOCOL is live: its copy
+ * could not decode the file's row and would hold the whole domain.
  */
 async function refuseBeside(olderBuild: (() => Promise<number | null>) | undefined): Promise<void> {
   const floor = olderBuild ? await coordCall("the lease protocol floor", olderBuild) : null;
-  if (floor !== null && floor < LEASE_PROTOCOL) {
-    throw new ApiError(503, "files_unavailable", `a node of an older build (lease protocol ${floor}) is live and could not read a file's row; files can be attached once every node runs protocol ${LEASE_PROTOCOL} or later`);
+  if (floor !== null && floor < FILE_ROWS_PROTOCOL) {
+    throw new ApiError(503, "files_unavailable", `a node of an older build (lease protocol ${floor}) is live and could not read a file's row; files can be attached once every node runs protocol ${FILE_ROWS_PROTOCOL} or later`);
   }
 }
 
