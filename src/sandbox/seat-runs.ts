@@ -10,6 +10,8 @@ import type { Clock } from "../clock.ts";
 import type { Company } from "../config/company.ts";
 import type { SandboxProviderConfig, RoleSandbox } from "../config/sandbox.ts";
 import { encodeSlotKey } from "../coord/bucket.ts";
+import { CasConflict, StoreUnavailable } from "../coord/contract.ts";
+import { RIDE_OUT_MS, rideOut } from "../coord/ride-out.ts";
 import { MAX_MESSAGE_BYTES, truncateToBytes } from "../estate/records.ts";
 import { GENERAL_CHANNEL_ID } from "../estate/seed.ts";
 import type { Logger } from "../log.ts";
@@ -305,6 +307,22 @@ export class SeatRuns {
     });
   }
 
+  /** A run's first record, through a store election: a retry refused because the record
+   *  exists found the first attempt landed (its id is fresh), so no run is started twice
+   *  and none is left `starting` on a live holder. */
+  private async createOnce(rec: RunRecord): Promise<void> {
+    let attempts = 0;
+    const create = async () => {
+      attempts += 1;
+      try {
+        await this.o.store.create(rec);
+      } catch (err) {
+        if (!(attempts > 1 && err instanceof CasConflict)) throw err;
+      }
+    };
+    await rideOut(this.o.clock, this.o.clock.now() + RIDE_OUT_MS, create, isUnavailable);
+  }
+
   private async start(a: { task: string; engine?: string }, ctx: ToolContext) {
     const sb = this.sandboxOf(ctx.seat);
     if (!sb) return fail("this seat may not start coding runs (set roles[].sandbox and providers.sandbox in the company file)");
@@ -324,7 +342,7 @@ export class SeatRuns {
       owner: writer.owner, owner_epoch: writer.epoch, node: this.o.node_id, pid: null, state: "starting",
       question: null, answer: null, cancel: null, result: null, reported: false, created_at: now, updated_at: now,
     };
-    await this.o.store.create(rec);
+    await this.createOnce(rec);
     const engine = sb.provider.engines[engineName]!;
     const dir = runDir(this.o.storeDir, id);
     let pid: number;
@@ -342,11 +360,14 @@ export class SeatRuns {
       await this.o.store.mutate(ctx.seat, id, writer, (r) => ({ ...r, state: "done", reported: true, result: { ...abandonedResult(), reason } }));
       return fail(reason);
     }
-    await this.o.store.mutate(ctx.seat, id, writer, (r) => (r.state === "starting" ? { ...r, state: "running", pid } : { ...r, pid }));
+    const until = this.o.clock.now() + RIDE_OUT_MS;
+    await rideOut(this.o.clock, until, () => this.o.store.mutate(ctx.seat, id, writer, (r) => (r.state === "starting" ? { ...r, state: "running", pid } : { ...r, pid })), isUnavailable);
     this.o.events.emit("sandbox_run_started", { seat: ctx.seat, run: id, engine: engineName, node: this.o.node_id, pid, epoch: ctx.epoch });
     return { ...ok({ run_id: id, status: "running", engine: engineName }), reached: true };
   }
 }
+
+const isUnavailable = (err: unknown) => err instanceof StoreUnavailable;
 
 /** Reply kinds that can answer a parked run's question. */
 const ANSWER_TYPES = new Set<Trigger["type"]>(["chat_mention", "chat_direct", "task_comment"]);

@@ -10,7 +10,7 @@ import type { Company } from "../../src/config/company.ts";
 import { companySchema } from "../../src/config/company.ts";
 import { encodedSlot } from "../../src/coord/bucket.ts";
 import { MemoryBucket } from "../../src/coord/local.ts";
-import type { KvSlot } from "../../src/coord/contract.ts";
+import { StoreUnavailable, type KvSlot } from "../../src/coord/contract.ts";
 import { MemoryEventSink } from "../../src/agent/events.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { decodeTrigger, type Trigger } from "../../src/org/trigger.ts";
@@ -278,6 +278,33 @@ describe("a run and its seat", () => {
     await Bun.sleep(100);
     expect(inbox).toHaveLength(1);
     await c.runs.release("engineer");
+  });
+
+  test("a run whose first record's write lands with its answer lost (an election) starts once and is told once", async () => {
+    let lose = 1;
+    const lossy = new Proxy(slot, {
+      get(target, prop) {
+        if (prop === "create") {
+          return async (...args: Parameters<KvSlot["create"]>) => {
+            const landed = await target.create(...args);
+            if (lose-- > 0) throw new StoreUnavailable("create crewlet_runs: TIMEOUT (answer lost, injected)");
+            return landed;
+          };
+        }
+        const v = Reflect.get(target, prop) as unknown;
+        return typeof v === "function" ? v.bind(target) : v;
+      },
+    });
+    store = new RunStore(lossy, systemClock);
+    const a = node("a");
+    await a.runs.prepare({ handle: "engineer", epoch: 1 });
+    const root = await estate.post("general", "founder", "@engineer build it");
+    const id = await startRun(a.runs, 1, "write:a.txt=1;commit:one", `chat:general:${root}`);
+    await until("the result told", () => inbox.length === 1);
+    const { runs } = await store.list("engineer");
+    expect(runs.map((r) => [r.id, r.state])).toEqual([[id, "done"]]);
+    expect(a.events.events.filter((e) => e.name === "sandbox_run_started")).toHaveLength(1);
+    await a.runs.release("engineer");
   });
 
   test("a seat without a sandbox gets no tool answer but a clear refusal, and bad tool input names its field", async () => {
