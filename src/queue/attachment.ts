@@ -48,6 +48,12 @@ export interface MailboxSource {
    * once and nothing more arrives for it.
    */
   pull(batch: number, sink: PullSink, mode: PullMode): void;
+  /**
+   * Calls `ring` when mail may have come (each publish on the mailbox's subject). With one,
+   * an idle attachment stops asking once a pull expires empty and asks again when rung, or
+   * after SAFETY_PULL_MS; without, a pull is always waiting. Returns how to stop ringing.
+   */
+  doorbell?(ring: () => void): () => void;
   /** Copy the message to the dead-letter stream with its headers and the reason. */
   deadLetter(m: RawMessage, reason: string): Promise<void>;
 }
@@ -63,6 +69,16 @@ export interface MailboxSource {
  * compared with 10 s. Well inside a lease heartbeat (15 s).
  */
 export const PULL_EXPIRES_MS = 5_000;
+
+/**
+ * How long an idle attachment with a doorbell waits, when nothing rang, before it asks again:
+ * the bound on how late mail that rings nobody is taken (a message another holder NAKed with
+ * a delay, a publish while this node's connection was away). At most one mailbox check
+ * (MAILBOX_CHECK_EVERY_MS, 15 s) sees such mail pending before it is asked for, so the
+ * deaf-seat watch, which needs two, never alarms on it. An idle mailbox then costs one pull
+ * in 20 s instead of one in 5.
+ */
+export const SAFETY_PULL_MS = 15_000;
 
 export type Settlement = "ack" | "nak" | "dead-letter";
 
@@ -124,6 +140,11 @@ export class AttachmentCore implements Attachment {
    */
   private readonly parked: RawMessage[] = [];
   private retryTimer: Timer | null = null;
+  /** Rung since the last pull was sent (true at the start: the first pull always goes). */
+  private rang = true;
+  /** An idle attachment's wait for its doorbell (or SAFETY_PULL_MS). */
+  private napTimer: Timer | null = null;
+  private stopBell: (() => void) | null = null;
   private backoffUntil = 0;
   private idleWaiters: Array<() => void> = [];
   private readonly batch: number;
@@ -143,6 +164,20 @@ export class AttachmentCore implements Attachment {
 
   /** Begin consuming (called once by the backend after construction). */
   start(): void {
+    try {
+      if (this.source.doorbell) this.stopBell = this.source.doorbell(() => this.wake());
+    } catch (error) {
+      // Without a doorbell a pull is always waiting, as on a stream without one.
+      this.log.warn("queue_doorbell_unavailable", { error: String(error) });
+    }
+    this.pump();
+  }
+
+  /** Mail may be waiting (rung, or ready again after handing some back): ask now. */
+  private wake(): void {
+    this.rang = true;
+    this.napTimer?.cancel();
+    this.napTimer = null;
     this.pump();
   }
 
@@ -165,7 +200,7 @@ export class AttachmentCore implements Attachment {
   }
   resume(): void {
     this.quiescedByCall = false;
-    this.pump();
+    this.wake();
   }
   hold(name: string): void {
     this.holdSet.add(name);
@@ -173,7 +208,7 @@ export class AttachmentCore implements Attachment {
   }
   releaseHold(name: string): void {
     this.holdSet.delete(name);
-    this.pump();
+    this.wake();
   }
 
   idle(): Promise<void> {
@@ -187,6 +222,10 @@ export class AttachmentCore implements Attachment {
     this.holdSet.clear();
     this.retryTimer?.cancel();
     this.retryTimer = null;
+    this.napTimer?.cancel();
+    this.napTimer = null;
+    this.stopBell?.();
+    this.stopBell = null;
     this.pump();
   }
 
@@ -222,9 +261,10 @@ export class AttachmentCore implements Attachment {
     }
     // A live pull (perhaps made before a quiesce) is reused: a second waiting request would
     // sit behind it at the broker, and the older one would win the next message.
-    if (this.pull || this.retryTimer) return;
+    if (this.pull || this.retryTimer || this.napTimer) return;
     const pull: OutstandingPull = { token: {}, received: 0, handedBack: new Set() };
     this.pull = pull;
+    this.rang = false;
     this.source.pull(
       this.batch,
       {
@@ -264,9 +304,11 @@ export class AttachmentCore implements Attachment {
   }
 
   private onPullEnd(token: object, error?: unknown): void {
-    if (this.pull?.token !== token) return;
+    const pull = this.pull;
+    if (pull?.token !== token) return;
     this.pull = null;
     this.releaseParked();
+    if (error === undefined && pull.received === 0 && !this.rang && this.stopBell) this.nap();
     if (error !== undefined && !this.detached) {
       this.log.warn("queue_pull_failed", { error: String(error), retry_ms: PULL_RETRY_MS });
       this.retryTimer = this.clock.setTimeout(() => {
@@ -276,6 +318,13 @@ export class AttachmentCore implements Attachment {
     }
     // What the pull brought before it failed is ours to run; only the next pull waits.
     this.pump();
+  }
+
+  /** Nothing came and nothing rang: wait for the doorbell, a delayed NAK's return, or the safety pull. */
+  private nap(): void {
+    const backoff_ms = this.backoffUntil - this.clock.now();
+    const wait_ms = backoff_ms > 0 ? Math.min(SAFETY_PULL_MS, backoff_ms) : SAFETY_PULL_MS;
+    this.napTimer = this.clock.setTimeout(() => this.wake(), wait_ms);
   }
 
   /** The pull that parked mail is over, so handing it back can no longer bounce it here. */

@@ -238,6 +238,7 @@ export class JetStreamQueue implements Queue {
   constructor(opts: JetStreamQueueOptions) {
     if (!Number.isInteger(opts.replicas) || opts.replicas < 1 || opts.replicas > 5) throw new Error(`queue: replicas must be 1..5, got ${opts.replicas}`);
     this.nc = opts.nc;
+    this.ringAfterReconnects().catch(() => undefined);
     this.replicas = opts.replicas;
     this.clock = opts.clock;
     this.log = opts.log;
@@ -425,6 +426,10 @@ export class JetStreamQueue implements Queue {
     this.log.warn("queue_mailbox_revived", { subject, group, reason, elapsed_ms: this.clock.now() - started });
   }
 
+  private async ringAfterReconnects(): Promise<void> {
+    for await (const s of this.nc.status()) if (s.type === "reconnect") for (const source of this.sources) source.reconnected();
+  }
+
   /**
    * A mailbox can be made on another member: a cluster's, or a leaf's (its own replica count
    * says nothing of the members' streams, and a mailbox's settings do not depend on it, so
@@ -532,7 +537,7 @@ export class JetStreamQueue implements Queue {
           },
         }
       : { settled: () => undefined, unreachable: () => undefined, silent: () => undefined };
-    const source = new JetStreamSource(this.nc, this.js, stream, group, this.clock, this.pulls, log, hooks);
+    const source = new JetStreamSource(this.nc, this.js, stream, group, this.clock, this.pulls, log, hooks, isMailStream(stream) ? subject : null);
     this.sources.add(source);
     const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, log, opts, () => {
       this.attachments.delete(core);
@@ -874,6 +879,8 @@ class JetStreamSource implements MailboxSource {
   private readonly durable: string;
   private readonly nextSubject: string;
   private readonly inboxes: PullInboxes;
+  readonly doorbell?: (ring: () => void) => () => void;
+  private ring: (() => void) | null = null;
   /** Pulls in a row refused with "no responders" (503). */
   private unserved = 0;
   /** The open pull: when it was sent, and how to end it. */
@@ -888,10 +895,27 @@ class JetStreamSource implements MailboxSource {
     private readonly pulls: PullTracker,
     private readonly log: Logger,
     private readonly hooks: SourceHooks,
+    /** A seat mailbox's subject: each publish on it reaches a core subscription too, the doorbell. */
+    bellSubject: string | null,
   ) {
+    if (bellSubject !== null) {
+      this.doorbell = (ring) => {
+        const sub = nc.subscribe(bellSubject, { callback: () => ring() });
+        this.ring = ring;
+        return () => {
+          this.ring = null;
+          sub.unsubscribe();
+        };
+      };
+    }
     this.durable = durableName(group);
     this.nextSubject = `$JS.API.CONSUMER.MSG.NEXT.${stream}.${this.durable}`;
     this.inboxes = new PullInboxes(nc, clock, (msg) => void this.handBackStray(msg));
+  }
+
+  /** The connection came back: what was published while it was away rang nobody. */
+  reconnected(): void {
+    this.ring?.();
   }
 
   /** Ends the open pull if it was sent before `at` (its consumer has since been made again). */

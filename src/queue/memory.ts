@@ -226,6 +226,8 @@ export class MemoryQueue implements Queue {
         const copy = deadLetterCopy(stream.spec.name, m.delivery, group, reason);
         await this.publish(copy.subject, m.delivery.data, { msgId: copy.msgId, headers: copy.headers });
       },
+      // As a core subscription on a seat mailbox's subject: rung by every publish on it.
+      ...(AGENT_STREAMS.includes(stream.spec.name) ? { doorbell: (ring: () => void) => this.listen(subject, ring) } : {}),
     };
     const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, this.log.child({ subject, group }), opts, () => this.attachments.delete(core));
     this.attachments.add(core);
@@ -233,7 +235,21 @@ export class MemoryQueue implements Queue {
     return core;
   }
 
+  /** Core-NATS listeners by exact subject: each publish on it calls them, stored or not. */
+  private readonly listeners = new Map<string, Set<() => void>>();
+
+  private listen(subject: string, ring: () => void): () => void {
+    const set = this.listeners.get(subject) ?? new Set<() => void>();
+    set.add(ring);
+    this.listeners.set(subject, set);
+    return () => {
+      set.delete(ring);
+      if (set.size === 0 && this.listeners.get(subject) === set) this.listeners.delete(subject);
+    };
+  }
+
   async publish(subject: string, data: Uint8Array, opts: PublishOptions = {}): Promise<PublishResult> {
+    for (const ring of this.listeners.get(subject) ?? []) queueMicrotask(ring);
     const stream = this.streamFor(subject);
     // As the broker: a publish that expected another stream is refused, not stored.
     const expected = Object.entries(opts.headers ?? {}).find(([k]) => k.toLowerCase() === H_EXPECTED_STREAM.toLowerCase())?.[1];

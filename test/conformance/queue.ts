@@ -7,6 +7,7 @@ import { memoryLogger } from "../../src/log.ts";
 import { systemClock } from "../../src/clock.ts";
 import { ack, defer, MAX_DELIVERIES, nak, reject, type Attachment, type Delivery, type Outcome, type Queue } from "../../src/queue/contract.ts";
 import { ensureSeatMailboxes } from "../../src/queue/mailboxes.ts";
+import { PULL_EXPIRES_MS, SAFETY_PULL_MS } from "../../src/queue/attachment.ts";
 import { agentShard, mailbox, mailboxGroup, mailboxStream, mailboxSubject } from "../../src/queue/topics.ts";
 
 export interface QueueHarness {
@@ -206,6 +207,18 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       expect(a.seen).toHaveLength(1);
       expect(att.quiesced).toBe(true);
       expect(att.holds.size).toBe(0);
+    });
+
+    test("an idle seat mailbox is rung by a publish: its mail comes at once, not at the next safety pull", async () => {
+      const box = mailbox(handle(), "inbox");
+      const rec = recorder();
+      track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await throughSentinel(box.subject, rec);
+      // Its last pull expired with nothing: it waits for its doorbell now.
+      await h.elapse(PULL_EXPIRES_MS + 1_000);
+      await h.queue.publish(box.subject, enc("rung"));
+      await h.elapse(SAFETY_PULL_MS / 2);
+      expect(rec.texts()).toContain("rung");
     });
 
     test("nak asks for the message back, counts a delivery and keeps consuming", async () => {
@@ -492,7 +505,7 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       expect(dead).toEqual([]);
     });
 
-    test("an unsettled delivery comes back after the ack wait with count + 1", async () => {
+    test("an unsettled delivery comes back after the ack wait with count + 1 (rung by nothing: by the safety pull)", async () => {
       const box = mailbox(handle(), "inbox");
       const never = recorder(() => new Promise<Outcome>(() => undefined)); // a dead node's turn
       const att = track(await h.lapsing.attach(box.subject, box.group, never.handler));
@@ -501,7 +514,7 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       await att.detach();
       const next = recorder();
       track(await h.lapsing.attach(box.subject, box.group, next.handler));
-      await h.elapse(h.ackWait_ms + 1);
+      await h.elapse(h.ackWait_ms + SAFETY_PULL_MS);
       await eventually("redelivered after the ack wait", () => next.seen.length === 1);
       expect(next.seen[0]!.deliveryCount).toBe(2);
       expect(text(next.seen[0]!)).toBe("m1");
