@@ -320,15 +320,12 @@ export class MemoryQueue implements Queue {
     }
     this.expireWaiting(c);
     c.waiting.push({ batch, remaining: batch, mode, sink, expires_at_ms: this.clock.now() + PULL_EXPIRES_MS });
+    // As the broker's 408 at the expiry itself: an attachment with a doorbell naps after it.
+    this.clock.setTimeout(() => this.expireWaiting(c), PULL_EXPIRES_MS);
     this.scheduleDispatch(stream, c);
   }
 
-  /**
-   * Ends waiting pulls past their expiry. The broker answers 408 at the expiry itself; here
-   * an expired pull is found when the consumer is next looked at, which nobody can tell
-   * apart: nothing was delivered to it in between. Bounds the list by the pulls made in one
-   * expiry period.
-   */
+  /** Ends waiting pulls past their expiry. Bounds the list by the pulls made in one expiry period. */
   private expireWaiting(c: MemConsumer): void {
     const now = this.clock.now();
     // Taken out first, ended after: ending a pull can start the next one, which changes the list.
