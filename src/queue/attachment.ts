@@ -63,10 +63,9 @@ export interface MailboxSource {
  * deferred or detached attachment's last pull can still catch mail (and hand it back, one
  * delivery each, at most one batch per pull), how long a detached attachment's inbox
  * lingers, and how soon a pull the broker lost (a consumer leader change drops waiting
- * pulls unanswered) is noticed. Against that, each attached idle mailbox re-asks once per
- * period: 5 s is 60 requests a second for a node's 300 mailboxes, nothing to a broker,
- * while halving the window in which a handoff's old pull steals (and bounces) new mail
- * compared with 10 s. Well inside a lease heartbeat (15 s).
+ * pulls unanswered) is noticed. Against that, an idle mailbox without a doorbell re-asks once
+ * per period (one with a doorbell once per SAFETY_PULL_MS + this): 5 s halves the window in
+ * which a handoff's old pull steals (and bounces) new mail compared with 10 s.
  */
 export const PULL_EXPIRES_MS = 5_000;
 
