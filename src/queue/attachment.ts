@@ -144,6 +144,7 @@ export class AttachmentCore implements Attachment {
   /** An idle attachment's wait for its doorbell (or SAFETY_PULL_MS). */
   private napTimer: Timer | null = null;
   private stopBell: (() => void) | null = null;
+  private startedAt = 0;
   private backoffUntil = 0;
   private idleWaiters: Array<() => void> = [];
   private readonly batch: number;
@@ -163,6 +164,7 @@ export class AttachmentCore implements Attachment {
 
   /** Begin consuming (called once by the backend after construction). */
   start(): void {
+    this.startedAt = this.clock.now();
     try {
       if (this.source.doorbell) this.stopBell = this.source.doorbell(() => this.wake());
     } catch (error) {
@@ -307,7 +309,10 @@ export class AttachmentCore implements Attachment {
     if (pull?.token !== token) return;
     this.pull = null;
     this.releaseParked();
-    if (error === undefined && pull.received === 0 && !this.rang && this.stopBell) this.nap();
+    // Not in its first SAFETY_PULL_MS: what the last holder's lingering pull hands back (a
+    // NAK, which rings nobody) comes within PULL_EXPIRES_MS + PULL_LOST_AFTER_MS of its detach.
+    const settledIn = this.clock.now() - this.startedAt >= SAFETY_PULL_MS;
+    if (error === undefined && pull.received === 0 && !this.rang && this.stopBell && settledIn) this.nap();
     if (error !== undefined && !this.detached) {
       this.log.warn("queue_pull_failed", { error: String(error), retry_ms: PULL_RETRY_MS });
       this.retryTimer = this.clock.setTimeout(() => {

@@ -214,8 +214,8 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       const rec = recorder();
       track(await h.queue.attach(box.subject, box.group, rec.handler));
       await throughSentinel(box.subject, rec);
-      // Its last pull expired with nothing: it waits for its doorbell now.
-      await h.elapse(PULL_EXPIRES_MS + 1_000);
+      // Past its first SAFETY_PULL_MS, its last pull expired with nothing: it waits for its doorbell now.
+      await h.elapse(SAFETY_PULL_MS + PULL_EXPIRES_MS + 1_000);
       await h.queue.publish(box.subject, enc("rung"));
       await h.elapse(SAFETY_PULL_MS / 2);
       expect(rec.texts()).toContain("rung");
