@@ -69,14 +69,10 @@ export interface MailboxSource {
  */
 export const PULL_EXPIRES_MS = 5_000;
 
-/**
- * How long an idle attachment with a doorbell waits, when nothing rang, before it asks again:
- * the bound on how late mail that rings nobody is taken (a message another holder NAKed with
- * a delay, a publish while this node's connection was away). At most one mailbox check
- * (MAILBOX_CHECK_EVERY_MS, 15 s) sees such mail pending before it is asked for, so the
- * deaf-seat watch, which needs two, never alarms on it. An idle mailbox then costs one pull
- * in 20 s instead of one in 5.
- */
+/** How long an idle attachment with a doorbell waits, when nothing rang, before asking again:
+ *  the bound on mail that rings nobody (another holder's NAK, a publish while the connection
+ *  was away). One mailbox check (15 s) at most sees it pending, and the deaf-seat watch needs
+ *  two; an idle mailbox costs one pull in 20 s instead of one in 5. */
 export const SAFETY_PULL_MS = 15_000;
 
 export type Settlement = "ack" | "nak" | "dead-letter";
