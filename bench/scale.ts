@@ -1,4 +1,4 @@
-// bun bench/scale.ts [--seats 2000] [--members 1|3] [--leaves 0] [--load-seconds 60]
+// bun bench/scale.ts [--seats 2000] [--members 1|3] [--leaves 0] [--load-seconds 60] [--idle-seconds 60]
 //
 // A generated company of N agent seats on the scripted provider, run by real `crewlet run`
 // processes (test/support/fleet.ts) on their own nats-server sidecars, on this box. The
@@ -11,8 +11,9 @@
 //     rather than a sum of sweep lines taken at different moments; and how many seats were
 //     given back to rebalance on the way (seat_detached reason=rebalance);
 //   - messages the idle node's client connections receive per sweep once the fleet is full
-//     (out_msgs of its connections on its sidecar's /connz, over MEASURED_SWEEPS sweeps);
-//   - the CPU every broker and node spends over those sweeps (cores), every seat held and idle;
+//     (out_msgs of its connections on its sidecar's /connz, over the idle window below);
+//   - the CPU every broker and node spends (cores), every seat held and idle, over
+//     --idle-seconds (default 60: one probe period) starting IDLE_SETTLE_MS after the fleet is full;
 //   - sweep duration (seat_sweep elapsed_ms on the seat holders, once full);
 //   - claim p50/p99 (seat_attached claim_ms: lease write to inbox attached);
 //   - RSS of every node and sidecar, and per seat;
@@ -29,29 +30,40 @@ import { benchArgs, countFlag, wholeFlag, membersFlag } from "./args.ts";
 import { cpuSeconds } from "./proc.ts";
 import { SEAT_MAILBOX_KINDS, subjectMatches } from "../src/queue/topics.ts";
 import { SWEEP_INTERVAL_MS } from "../src/seat/placement.ts";
+import { SAFETY_PULL_MS } from "../src/queue/attachment.ts";
+import { MAILBOX_CHECK_EVERY_MS } from "../src/seat/mailbox-watch.ts";
 import { makeFleet, TEST_TOKEN, type FleetNode, type NodeSpec } from "../test/support/fleet.ts";
 
 const args = benchArgs(
   "scale",
-  "[--seats 2000] [--members 1|3] [--leaves 0] [--load-seconds 60]",
+  "[--seats 2000] [--members 1|3] [--leaves 0] [--load-seconds 60] [--idle-seconds 60]",
   z.object({
     seats: countFlag(2_000, 20_000),
     members: membersFlag.default(1),
     leaves: wholeFlag(0, 16).default(0),
     "load-seconds": z.coerce.number().min(0).max(3_600).default(60),
+    "idle-seconds": z.coerce.number().min(10).max(3_600).default(60),
   }),
 );
 const SEATS = args.seats;
 const MEMBERS = args.members;
 const LEAVES = args.leaves;
 const LOAD_MS = args["load-seconds"] * 1000;
+/** The idle window: a whole probe period by default, so each seat's probe, trim and watch
+ * checks are in it as often as in any other window. */
+const IDLE_MS = args["idle-seconds"] * 1000;
+/** Quiet before the idle window opens: a fresh attachment pulls without napping for its
+ * first SAFETY_PULL_MS, and a seat's first mailbox check only sets its baseline, so a window
+ * opened at once measures the claims' tail, not idle seats (seen: 0.29 → 0.39 cores between
+ * two runs of one build at 2,000 seats). */
+const IDLE_SETTLE_MS = SAFETY_PULL_MS + MAILBOX_CHECK_EVERY_MS * 2;
 
 /** A node's boot on a loaded 2-core box with thousands of mailboxes: generous, so a slow
  * walk is reported rather than cut off. */
 const READY_WITHIN_MS = 15 * 60_000;
 /** How long the fleet gets to hold every seat before the bench reports what it reached. */
 const HELD_WITHIN_MS = 15 * 60_000;
-/** Sweeps the idle node's traffic is averaged over. */
+/** Sweeps the breakdown's tap counts the idle node's traffic over. */
 const MEASURED_SWEEPS = 6;
 /** The background load: one message per seat per minute (the issue's figure). */
 const LOAD_PER_SEAT_MS = 60_000;
@@ -281,16 +293,16 @@ try {
   say(`  claim (lease write → inbox attached): p50 ${pct(claims, 50)} ms, p99 ${pct(claims, 99)} ms over ${claims.length} claims`);
 
   // The full fleet, quiet: what the idle node draws, how long a sweep takes.
-  await Bun.sleep(SWEEP_INTERVAL_MS * 2);
+  await Bun.sleep(IDLE_SETTLE_MS);
   const sweepsBefore = new Map(holders.map((n) => [n.id, n.events("seat_sweep").length]));
   // CPU and the idle node's count first, with nothing of the bench's on the brokers: the
   // breakdown's tap takes in every subject of the fleet (`>` on the idle leaf, its /connz
   // polled every 100 ms), which cost the leaf's broker ~0.2 cores when it was measured with it.
   const out0 = await clientOutMsgs(idle);
   const cpu0 = idleCpu();
-  await Bun.sleep(SWEEP_INTERVAL_MS * MEASURED_SWEEPS);
-  const idlePerSweep = ((await clientOutMsgs(idle)) - out0) / MEASURED_SWEEPS;
-  const idleCores = idleCpu().map((c, i) => ({ ...c, cores: (c.cpu_s - cpu0[i]!.cpu_s) / ((SWEEP_INTERVAL_MS * MEASURED_SWEEPS) / 1000) }));
+  await Bun.sleep(IDLE_MS);
+  const idlePerSweep = ((await clientOutMsgs(idle)) - out0) / (IDLE_MS / SWEEP_INTERVAL_MS);
+  const idleCores = idleCpu().map((c, i) => ({ ...c, cores: (c.cpu_s - cpu0[i]!.cpu_s) / (IDLE_MS / 1000) }));
   // The breakdown is a reading aid, over a window of its own: a tap that cannot start gives none.
   const tap = await subjectTap(idle).catch((err) => (say(`  (no breakdown: ${String(err)})`), null));
   const bySubject = tap ? await tap.count(Bun.sleep(SWEEP_INTERVAL_MS * MEASURED_SWEEPS)) : new Map<string, number>();

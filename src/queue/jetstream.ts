@@ -30,7 +30,7 @@ import { AttachmentCore, PULL_EXPIRES_MS, settleDelivery, type CoreOptions, type
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter, replayDeadLetterVia } from "./deadletter.ts";
 import { apiErrorCode, CONSUMER_NOT_FOUND, ensureStreams, WAITING_FOR_MEMBERS } from "./streams.ts";
 import { AGENT_STREAMS, durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_DLQ, streamForSubject } from "./topics.ts";
-import { MailTrim } from "./trim.ts";
+import { isReplayable, MailTrim } from "./trim.ts";
 
 /**
  * A pull the broker has not ended this long after its expiry (PULL_EXPIRES_MS, attachment.ts)
@@ -526,7 +526,7 @@ export class JetStreamQueue implements Queue {
     };
     const hooks: SourceHooks = isMailStream(stream)
       ? {
-          settled: (seq) => this.trim.settled(stream, durableName(group), subject, seq),
+          settled: (seq, replayable) => this.trim.settled(stream, durableName(group), subject, seq, replayable),
           unreachable: () => {
             if (retired || !this.mayRevive()) return;
             revived(this.reviveMailbox(subject, group, "pulls refused", () => !retired).then(() => true));
@@ -867,8 +867,8 @@ function mustStream(subject: string): string {
 
 /** What a mailbox's pulls and settlements tell its queue (attachRunner). */
 interface SourceHooks {
-  /** An ack or term of stream sequence `seq` was confirmed: the mailbox's read mail can be trimmed. */
-  settled(seq: number): void;
+  /** An ack or term of stream sequence `seq` was confirmed: the mailbox's read mail can be trimmed (lazily, when only `replayable` mail was settled: trim.ts). */
+  settled(seq: number, replayable: boolean): void;
   /** REVIVE_AFTER_UNREACHABLE_PULLS pulls in a row were refused: nobody serves the consumer. */
   unreachable(): void;
   /** A pull went unanswered past its expiry: the consumer's member may be cut off. */
@@ -1055,7 +1055,7 @@ class JetStreamSource implements MailboxSource {
     };
     const settle = (body: string) => async () => {
       await this.confirmed(reply, body);
-      this.hooks.settled(info.streamSeq);
+      this.hooks.settled(info.streamSeq, isReplayable(headers));
     };
     return { delivery, ack: settle("+ACK"), nak, term: settle("+TERM") };
   }

@@ -12,6 +12,25 @@ import { eachInFlight } from "../in-flight.ts";
  * proposal): at 10 s a node running 100 busy seats sends 20 a second, a quiet seat none.
  */
 export const TRIM_EVERY_MS = 10_000;
+/**
+ * How long settled mail that is harmless to deliver again (REPLAYABLE_HEADER: the deaf-seat
+ * probe) may wait for its trim when nothing else was settled. A seat's probe once a minute
+ * was a trim a minute, two JetStream requests every member handles and a purge proposal:
+ * at 2,000 idle seats 0.11 of the brokers' 0.43 cores (bench/scale.ts). Ten probes wait at
+ * most for one trim; other mail settled meanwhile takes them with it at the next tick.
+ */
+export const TRIM_REPLAYABLE_WITHIN_MS = 10 * 60_000;
+/**
+ * The header that marks a message as harmless to deliver again after it was settled: a
+ * mailbox made again reruns it (read mail not yet trimmed), and its reader settles it with
+ * nothing done, so its trim can wait TRIM_REPLAYABLE_WITHIN_MS.
+ */
+export const REPLAYABLE_HEADER = "Crewlet-Replayable";
+
+/** The message's headers carry REPLAYABLE_HEADER (any case). */
+export function isReplayable(headers: Record<string, string>): boolean {
+  return Object.keys(headers).some((k) => k.toLowerCase() === REPLAYABLE_HEADER.toLowerCase());
+}
 /** Trims in flight at once: each is a consumer read and a stream proposal. */
 const TRIMS_IN_FLIGHT = 8;
 
@@ -28,6 +47,9 @@ interface Due {
   subject: string;
   /** The highest stream sequence this reader settled since it was last trimmed. */
   settled_seq: number;
+  /** When the first settlement still untrimmed was made, and whether only replayable mail was settled since. */
+  since_ms: number;
+  replayable_only: boolean;
 }
 
 export class MailTrim {
@@ -42,13 +64,21 @@ export class MailTrim {
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly every_ms = TRIM_EVERY_MS,
+    private readonly replayable_within_ms = TRIM_REPLAYABLE_WITHIN_MS,
   ) {}
 
-  /** Delivery `seq` of this mailbox was settled: trim it at the next tick. */
-  settled(stream: string, durable: string, subject: string, seq: number): void {
+  /** Delivery `seq` of this mailbox was settled: trim it at the next tick, or (only replayable mail settled) once it has waited TRIM_REPLAYABLE_WITHIN_MS. */
+  settled(stream: string, durable: string, subject: string, seq: number, replayable = false): void {
     const key = `${stream}.${durable}`;
-    const before = this.due.get(key)?.settled_seq ?? 0;
-    this.due.set(key, { stream, durable, subject, settled_seq: Math.max(before, seq) });
+    const before = this.due.get(key);
+    this.due.set(key, {
+      stream,
+      durable,
+      subject,
+      settled_seq: Math.max(before?.settled_seq ?? 0, seq),
+      since_ms: before?.since_ms ?? this.clock.now(),
+      replayable_only: (before?.replayable_only ?? true) && replayable,
+    });
     this.timer ??= this.clock.setInterval(() => void this.tick(), this.every_ms);
   }
 
@@ -65,8 +95,9 @@ export class MailTrim {
   }
 
   private async trimDue(): Promise<void> {
-    const batch = [...this.due.entries()];
-    this.due.clear();
+    const now = this.clock.now();
+    const batch = [...this.due.entries()].filter(([, d]) => !d.replayable_only || now - d.since_ms >= this.replayable_within_ms);
+    for (const [key] of batch) this.due.delete(key);
     await eachInFlight(batch, TRIMS_IN_FLIGHT, async ([key, d]) => {
       try {
         const floor = Math.min(await this.port.ackFloor(d.stream, d.durable), d.settled_seq);
@@ -75,8 +106,8 @@ export class MailTrim {
         this.purgedTo.set(key, floor);
       } catch (err) {
         // Due again: read mail left a tick longer costs disk, never a message.
-        const now = this.due.get(key);
-        this.due.set(key, { ...d, settled_seq: Math.max(d.settled_seq, now?.settled_seq ?? 0) });
+        const later = this.due.get(key);
+        this.due.set(key, { ...d, settled_seq: Math.max(d.settled_seq, later?.settled_seq ?? 0), replayable_only: d.replayable_only && (later?.replayable_only ?? true) });
         this.log.debug("queue_trim_failed", { stream: d.stream, consumer: d.durable, error: (err as Error).message });
       }
     });

@@ -36,6 +36,28 @@ export type { MailboxSnapshot };
  * a seat that stopped answering.
  */
 export const MAILBOX_CHECK_EVERY_MS = 15_000;
+/**
+ * Checks a node makes a second, at most, however many seats it holds: beyond
+ * CHECKS_PER_SECOND × 15 (150) seats, each seat's check comes less often (checkPeriodMs).
+ * A check is two JetStream API requests that every member handles, and at 2,000 seats the
+ * watch at a flat 15 s was 0.12 of the brokers' 0.43 idle cores (bench/scale.ts); the
+ * deaf seat it finds is a rare broker fault, so a big node finds it later, not at a cost
+ * that grows with its seats. A check that sees a fault looks again at the base cadence.
+ */
+export const CHECKS_PER_SECOND = 10;
+/** Probes a node sends a second, at most (probePeriodMs): each is two replicated writes. */
+export const PROBES_PER_SECOND = 2;
+
+/** How often each of `held` seats is checked: every tick, or less often on a big node. */
+export function checkPeriodMs(held: number, tick_ms = MAILBOX_CHECK_EVERY_MS): number {
+  return Math.max(tick_ms, Math.ceil((held / CHECKS_PER_SECOND) * 1000));
+}
+
+/** How often each of `held` seats is probed: PROBE_EVERY_MS, or longer on a big node. */
+export function probePeriodMs(held: number): number {
+  return Math.max(PROBE_EVERY_MS, Math.ceil((held / PROBES_PER_SECOND) * 1000));
+}
+
 /** Seats inspected at once: a check of many seats stays a trickle, never a burst. */
 const CHECK_CONCURRENCY = 4;
 /** A tick later than this many periods means the process itself stood still. */
@@ -152,6 +174,11 @@ export function judgeMailbox({ now, previous, idle }: JudgeInput): MailboxVerdic
   return { deaf: false };
 }
 
+/** Nothing outstanding and nothing stored above the ack floor: no rule can find fault here. */
+export function isQuiet(s: MailboxSnapshot): boolean {
+  return s.num_pending === 0 && s.num_ack_pending === 0 && s.first_unacked_seq === null;
+}
+
 /** What the watch needs from the queue: read a seat inbox's state; reset it to its ack floor. */
 export interface MailboxPort {
   inspect(handle: string): Promise<MailboxSnapshot>;
@@ -200,6 +227,8 @@ interface Watched {
   probe_due_ms: number;
   /** The last check at which the seat could not take a probe. */
   not_ready_ms: number;
+  /** When the timer checks this seat next (checkDue). */
+  next_check_ms: number;
 }
 
 export class MailboxWatch {
@@ -213,6 +242,8 @@ export class MailboxWatch {
   private readonly counts = { sent: 0, heard: 0, unheard: 0 };
   /** The last tick that came late (see start); probes are not judged across it. */
   private stalled_at_ms = 0;
+  /** The periods for the seats held at the last check (checkPeriodMs, probePeriodMs). */
+  private periods = { check_ms: MAILBOX_CHECK_EVERY_MS, probe_ms: PROBE_EVERY_MS };
 
   constructor(private readonly o: MailboxWatchOptions) {}
 
@@ -240,7 +271,7 @@ export class MailboxWatch {
     this.counts.heard++;
     this.o.log.debug("seat_probe_heard", { seat: handle, probe: id, rtt_ms: now - w.probe.sent_ms });
     w.probe = null;
-    w.probe_due_ms = now + (this.o.probe_every_ms ?? PROBE_EVERY_MS);
+    w.probe_due_ms = now + this.probeEveryMs();
     if (w.deaf?.reason === "probe_unheard") {
       this.o.log.info("seat_mailbox_hearing", { seat: handle, deaf_ms: now - w.deaf.since, healed_by: w.healing === 1 ? "rewind" : "hand_back" });
       w.deaf = null;
@@ -249,7 +280,7 @@ export class MailboxWatch {
   }
 
   start(): void {
-    const every = this.o.every_ms ?? MAILBOX_CHECK_EVERY_MS;
+    const every = this.tickMs();
     let last = this.o.clock.now();
     this.timer = this.o.clock.setInterval(() => {
       // A tick this late means this process stood still (a GC pause, a loaded box, SIGSTOP):
@@ -258,7 +289,7 @@ export class MailboxWatch {
       const now = this.o.clock.now();
       if (now - last > STALL_TICKS * every) this.stalled_at_ms = now;
       last = now;
-      this.running ??= this.checkOnce().finally(() => (this.running = null));
+      this.running ??= this.checkDue().finally(() => (this.running = null));
     }, every);
   }
 
@@ -273,21 +304,48 @@ export class MailboxWatch {
     return [...this.state].filter(([, w]) => w.deaf !== null).map(([h]) => h).sort();
   }
 
-  async checkOnce(): Promise<void> {
+  /** Checks every seat held now, due or not. */
+  checkOnce(): Promise<void> {
+    return this.check(() => true);
+  }
+
+  /**
+   * Checks the held seats whose check comes before the next tick, and those with a probe out
+   * past its bound (judged now, not a period later). A seat's period grows with the seats
+   * held (checkPeriodMs); its first check falls at its own point in the period.
+   */
+  checkDue(): Promise<void> {
+    const now = this.o.clock.now();
+    const tick_ms = this.tickMs();
+    const within_ms = this.o.probe_heard_within_ms ?? PROBE_HEARD_WITHIN_MS;
+    return this.check((w) => w.next_check_ms < now + tick_ms || (w.probe !== null && now - w.probe.sent_ms >= within_ms));
+  }
+
+  private async check(due: (w: Watched) => boolean): Promise<void> {
     const held = new Set(this.o.held());
     for (const h of [...this.state.keys()]) if (!held.has(h)) this.state.delete(h);
-    const seats = [...held].sort();
+    this.periods = { check_ms: checkPeriodMs(held.size, this.tickMs()), probe_ms: probePeriodMs(held.size) };
+    const seats = [...held].sort().filter((h) => due(this.watched(h)));
     for (let i = 0; i < seats.length; i += CHECK_CONCURRENCY) {
       await Promise.all(seats.slice(i, i + CHECK_CONCURRENCY).map((h) => this.checkSeat(h)));
     }
+  }
+
+  private tickMs(): number {
+    return this.o.every_ms ?? MAILBOX_CHECK_EVERY_MS;
+  }
+
+  private probeEveryMs(): number {
+    return this.o.probe_every_ms ?? this.periods.probe_ms;
   }
 
   private watched(handle: string): Watched {
     let w = this.state.get(handle);
     if (!w) {
       const now = this.o.clock.now();
-      const every = this.o.probe_every_ms ?? PROBE_EVERY_MS;
-      w = { previous: null, previousIdle: false, healing: 0, deaf: null, probe: null, probe_due_ms: now + probeOffsetMs(handle, every), not_ready_ms: now };
+      const probe_due_ms = now + probeOffsetMs(handle, this.probeEveryMs());
+      const next_check_ms = now + probeOffsetMs(handle, this.periods.check_ms);
+      w = { previous: null, previousIdle: false, healing: 0, deaf: null, probe: null, probe_due_ms, not_ready_ms: now, next_check_ms };
       this.state.set(handle, w);
     }
     return w;
@@ -295,6 +353,16 @@ export class MailboxWatch {
 
   private async checkSeat(handle: string): Promise<void> {
     const w = this.watched(handle);
+    try {
+      await this.judgeSeat(handle, w);
+    } finally {
+      // A seat that looks anything but quiet (or has no baseline) is looked at again next tick.
+      const quiet = w.deaf === null && w.previous !== null && isQuiet(w.previous);
+      w.next_check_ms = this.o.clock.now() + (quiet ? this.periods.check_ms : this.tickMs());
+    }
+  }
+
+  private async judgeSeat(handle: string, w: Watched): Promise<void> {
     const snapshot = await this.snapshotVerdict(handle, w);
     const verdict = snapshot?.deaf ? snapshot : await this.probeStep(handle, w);
     if (!verdict.deaf) {

@@ -7,6 +7,7 @@ import type { Logger } from "../log.ts";
 import type { MailboxSnapshot } from "../queue/contract.ts";
 import { PULL_EXPIRES_MS } from "../queue/attachment.ts";
 import { mailbox } from "../queue/topics.ts";
+import { REPLAYABLE_HEADER } from "../queue/trim.ts";
 import type { SeatHost } from "./host.ts";
 import { MailboxWatch, PROBE_HEADER } from "./mailbox-watch.ts";
 
@@ -51,7 +52,7 @@ export function watchHeldMailboxes(o: HeldMailboxWatchOptions): MailboxWatch {
       inspect: (h) => o.queue.inspectMailbox(inbox(h).subject, inbox(h).group),
       reset: (h) => o.queue.resetMailbox(inbox(h).subject, inbox(h).group),
       rewind: (h) => o.queue.rewindMailbox(inbox(h).subject, inbox(h).group),
-      probe: async (h, id) => void (await o.queue.publish(inbox(h).subject, PROBE_BODY, { headers: { [PROBE_HEADER]: id } })),
+      probe: async (h, id) => void (await o.queue.publish(inbox(h).subject, PROBE_BODY, { headers: { [PROBE_HEADER]: id, [REPLAYABLE_HEADER]: "1" } })),
     },
     held: () => o.seats.health().held,
     // Idle, for the rules that judge mail waiting: taking mail, and not backing off — a

@@ -9,6 +9,7 @@ import { systemClock } from "../../src/clock.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { ack, type Delivery, type Outcome } from "../../src/queue/contract.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
+import { REPLAYABLE_HEADER } from "../../src/queue/trim.ts";
 import { durableName, mailbox, streamForSubject } from "../../src/queue/topics.ts";
 import { startNats, type TestMember, type TestNats } from "../support/nats.ts";
 import { whileForming } from "../support/forming.ts";
@@ -69,11 +70,11 @@ async function hostOf(nc: NatsConnection, box: { subject: string; group: string 
  * the member leading the stream (an election 4–9 s later), a publish answers 503 or nothing.
  * The id makes a retried publish that did land one message.
  */
-async function publishThrough(queue: JetStreamQueue, subject: string, body: string): Promise<void> {
+async function publishThrough(queue: JetStreamQueue, subject: string, body: string, headers?: Record<string, string>): Promise<void> {
   const deadline = Date.now() + WITHIN_MS;
   for (;;) {
     try {
-      await queue.publish(subject, enc(body), { msgId: `${subject}:${body}` });
+      await queue.publish(subject, enc(body), { msgId: `${subject}:${body}`, headers });
       return;
     } catch (err) {
       if (Date.now() > deadline || !/503|TIMEOUT|no responders/i.test(String(err))) throw err;
@@ -101,6 +102,23 @@ test("what a mailbox settles is trimmed from its stream; what it has not stays",
   await eventually("m3 taken", () => rec.seen.length === 3);
   await eventually("m1 and m2 trimmed", async () => (await storedFor(nc, box.subject)) === 1);
   expect(rec.texts()).toEqual(["m1", "m2", "m3"]);
+}, 120_000);
+
+test("settled replayable mail (a probe) waits for its trim; the next settled chat message takes it along", async () => {
+  const nats = await startNats(3);
+  clusters.push(nats);
+  const { nc, queue } = await queueOn(nats.members[0]!, "lazy-trim", { trimEvery_ms: 300 });
+  await whileForming(() => queue.ensureStreams());
+  const box = mailbox("lazy", "inbox");
+  await whileForming(() => queue.ensureMailbox(box.subject, box.group));
+  const rec = recorder();
+  await queue.attach(box.subject, box.group, rec.handler);
+  await publishThrough(queue, box.subject, "probe", { [REPLAYABLE_HEADER]: "1" });
+  await eventually("the probe taken", () => rec.seen.length === 1);
+  await Bun.sleep(2_000); // several trim ticks
+  expect(await storedFor(nc, box.subject)).toBe(1);
+  await publishThrough(queue, box.subject, "m1");
+  await eventually("both trimmed", async () => (await storedFor(nc, box.subject)) === 0);
 }, 120_000);
 
 /** A fresh 3-member cluster with one seat inbox; the member its one replica is on is the victim. */

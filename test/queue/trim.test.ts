@@ -3,10 +3,11 @@
 import { expect, test } from "bun:test";
 import { FakeClock } from "../../src/clock.ts";
 import { silentLogger } from "../../src/log.ts";
-import { MailTrim } from "../../src/queue/trim.ts";
+import { isReplayable, MailTrim, REPLAYABLE_HEADER, TRIM_REPLAYABLE_WITHIN_MS } from "../../src/queue/trim.ts";
 
 function trimWith(floor: () => number | Error) {
   const purges: { subject: string; below: number }[] = [];
+  const clock = new FakeClock();
   const trim = new MailTrim(
     {
       ackFloor: async () => {
@@ -16,10 +17,10 @@ function trimWith(floor: () => number | Error) {
       },
       purgeBelow: async (_stream, subject, below) => void purges.push({ subject, below }),
     },
-    new FakeClock(),
+    clock,
     silentLogger,
   );
-  return { trim, purges };
+  return { trim, purges, clock };
 }
 
 test.each([
@@ -53,4 +54,36 @@ test("an unmoved floor costs no second purge; a failed read leaves the mailbox d
     { subject: "subj", below: 10 },
   ]);
   await trim.stop();
+});
+
+test("replayable mail alone (probes) waits TRIM_REPLAYABLE_WITHIN_MS for its trim; other mail settled meanwhile takes it along at once", async () => {
+  let floor = 3;
+  const { trim, purges, clock } = trimWith(() => floor);
+  trim.settled("S", "d", "subj", 3, true);
+  await trim.tick();
+  await clock.advance(TRIM_REPLAYABLE_WITHIN_MS - 1);
+  trim.settled("S", "d", "subj", 4, true);
+  floor = 4;
+  await trim.tick();
+  expect(purges).toEqual([]);
+  await clock.advance(1);
+  await trim.tick();
+  expect(purges).toEqual([{ subject: "subj", below: 5 }]);
+  // A new wait starts with the next replayable settlement; a chat message ends it.
+  trim.settled("S", "d", "subj", 5, true);
+  await trim.tick();
+  trim.settled("S", "d", "subj", 6);
+  floor = 6;
+  await trim.tick();
+  expect(purges).toEqual([
+    { subject: "subj", below: 5 },
+    { subject: "subj", below: 7 },
+  ]);
+  await trim.stop();
+});
+
+test("the replayable header is found whatever its case", () => {
+  expect(isReplayable({ [REPLAYABLE_HEADER]: "1" })).toBe(true);
+  expect(isReplayable({ [REPLAYABLE_HEADER.toLowerCase()]: "1" })).toBe(true);
+  expect(isReplayable({ "Crewlet-Probe": "x" })).toBe(false);
 });

@@ -6,7 +6,7 @@ import { FakeClock, systemClock } from "../../src/clock.ts";
 import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { durableName, mailbox, streamForSubject } from "../../src/queue/topics.ts";
-import { judgeMailbox, judgeProbe, MailboxWatch, MAILBOX_CHECK_EVERY_MS, PROBE_EVERY_MS, PROBE_HEADER, PROBE_HEARD_WITHIN_MS, probeIdOf, probeOffsetMs, type DeafReason, type MailboxSnapshot, type ProbeVerdict } from "../../src/seat/mailbox-watch.ts";
+import { checkPeriodMs, CHECKS_PER_SECOND, isQuiet, judgeMailbox, judgeProbe, MailboxWatch, MAILBOX_CHECK_EVERY_MS, PROBE_EVERY_MS, probePeriodMs, PROBES_PER_SECOND, PROBE_HEADER, PROBE_HEARD_WITHIN_MS, probeIdOf, probeOffsetMs, type DeafReason, type MailboxSnapshot, type ProbeVerdict } from "../../src/seat/mailbox-watch.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
 
 const ok: MailboxSnapshot = { num_pending: 0, num_ack_pending: 0, delivered_seq: 10, ack_floor_seq: 10, first_unacked_seq: null };
@@ -104,6 +104,64 @@ describe("MailboxWatch", () => {
     for (let i = 0; i < 10 && r.watch.deaf().length === 0; i++) await Bun.sleep(1);
     expect(r.watch.deaf()).toEqual(["s1"]);
     await r.watch.stop();
+  });
+});
+
+describe("a big node's cadence", () => {
+  const periods: [number, number, number][] = [
+    [1, MAILBOX_CHECK_EVERY_MS, PROBE_EVERY_MS],
+    [CHECKS_PER_SECOND * 15, MAILBOX_CHECK_EVERY_MS, 75_000],
+    [PROBES_PER_SECOND * 60, MAILBOX_CHECK_EVERY_MS, PROBE_EVERY_MS],
+    [600, 60_000, 300_000],
+    [3_334, 333_400, 1_667_000],
+  ];
+  for (const [held, check, probe] of periods) {
+    test(`${held} seats held: checked every ${check} ms, probed every ${probe} ms`, () => {
+      expect(checkPeriodMs(held)).toBe(check);
+      expect(probePeriodMs(held)).toBe(probe);
+    });
+  }
+
+  test("quiet is nothing outstanding and nothing stored above the floor", () => {
+    expect(isQuiet(ok)).toBe(true);
+    expect(isQuiet({ ...ok, num_pending: 1 })).toBe(false);
+    expect(isQuiet({ ...ok, num_ack_pending: 1 })).toBe(false);
+    expect(isQuiet({ ...ok, first_unacked_seq: 11 })).toBe(false);
+  });
+
+  test("600 seats: each checked once a period, a quarter of them a tick; one that turns bad is looked at every tick and alarmed", async () => {
+    const clock = new FakeClock(0);
+    const handles = Array.from({ length: 600 }, (_, i) => `s${i}`);
+    const checks = new Map<string, number>();
+    let bad = "";
+    const watch = new MailboxWatch({
+      port: {
+        inspect: async (h) => (checks.set(h, (checks.get(h) ?? 0) + 1), h === bad ? { ...ok, num_pending: 4 } : ok),
+        reset: async () => true,
+      },
+      held: () => handles,
+      idle: () => true,
+      handBack: async () => {},
+      clock,
+      log: silentLogger,
+    });
+    const total = () => [...checks.values()].reduce((a, b) => a + b, 0);
+    const tick = async () => {
+      await clock.advance(MAILBOX_CHECK_EVERY_MS);
+      const before = total();
+      await watch.checkDue();
+      return total() - before;
+    };
+    const perTick: number[] = [];
+    for (let t = 0; t < 8 * 4; t++) perTick.push(await tick()); // 8 periods of 60 s
+    for (const h of handles) expect(checks.get(h)).toBeGreaterThanOrEqual(7);
+    for (const h of handles) expect(checks.get(h)).toBeLessThanOrEqual(9);
+    expect(Math.max(...perTick.slice(4))).toBeLessThan(300);
+    bad = "s7";
+    let ticks = 0;
+    while (watch.deaf().length === 0 && ticks < 20) (await tick(), ticks++);
+    expect(watch.deaf()).toEqual(["s7"]);
+    expect(ticks).toBeLessThanOrEqual(4 + 1); // its next check sees it, the next tick's agrees
   });
 });
 
