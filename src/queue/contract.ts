@@ -104,6 +104,11 @@ export interface Attachment {
   /** Resolves when no handler is running (for a voluntary release's bounded wait). */
   idle(): Promise<void>;
   /**
+   * Mail is waiting that rang nobody (the deaf-seat watch saw it pending): pull now rather
+   * than at the next safety pull. Nothing changes while quiesced or a pull is out.
+   */
+  ring(): void;
+  /**
    * Stop for good. Never waits for a running handler, never deletes the mailbox. As with
    * quiesce, what the last pull still brings is handed back at once.
    */

@@ -362,6 +362,11 @@ export class SeatHost {
     return { nodes, leases, unplaceable: p.unplaceable, unmanned_roles: unmannedRoles(presences, this.claimLoop.selfFacts()) };
   }
 
+  /** Mail waits in the seat's inbox that rang nobody (the deaf-seat watch saw it): pull now. */
+  ringInbox(handle: string): void {
+    this.h.seats.get(handle)?.attachment?.ring();
+  }
+
   /** Per-seat facts for tests and simulations. */
   seatState(handle: string): SeatStateView | null {
     const s = this.h.seats.get(handle);

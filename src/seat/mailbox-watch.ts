@@ -80,7 +80,7 @@ export const PROBE_EVERY_MS = 60_000;
 /**
  * How long a probe may stay unheard while its seat is ready to take it (attached, not
  * quiesced, no drain running) before the seat is deaf. A healthy idle seat's pull waits at
- * the broker and takes a probe within milliseconds; a pull the broker lost (a consumer
+ * the broker (or is rung for the probe) and takes it within milliseconds; a pull the broker lost (a consumer
  * leader change) is re-asked after PULL_EXPIRES_MS (5 s). Four times that is slack for a
  * box at load 30+ without alarming on an election. Judged at the watch's checks, so the
  * verdict comes at the second check after the probe (30 s).
@@ -184,6 +184,8 @@ export interface MailboxPort {
   inspect(handle: string): Promise<MailboxSnapshot>;
   /** Delivers again everything above the ack floor; false when the broker cannot (older server). */
   reset(handle: string): Promise<boolean>;
+  /** The seat's attachment pulls now: mail is pending that may have rung nobody. */
+  ring?(handle: string): void;
   /** Publishes a probe with this id into the seat's inbox. Absent: no probes. */
   probe?(handle: string, id: string): Promise<void>;
   /** Delivers again everything the seat's inbox still stores (the probe's heal); false when
@@ -411,10 +413,15 @@ export class MailboxWatch {
       w.previous = null;
       return null;
     }
-    const idle = idleBefore && this.o.idle(handle) && w.previousIdle;
+    const idleNow = idleBefore && this.o.idle(handle);
+    // Mail pending at an idle seat may have rung nobody (another holder's NAK, an ack wait's
+    // end): its attachment pulls now instead of at its safety pull, so only a mailbox that
+    // does not deliver when asked stays pending to the next check.
+    if (idleNow && snap.num_pending > 0) this.o.port.ring?.(handle);
+    const idle = idleNow && w.previousIdle;
     const previous = w.previous;
     w.previous = snap;
-    w.previousIdle = idleBefore && this.o.idle(handle);
+    w.previousIdle = idleNow;
     // The first check (or the first after a heal) only sets the baseline: no verdict either way.
     if (previous === null) return null;
     return judgeMailbox({ now: snap, previous, idle });
@@ -448,6 +455,8 @@ export class MailboxWatch {
       return { deaf: false };
     }
     this.counts.sent++;
+    // The probe tests the broker's delivery, not the doorbell (whose loss costs a safety pull's wait, not mail).
+    this.o.port.ring?.(handle);
     this.o.log.debug("seat_probe_sent", { seat: handle, probe: id });
     return { deaf: false };
   }

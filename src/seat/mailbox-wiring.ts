@@ -24,7 +24,7 @@ export interface MailboxQueue {
 
 export interface HeldMailboxWatchOptions {
   queue: MailboxQueue;
-  seats: Pick<SeatHost, "health" | "seatState" | "release">;
+  seats: Pick<SeatHost, "health" | "seatState" | "release" | "ringInbox">;
   /** A turn runs on the seat now (the engine's view; the attachment's is read as well). */
   busy?: (handle: string) => boolean;
   clock: Clock;
@@ -52,6 +52,7 @@ export function watchHeldMailboxes(o: HeldMailboxWatchOptions): MailboxWatch {
       inspect: (h) => o.queue.inspectMailbox(inbox(h).subject, inbox(h).group),
       reset: (h) => o.queue.resetMailbox(inbox(h).subject, inbox(h).group),
       rewind: (h) => o.queue.rewindMailbox(inbox(h).subject, inbox(h).group),
+      ring: (h) => o.seats.ringInbox(h),
       probe: async (h, id) => void (await o.queue.publish(inbox(h).subject, PROBE_BODY, { headers: { [PROBE_HEADER]: id, [REPLAYABLE_HEADER]: "1" } })),
     },
     held: () => o.seats.health().held,

@@ -7,7 +7,7 @@ import { memoryLogger } from "../../src/log.ts";
 import { systemClock } from "../../src/clock.ts";
 import { ack, defer, MAX_DELIVERIES, nak, reject, type Attachment, type Delivery, type Outcome, type Queue } from "../../src/queue/contract.ts";
 import { ensureSeatMailboxes } from "../../src/queue/mailboxes.ts";
-import { PULL_EXPIRES_MS, SAFETY_PULL_MS } from "../../src/queue/attachment.ts";
+import { NAP_AFTER_START_MS, PULL_EXPIRES_MS, SAFETY_PULL_MS } from "../../src/queue/attachment.ts";
 import { agentShard, mailbox, mailboxGroup, mailboxStream, mailboxSubject } from "../../src/queue/topics.ts";
 
 export interface QueueHarness {
@@ -214,11 +214,27 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       const rec = recorder();
       track(await h.queue.attach(box.subject, box.group, rec.handler));
       await throughSentinel(box.subject, rec);
-      // Past its first SAFETY_PULL_MS, its last pull expired with nothing: it waits for its doorbell now.
-      await h.elapse(SAFETY_PULL_MS + PULL_EXPIRES_MS + 1_000);
+      // Past its first NAP_AFTER_START_MS, its last pull expired with nothing: it waits for its doorbell now.
+      await h.elapse(NAP_AFTER_START_MS + PULL_EXPIRES_MS + 1_000);
       await h.queue.publish(box.subject, enc("rung"));
-      await h.elapse(SAFETY_PULL_MS / 2);
+      await h.elapse(PULL_EXPIRES_MS);
       expect(rec.texts()).toContain("rung");
+    });
+
+    test("mail that rang nobody (a reset's) waits for the safety pull, unless the attachment is rung: then it comes at once", async () => {
+      const box = mailbox(handle(), "inbox");
+      const rec = recorder((d, nth) => (nth === 1 ? nak(10 * 60_000) : ack()));
+      const att = track(await h.queue.attach(box.subject, box.group, rec.handler));
+      await h.elapse(NAP_AFTER_START_MS + PULL_EXPIRES_MS + 1_000);
+      await h.queue.publish(box.subject, enc("m1"));
+      await eventually("m1 NAK'd for ten minutes", () => rec.seen.length === 1 && att.inFlight === 0);
+      await h.elapse(PULL_EXPIRES_MS + 1_000); // its next pull expired empty: napping
+      expect(await h.queue.resetMailbox(box.subject, box.group)).toBe(true);
+      await h.elapse(PULL_EXPIRES_MS);
+      expect(rec.seen).toHaveLength(1);
+      att.ring();
+      await eventually("m1 again, at once", () => rec.seen.length === 2);
+      expect(text(rec.seen[1]!)).toBe("m1");
     });
 
     test("nak asks for the message back, counts a delivery and keeps consuming", async () => {

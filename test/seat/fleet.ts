@@ -118,6 +118,7 @@ class NodeQueue implements Queue {
       resume: () => a.resume(),
       hold: (n) => a.hold(n),
       releaseHold: (n) => a.releaseHold(n),
+      ring: () => a.ring(),
       get holds() {
         return a.holds;
       },

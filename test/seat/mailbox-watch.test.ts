@@ -40,7 +40,9 @@ describe("MailboxWatch", () => {
     const log = memoryLogger();
     let snap: MailboxSnapshot = ok;
     const calls: string[] = [];
+    const rings: string[] = [];
     const held = new Set(["s1"]);
+    let idle = true;
     const watch = new MailboxWatch({
       port: {
         inspect: async () => snap,
@@ -48,9 +50,10 @@ describe("MailboxWatch", () => {
           calls.push(`reset ${h}`);
           return resetWorks;
         },
+        ring: (h) => void rings.push(h),
       },
       held: () => [...held],
-      idle: () => true,
+      idle: () => idle,
       handBack: async (h) => {
         calls.push(`hand back ${h}`);
         held.delete(h);
@@ -58,8 +61,21 @@ describe("MailboxWatch", () => {
       clock,
       log: log.log,
     });
-    return { watch, log, calls, clock, set: (s: MailboxSnapshot) => (snap = s) };
+    return { watch, log, calls, rings, clock, set: (s: MailboxSnapshot) => (snap = s), setIdle: (i: boolean) => (idle = i) };
   }
+
+  test("mail pending at an idle seat rings its attachment (it may have rung nobody); a quiet or busy seat is not rung", async () => {
+    const r = rig(true);
+    await r.watch.checkOnce();
+    expect(r.rings).toEqual([]);
+    r.set({ ...ok, num_pending: 1, first_unacked_seq: 11 });
+    r.setIdle(false);
+    await r.watch.checkOnce();
+    expect(r.rings).toEqual([]);
+    r.setIdle(true);
+    await r.watch.checkOnce();
+    expect(r.rings).toEqual(["s1"]);
+  });
 
   test("alarms on two agreeing checks, resets, and clears once the mailbox hears again", async () => {
     const r = rig(true);
@@ -200,6 +216,7 @@ describe("MailboxWatch probes", () => {
     const log = memoryLogger();
     const calls: string[] = [];
     const sent: string[] = [];
+    const rings: string[] = [];
     const held = new Set(["s1"]);
     let ready = true;
     let settled = 0;
@@ -211,6 +228,7 @@ describe("MailboxWatch probes", () => {
         inspect: async () => ok,
         reset: async (h) => (calls.push(`reset ${h}`), true),
         rewind: async (h) => (calls.push(`rewind ${h}`), o.rewindWorks ?? true),
+        ring: (h) => void rings.push(h),
         probe: async (h, id) => {
           sent.push(id);
           // A live inbox hands it to the host, which reports it back.
@@ -233,7 +251,7 @@ describe("MailboxWatch probes", () => {
       await Bun.sleep(0);
     };
     return {
-      watch, log, calls, sent, clock, checkAt,
+      watch, log, calls, sent, rings, clock, checkAt,
       set: (x: { ready?: boolean; deliver?: boolean; settled?: number }) => {
         if (x.ready !== undefined) ready = x.ready;
         if (x.deliver !== undefined) deliver = x.deliver;
@@ -249,6 +267,7 @@ describe("MailboxWatch probes", () => {
     expect(r.sent.length).toBe(0); // not due before its offset in the period
     for (let t = first; t < first + 5 * PROBE_EVERY_MS; t += MAILBOX_CHECK_EVERY_MS) await r.checkAt(t);
     expect(r.sent.length).toBe(5);
+    expect(r.rings.length).toBe(5); // each probe rings the seat: it tests the broker, not the doorbell
     expect(r.watch.probeCounts()).toEqual({ sent: 5, heard: 5, unheard: 0 });
     expect(r.watch.deaf()).toEqual([]);
     expect(r.log.sink.events("seat_mailbox_deaf")).toEqual([]);
