@@ -45,8 +45,9 @@ export const MAILBOX_CHECK_EVERY_MS = 15_000;
  * that grows with its seats. A check that sees a fault looks again at the base cadence.
  */
 export const CHECKS_PER_SECOND = 10;
-/** Probes a node sends a second, at most (probePeriodMs): each is two replicated writes. */
-export const PROBES_PER_SECOND = 2;
+/** Probes a node sends a second, at most (probePeriodMs): each a replicated write, a delivery
+ * and an ack, its trim deferred (trim.ts). At 3,334 seats a node, each seat every 11 min. */
+export const PROBES_PER_SECOND = 5;
 
 /** How often each of `held` seats is checked: every tick, or less often on a big node. */
 export function checkPeriodMs(held: number, tick_ms = MAILBOX_CHECK_EVERY_MS): number {
@@ -119,8 +120,8 @@ export function judgeProbe(p: ProbeInput): ProbeVerdict {
   return p.now_ms - Math.max(p.sent_ms, p.busy_until_ms) >= (p.within_ms ?? PROBE_HEARD_WITHIN_MS) ? "unheard" : "waiting";
 }
 
-/** Where a seat's probe cycle starts in the period: spread by handle, stable per seat. */
-export function probeOffsetMs(handle: string, every_ms = PROBE_EVERY_MS): number {
+/** Where a seat's cycle (its probe, its check) starts in a period: spread by handle, stable per seat. */
+export function seatOffsetMs(handle: string, every_ms = PROBE_EVERY_MS): number {
   let h = 2166136261;
   for (let i = 0; i < handle.length; i++) h = Math.imul(h ^ handle.charCodeAt(i), 16777619) >>> 0;
   return h % every_ms;
@@ -345,8 +346,8 @@ export class MailboxWatch {
     let w = this.state.get(handle);
     if (!w) {
       const now = this.o.clock.now();
-      const probe_due_ms = now + probeOffsetMs(handle, this.probeEveryMs());
-      const next_check_ms = now + probeOffsetMs(handle, this.periods.check_ms);
+      const probe_due_ms = now + seatOffsetMs(handle, this.probeEveryMs());
+      const next_check_ms = now + seatOffsetMs(handle, this.periods.check_ms);
       w = { previous: null, previousIdle: false, healing: 0, deaf: null, probe: null, probe_due_ms, not_ready_ms: now, next_check_ms };
       this.state.set(handle, w);
     }

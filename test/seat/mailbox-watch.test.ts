@@ -6,7 +6,7 @@ import { FakeClock, systemClock } from "../../src/clock.ts";
 import { memoryLogger, silentLogger } from "../../src/log.ts";
 import { JetStreamQueue } from "../../src/queue/jetstream.ts";
 import { durableName, mailbox, streamForSubject } from "../../src/queue/topics.ts";
-import { checkPeriodMs, CHECKS_PER_SECOND, isQuiet, judgeMailbox, judgeProbe, MailboxWatch, MAILBOX_CHECK_EVERY_MS, PROBE_EVERY_MS, probePeriodMs, PROBES_PER_SECOND, PROBE_HEADER, PROBE_HEARD_WITHIN_MS, probeIdOf, probeOffsetMs, type DeafReason, type MailboxSnapshot, type ProbeVerdict } from "../../src/seat/mailbox-watch.ts";
+import { checkPeriodMs, CHECKS_PER_SECOND, isQuiet, judgeMailbox, judgeProbe, MailboxWatch, MAILBOX_CHECK_EVERY_MS, PROBE_EVERY_MS, probePeriodMs, PROBES_PER_SECOND, PROBE_HEADER, PROBE_HEARD_WITHIN_MS, probeIdOf, seatOffsetMs, type DeafReason, type MailboxSnapshot, type ProbeVerdict } from "../../src/seat/mailbox-watch.ts";
 import { startNats, type TestNats } from "../support/nats.ts";
 
 const ok: MailboxSnapshot = { num_pending: 0, num_ack_pending: 0, delivered_seq: 10, ack_floor_seq: 10, first_unacked_seq: null };
@@ -126,10 +126,10 @@ describe("MailboxWatch", () => {
 describe("a big node's cadence", () => {
   const periods: [number, number, number][] = [
     [1, MAILBOX_CHECK_EVERY_MS, PROBE_EVERY_MS],
-    [CHECKS_PER_SECOND * 15, MAILBOX_CHECK_EVERY_MS, 75_000],
-    [PROBES_PER_SECOND * 60, MAILBOX_CHECK_EVERY_MS, PROBE_EVERY_MS],
-    [600, 60_000, 300_000],
-    [3_334, 333_400, 1_667_000],
+    [CHECKS_PER_SECOND * 15, MAILBOX_CHECK_EVERY_MS, PROBE_EVERY_MS],
+    [PROBES_PER_SECOND * 60, 30_000, PROBE_EVERY_MS],
+    [600, 60_000, 120_000],
+    [3_334, 333_400, 666_800],
   ];
   for (const [held, check, probe] of periods) {
     test(`${held} seats held: checked every ${check} ms, probed every ${probe} ms`, () => {
@@ -200,9 +200,9 @@ describe("judgeProbe", () => {
   });
 
   test("seats are spread over the period, each at a stable point", () => {
-    const offsets = Array.from({ length: 200 }, (_, i) => probeOffsetMs(`agent-${i}`));
+    const offsets = Array.from({ length: 200 }, (_, i) => seatOffsetMs(`agent-${i}`));
     for (const o of offsets) expect(o >= 0 && o < PROBE_EVERY_MS).toBe(true);
-    expect(probeOffsetMs("agent-7")).toBe(probeOffsetMs("agent-7"));
+    expect(seatOffsetMs("agent-7")).toBe(seatOffsetMs("agent-7"));
     // Spread: no tenth of the period holds more than a quarter of the seats.
     const buckets = new Array(10).fill(0);
     for (const o of offsets) buckets[Math.floor((o / PROBE_EVERY_MS) * 10)]++;
@@ -259,7 +259,7 @@ describe("MailboxWatch probes", () => {
       },
     };
   }
-  const first = probeOffsetMs("s1");
+  const first = seatOffsetMs("s1");
 
   test("a healthy seat: one probe per period, each heard, never deaf", async () => {
     const r = rig();
