@@ -37,12 +37,9 @@ export type { MailboxSnapshot };
  */
 export const MAILBOX_CHECK_EVERY_MS = 15_000;
 /**
- * Checks a node makes a second, at most, however many seats it holds: beyond
- * CHECKS_PER_SECOND × 15 (150) seats, each seat's check comes less often (checkPeriodMs).
- * A check is two JetStream API requests that every member handles, and at 2,000 seats the
- * watch at a flat 15 s was 0.12 of the brokers' 0.43 idle cores (bench/scale.ts); the
- * deaf seat it finds is a rare broker fault, so a big node finds it later, not at a cost
- * that grows with its seats. A check that sees a fault looks again at the base cadence.
+ * Checks a node makes a second, at most: past 150 seats each seat is checked less often
+ * (checkPeriodMs). At a flat 15 s the checks were 0.12 of 2,000 idle seats' 0.43 broker cores
+ * (bench/scale.ts); a deaf seat is a rare broker fault, so a big node finds it later instead.
  */
 export const CHECKS_PER_SECOND = 10;
 /** Probes a node sends a second, at most (probePeriodMs): each a replicated write, a delivery
