@@ -79,6 +79,13 @@ export const SAFETY_PULL_MS = 45_000;
  *  of its detach. */
 export const NAP_AFTER_START_MS = 15_000;
 
+/** When an idle attachment with a doorbell asks again. */
+export interface Pacing {
+  safetyPull_ms: number;
+  napAfterStart_ms: number;
+}
+export const PRODUCTION_PACING: Pacing = { safetyPull_ms: SAFETY_PULL_MS, napAfterStart_ms: NAP_AFTER_START_MS };
+
 export type Settlement = "ack" | "nak" | "dead-letter";
 
 /**
@@ -108,6 +115,8 @@ export type Runner = { kind: "each"; handler: Handler } | { kind: "drain"; handl
 export interface CoreOptions {
   holds?: string[];
   batch?: number;
+  /** Tests only (the queue's own `pacing` option): production never passes it. */
+  pacing?: Pacing;
 }
 
 type Kind = Outcome["kind"] | "threw" | "handback";
@@ -148,6 +157,7 @@ export class AttachmentCore implements Attachment {
   private backoffUntil = 0;
   private idleWaiters: Array<() => void> = [];
   private readonly batch: number;
+  private readonly pacing: Pacing;
 
   constructor(
     private readonly source: MailboxSource,
@@ -159,6 +169,7 @@ export class AttachmentCore implements Attachment {
     private readonly onDetach: () => void = () => undefined,
   ) {
     this.batch = checkBatch(opts.batch);
+    this.pacing = opts.pacing ?? PRODUCTION_PACING;
     for (const h of opts.holds ?? []) this.holdSet.add(h);
   }
 
@@ -313,7 +324,7 @@ export class AttachmentCore implements Attachment {
     if (pull?.token !== token) return;
     this.pull = null;
     this.releaseParked();
-    const settledIn = this.clock.now() - this.startedAt >= NAP_AFTER_START_MS;
+    const settledIn = this.clock.now() - this.startedAt >= this.pacing.napAfterStart_ms;
     if (error === undefined && pull.received === 0 && !this.rang && this.stopBell && settledIn) this.nap();
     if (error !== undefined && !this.detached) {
       this.log.warn("queue_pull_failed", { error: String(error), retry_ms: PULL_RETRY_MS });
@@ -329,7 +340,8 @@ export class AttachmentCore implements Attachment {
   /** Nothing came and nothing rang: wait for the doorbell, a delayed NAK's return, or the safety pull. */
   private nap(): void {
     const backoff_ms = this.backoffUntil - this.clock.now();
-    const wait_ms = backoff_ms > 0 ? Math.min(SAFETY_PULL_MS, backoff_ms) : SAFETY_PULL_MS;
+    const safety_ms = this.pacing.safetyPull_ms;
+    const wait_ms = backoff_ms > 0 ? Math.min(safety_ms, backoff_ms) : safety_ms;
     this.napTimer = this.clock.setTimeout(() => this.wake(), wait_ms);
   }
 

@@ -26,7 +26,7 @@ import {
   type ScatterOptions,
 } from "./contract.ts";
 import { PullInboxes, type PullInbox } from "./pull-inboxes.ts";
-import { AttachmentCore, PULL_EXPIRES_MS, settleDelivery, type CoreOptions, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
+import { AttachmentCore, PRODUCTION_PACING, PULL_EXPIRES_MS, settleDelivery, type CoreOptions, type Pacing, type MailboxSource, type PullMode, type PullSink, type RawMessage, type Runner } from "./attachment.ts";
 import { DEAD_LETTER_LIST_MAX, deadLetterCopy, H_MSG_ID, parseDeadLetter, replayDeadLetterVia } from "./deadletter.ts";
 import { apiErrorCode, CONSUMER_NOT_FOUND, ensureStreams, WAITING_FOR_MEMBERS } from "./streams.ts";
 import { AGENT_STREAMS, durableName, groupCandidates, groupOfDurable, parseMailbox, STREAM_DLQ, streamForSubject } from "./topics.ts";
@@ -143,6 +143,9 @@ export interface JetStreamQueueOptions {
   ackWait_ms?: number;
   /** Tests only: the trim cadence (trim.ts TRIM_EVERY_MS), so a test sees a trim in seconds. */
   trimEvery_ms?: number;
+  /** Tests only: an idle attachment's safety pull and first nap (attachment.ts PRODUCTION_PACING),
+   *  so a test proves what waits for them in seconds rather than a minute. */
+  pacing?: Pacing;
   /**
    * False on a leaf: the members decide the fleet's streams and their replication. The
    * leaf looks streams and mailboxes up without creating or updating them.
@@ -220,6 +223,7 @@ export class JetStreamQueue implements Queue {
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly ackWait_ms: number;
+  private readonly pacing: Pacing;
   private readonly decidesStreams: boolean;
   private readonly js: JetStreamClient;
   private jsmPromise: Promise<JetStreamManager> | null = null;
@@ -243,6 +247,7 @@ export class JetStreamQueue implements Queue {
     this.clock = opts.clock;
     this.log = opts.log;
     this.ackWait_ms = opts.ackWait_ms ?? ACK_WAIT_MS;
+    this.pacing = opts.pacing ?? PRODUCTION_PACING;
     this.decidesStreams = opts.decidesStreams ?? true;
     this.js = this.nc.jetstream({ timeout: 10_000 });
     this.trim = new MailTrim(
@@ -539,7 +544,7 @@ export class JetStreamQueue implements Queue {
       : { settled: () => undefined, unreachable: () => undefined, silent: () => undefined };
     const source = new JetStreamSource(this.nc, this.js, stream, group, this.clock, this.pulls, log, hooks, isMailStream(stream) ? subject : null);
     this.sources.add(source);
-    const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, log, opts, () => {
+    const core: AttachmentCore = new AttachmentCore(source, runner, this.clock, log, { ...opts, pacing: this.pacing }, () => {
       this.attachments.delete(core);
       this.consumerOf.delete(core);
       retired = true;

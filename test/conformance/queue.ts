@@ -7,7 +7,7 @@ import { memoryLogger } from "../../src/log.ts";
 import { systemClock } from "../../src/clock.ts";
 import { ack, defer, MAX_DELIVERIES, nak, reject, type Attachment, type Delivery, type Outcome, type Queue } from "../../src/queue/contract.ts";
 import { ensureSeatMailboxes } from "../../src/queue/mailboxes.ts";
-import { NAP_AFTER_START_MS, PULL_EXPIRES_MS, SAFETY_PULL_MS } from "../../src/queue/attachment.ts";
+import { PULL_EXPIRES_MS, type Pacing } from "../../src/queue/attachment.ts";
 import { agentShard, mailbox, mailboxGroup, mailboxStream, mailboxSubject } from "../../src/queue/topics.ts";
 
 export interface QueueHarness {
@@ -23,12 +23,16 @@ export interface QueueHarness {
   /** Lines the queue under test logged. */
   logs: MemorySink;
   /**
-   * A queue on the same broker whose mailboxes lapse after `ackWait_ms`: the one test that
-   * proves the ack-wait redelivery uses it, on mailboxes nothing else touches.
+   * A queue on the same broker whose mailboxes lapse after `ackWait_ms` and whose idle
+   * attachments keep `lapsingPacing`: the tests that wait for an ack wait or a safety pull
+   * use it, on mailboxes nothing else touches.
    */
   lapsing: Queue;
   /** The ack wait `lapsing` creates its mailboxes with. */
   ackWait_ms: number;
+  /** `lapsing`'s safety pull and first nap: production's on a fake clock, shorter on a real one.
+   *  The safety pull must outlast 3 × PULL_EXPIRES_MS for the tests below to tell it from a ring. */
+  lapsingPacing: Pacing;
   /** Let `ms` pass on the backend's clock (a fake clock advances; a real one is waited on). */
   elapse(ms: number): Promise<void>;
   teardown(): Promise<void>;
@@ -212,11 +216,11 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
     test("an idle seat mailbox is rung by a publish: its mail comes at once, not at the next safety pull", async () => {
       const box = mailbox(handle(), "inbox");
       const rec = recorder();
-      track(await h.queue.attach(box.subject, box.group, rec.handler));
+      track(await h.lapsing.attach(box.subject, box.group, rec.handler));
       await throughSentinel(box.subject, rec);
-      // Past its first NAP_AFTER_START_MS, its last pull expired with nothing: it waits for its doorbell now.
-      await h.elapse(NAP_AFTER_START_MS + PULL_EXPIRES_MS + 1_000);
-      await h.queue.publish(box.subject, enc("rung"));
+      // Past its first nap's wait, its last pull expired with nothing: it waits for its doorbell now.
+      await h.elapse(h.lapsingPacing.napAfterStart_ms + PULL_EXPIRES_MS + 1_000);
+      await h.lapsing.publish(box.subject, enc("rung"));
       await h.elapse(PULL_EXPIRES_MS);
       expect(rec.texts()).toContain("rung");
     });
@@ -224,12 +228,12 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
     test("mail that rang nobody (a reset's) waits for the safety pull, unless the attachment is rung: then it comes at once", async () => {
       const box = mailbox(handle(), "inbox");
       const rec = recorder((d, nth) => (nth === 1 ? nak(10 * 60_000) : ack()));
-      const att = track(await h.queue.attach(box.subject, box.group, rec.handler));
-      await h.elapse(NAP_AFTER_START_MS + PULL_EXPIRES_MS + 1_000);
-      await h.queue.publish(box.subject, enc("m1"));
+      const att = track(await h.lapsing.attach(box.subject, box.group, rec.handler));
+      await h.elapse(h.lapsingPacing.napAfterStart_ms + PULL_EXPIRES_MS + 1_000);
+      await h.lapsing.publish(box.subject, enc("m1"));
       await eventually("m1 NAK'd for ten minutes", () => rec.seen.length === 1 && att.inFlight === 0);
       await h.elapse(PULL_EXPIRES_MS + 1_000); // its next pull expired empty: napping
-      expect(await h.queue.resetMailbox(box.subject, box.group)).toBe(true);
+      expect(await h.lapsing.resetMailbox(box.subject, box.group)).toBe(true);
       await h.elapse(PULL_EXPIRES_MS);
       expect(rec.seen).toHaveLength(1);
       att.ring();
@@ -530,7 +534,7 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       await att.detach();
       const next = recorder();
       track(await h.lapsing.attach(box.subject, box.group, next.handler));
-      await h.elapse(h.ackWait_ms + SAFETY_PULL_MS);
+      await h.elapse(h.ackWait_ms + h.lapsingPacing.safetyPull_ms);
       await eventually("redelivered after the ack wait", () => next.seen.length === 1);
       expect(next.seen[0]!.deliveryCount).toBe(2);
       expect(text(next.seen[0]!)).toBe("m1");

@@ -18,6 +18,9 @@ import { whileForming } from "../support/forming.ts";
  * no healthy handler in that test comes near it on a loaded CI box.
  */
 const TEST_ACK_WAIT_MS = 3_000;
+/** The lapsing queue's idle attachments: a safety pull of 15 s (3 × PULL_EXPIRES_MS, as the
+ *  suite needs) and a first nap after 2 s, where production's are 45 s and 15 s. */
+const TEST_PACING = { safetyPull_ms: 15_000, napAfterStart_ms: 2_000 };
 
 for (const members of [1, 3]) {
   queueConformance(`jetstream (${members === 1 ? "single member, R1" : "3-member cluster, R3"})`, async () => {
@@ -28,7 +31,7 @@ for (const members of [1, 3]) {
     const replicas = members;
     const queue = new JetStreamQueue({ nc, replicas, clock: systemClock, log });
     const peer = new JetStreamQueue({ nc: peerNc, replicas, clock: systemClock, log: silentLogger });
-    const lapsing = new JetStreamQueue({ nc, replicas, clock: systemClock, log: silentLogger, ackWait_ms: TEST_ACK_WAIT_MS });
+    const lapsing = new JetStreamQueue({ nc, replicas, clock: systemClock, log: silentLogger, ackWait_ms: TEST_ACK_WAIT_MS, pacing: TEST_PACING });
     await whileForming(() => queue.ensureStreams());
     await whileForming(() => peer.ensureStreams()); // a second node's boot: idempotent
     return {
@@ -37,6 +40,7 @@ for (const members of [1, 3]) {
       logs: sink,
       lapsing,
       ackWait_ms: TEST_ACK_WAIT_MS,
+      lapsingPacing: TEST_PACING,
       elapse: (ms) => Bun.sleep(ms),
       async teardown() {
         await queue.close();

@@ -4,6 +4,7 @@ import { FakeClock } from "../../src/clock.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { ACK_WAIT_MS } from "../../src/queue/contract.ts";
 import { MemoryQueue } from "../../src/queue/memory.ts";
+import { PRODUCTION_PACING } from "../../src/queue/attachment.ts";
 import { queueConformance } from "../conformance/queue.ts";
 
 queueConformance("memory (FakeClock)", async () => {
@@ -18,6 +19,7 @@ queueConformance("memory (FakeClock)", async () => {
     logs: sink,
     lapsing: queue,
     ackWait_ms: ACK_WAIT_MS,
+    lapsingPacing: PRODUCTION_PACING,
     elapse: (ms) => clock.advance(ms),
     teardown: () => queue.close(),
   };
