@@ -88,6 +88,17 @@ export function workKeyOf(triggers: readonly Pick<Trigger, "type" | "event_id">[
   return createHash("sha256").update(ids.join("\n"), "utf8").digest("hex").slice(0, 32);
 }
 
+/** A turn's reply whose write answered "unknown": owed until a post under its op id (which
+ *  lands once however often it is sent) is confirmed. */
+export const owedReplySchema = z.object({
+  channel: z.string(),
+  thread_parent: z.string().nullable(),
+  body: z.string(),
+  mentions: z.array(z.string()),
+  op_id: z.string(),
+});
+export type OwedReply = z.infer<typeof owedReplySchema>;
+
 export const ledgerRecordSchema = z.object({
   seat: z.string(),
   turn_id: z.string(),
@@ -98,6 +109,8 @@ export const ledgerRecordSchema = z.object({
   as: z.enum(["trigger", "answered_in_thread"]),
   /** A failed turn's notice to the person: a redelivery that finds it untold tells it. */
   notice: z.string().optional(),
+  /** The turn's reply, when its write was not confirmed: a redelivery that finds it posts it again. */
+  reply: owedReplySchema.optional(),
 });
 export type LedgerRecord = z.infer<typeof ledgerRecordSchema>;
 
@@ -126,6 +139,8 @@ export interface TurnRecord {
   answered_messages: readonly string[];
   /** The notice this turn owes the person, when it failed for good. */
   notice?: string;
+  /** The reply this turn owes, when its write was not confirmed. */
+  reply?: OwedReply;
 }
 
 /**
@@ -208,7 +223,7 @@ export class CompletionLedger {
   async record(r: TurnRecord): Promise<{ written: number; failed: number }> {
     const at = this.clock.now();
     const base = { seat: r.seat, turn_id: r.turn_id, node: r.node, outcome: r.outcome, at };
-    const owed = r.notice !== undefined ? { notice: r.notice } : {};
+    const owed = { ...(r.notice !== undefined ? { notice: r.notice } : {}), ...(r.reply !== undefined ? { reply: r.reply } : {}) };
     const writes: { key: string; value: LedgerRecord }[] = [];
     for (const t of r.triggers) {
       if (!isLedgered(t)) continue;

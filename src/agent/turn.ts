@@ -10,7 +10,7 @@
 //     episode keyed on the work) are published (memory.ts).
 import { createHash, randomUUID } from "node:crypto";
 import type { Clock } from "../clock.ts";
-import { StoreUnavailable } from "../coord/contract.ts";
+import { CasConflict, StoreUnavailable } from "../coord/contract.ts";
 import { EstateInvalid, EstateUnavailable } from "../estate/router.ts";
 import { parseMentions } from "../estate/mentions.ts";
 import { automaticOpId } from "../estate/wakes.ts";
@@ -24,7 +24,7 @@ import { DEFAULT_REDELIVERY, dispose, redeliveryDelayMs, type Disposition, type 
 import type { EventSink } from "./events.ts";
 import { callModel } from "./model-call.ts";
 import type { TurnMemoryFacts, TurnMemoryPort } from "./memory.ts";
-import { workKeyOf, type CompletionLedger, type LedgerHit } from "./ledger.ts";
+import { workKeyOf, type CompletionLedger, type LedgerHit, type OwedReply } from "./ledger.ts";
 import { causeOf, noticeText, Notifier, type TurnStop } from "./notice.ts";
 import type { FailureClass } from "./providers/failure.ts";
 import { systemPrompt, turnMessage, waitingMessages, type TurnContextData } from "./prompt.ts";
@@ -262,10 +262,14 @@ interface RunState {
   trigger_ids?: readonly string[];
   /** Model spend so far in micro-units of pricing's currency; null: unpriced. */
   cost_micros?: number | null;
+  /** The reply, when its write was not confirmed (keepObligations): recorded as owed. */
+  owed_reply?: OwedReply;
 }
 
+/** Failures of what a turn depends on, not of the engine: a store that lost a race it kept
+ *  retrying (CasConflict) is one, and comes back as a retry rather than a recorded defect. */
 function isExpected(err: unknown): boolean {
-  return err instanceof ProviderError || err instanceof EstateUnavailable || err instanceof EstateInvalid || err instanceof StoreUnavailable;
+  return err instanceof ProviderError || err instanceof EstateUnavailable || err instanceof EstateInvalid || err instanceof StoreUnavailable || err instanceof CasConflict;
 }
 
 export class TurnEngine {
@@ -472,7 +476,7 @@ export class TurnEngine {
     }
     const notice = d.tell && stop ? noticeText({ stop, done: state.outside, deliveries: stop.kind !== "refused" && (failure === "transient" || failure === null) ? delivery_count : undefined }) : null;
     if (d.record && this.o.ledger) {
-      const owed = notice !== null ? { notice } : {};
+      const owed = { ...(notice !== null ? { notice } : {}), ...(state.owed_reply ? { reply: state.owed_reply } : {}) };
       await this.o.ledger.record({ seat: seat.handle, turn_id: state.turn_id, node: this.o.node_id, outcome: d.outcome, triggers: toRun, answered_messages: answered, ...owed });
     }
     if (memoryFacts && d.outcome === "completed") await this.o.memory!.turnRecorded(memoryFacts);
@@ -482,9 +486,9 @@ export class TurnEngine {
         this.o.events.emit("turn_trigger_skipped", { seat: seat.handle, node: this.o.node_id, event_id: t.event_id, type: t.type, reason, by_turn: state.turn_id });
       }
     }
-    // A notice that could not be posted keeps the delivery: its redelivery finds the notice
-    // owed in the ledger (or reruns an unrecorded turn) and tells it then.
-    const untold = notice !== null && (await this.tell(seat.handle, state.turn_id, toRun, notice)) === "failed";
+    // A notice that could not be posted, or a reply recorded as owed, keeps the delivery: its
+    // redelivery finds it owed in the ledger (or reruns an unrecorded turn) and posts it then.
+    const untold = (notice !== null && (await this.tell(seat.handle, state.turn_id, toRun, notice)) === "failed") || (d.record && state.owed_reply !== undefined);
     const settle: Settle = untold ? "nak" : d.settle;
     const delayed = untold || (d.settle === "nak" && d.delayed);
     if (d.guard_breach) {
@@ -556,19 +560,25 @@ export class TurnEngine {
     return this.notifier.tell(seat, turn_id, triggers, text);
   }
 
-  /** Tells the notices a failed turn recorded but could not post. False: one is still owed. */
+  /** Posts what a recorded turn still owes: a reply not confirmed, a failed turn's notice. False: one is still owed. */
   private async tellOwed(seat: string, skipped: readonly { trigger: Trigger; hit: LedgerHit }[]): Promise<boolean> {
     // Grouped by the turn that owes them: the notifier picks the same one target it did.
-    const owed = new Map<string, { notice: string; triggers: Trigger[] }>();
+    const owed = new Map<string, { notice?: string; reply?: OwedReply; triggers: Trigger[] }>();
     for (const { trigger, hit } of skipped) {
       const r = hit.record;
-      if (r?.notice === undefined || r.as !== "trigger") continue;
-      const o = owed.get(r.turn_id) ?? { notice: r.notice, triggers: [] };
+      if ((r?.notice === undefined && r?.reply === undefined) || r.as !== "trigger") continue;
+      const o = owed.get(r.turn_id) ?? { notice: r.notice, reply: r.reply, triggers: [] };
       o.triggers.push(trigger);
       owed.set(r.turn_id, o);
     }
     let told = true;
-    for (const [turn_id, o] of owed) if ((await this.tell(seat, turn_id, o.triggers, o.notice)) === "failed") told = false;
+    for (const [turn_id, o] of owed) {
+      if (o.reply && (await this.postReply(seat, o.reply)).is_error) {
+        this.o.log.warn("turn_reply_owed", { seat, turn_id, op_id: o.reply.op_id });
+        told = false;
+      }
+      if (o.notice !== undefined && (await this.tell(seat, turn_id, o.triggers, o.notice)) === "failed") told = false;
+    }
     return told;
   }
 
@@ -828,22 +838,22 @@ export class TurnEngine {
         // copy apply one op id once, so the answer lands once. Acking on an unknown reply
         // without trying again lost answers in the chaos runs.
         const op_id = automaticOpId("reply", `${seat.handle}\n${chat.event_id}`);
-        const post = () =>
-          writeResult(
-            // The engine's own post is bounded by the record's rule too: cut with a marker, so
-            // an over-long answer still reaches the person rather than being refused.
-            () => this.o.estate.write("chat", { op: "chat.post", channel: chat.refs.channel!, author: seat.handle, body: truncateToBytes(text, MAX_MESSAGE_BYTES), thread_parent: root_id, mentions, dm: null }, { op_id }),
-            (o) => o,
-          );
-        let result = await post();
+        // The engine's own post is bounded by the record's rule too: cut with a marker, so
+        // an over-long answer still reaches the person rather than being refused.
+        const reply: OwedReply = { channel: chat.refs.channel!, thread_parent: root_id, body: truncateToBytes(text, MAX_MESSAGE_BYTES), mentions, op_id };
+        let result = await this.postReply(seat.handle, reply);
         for (let attempt = 1; attempt < REPLY_WRITE_ATTEMPTS && result.is_error && result.reached && req.fence(); attempt++) {
           this.o.log.info("turn_reply_retried", { seat: seat.handle, turn_id: state.turn_id, attempt, op_id });
-          result = await post();
+          result = await this.postReply(seat.handle, reply);
         }
         if (result.reached) state.reached_outside = true;
         if (result.is_error) {
-          if (result.reached) this.o.log.warn("turn_reply_uncertain", { seat: seat.handle, turn_id: state.turn_id, error: result.content });
-          else throw new Broken(`could not post the reply: ${result.content}`);
+          if (!result.reached) throw new Broken(`could not post the reply: ${result.content}`);
+          // Recorded as owed, not as said: the turn's delivery comes back and the reply is
+          // posted again under its op id until one post is confirmed. Settling with it
+          // unknown lost the answer whenever the write never landed (a member cut off).
+          state.owed_reply = reply;
+          this.o.log.warn("turn_reply_uncertain", { seat: seat.handle, turn_id: state.turn_id, op_id, error: result.content });
         }
       }
     }
@@ -867,6 +877,12 @@ export class TurnEngine {
         await this.o.queue.publish(route.route.subject, encodeTrigger(answer), { msgId: answer.event_id });
       }
     }
+  }
+
+  /** The seat's reply in a thread, under its op id: sent again, it lands once. */
+  private postReply(seat: string, r: OwedReply): Promise<ToolResult> {
+    const body = { op: "chat.post" as const, channel: r.channel, author: seat, body: r.body, thread_parent: r.thread_parent, mentions: r.mentions, dm: null };
+    return writeResult(() => this.o.estate.write("chat", body, { op_id: r.op_id }), (o) => o);
   }
 
   /** The seat's memory for this turn; a memory that cannot be read costs the turn nothing. */

@@ -7,7 +7,12 @@ import { CasConflict, type KvEntry, type KvSlot } from "./contract.ts";
 
 /** A write that loses its compare-and-set re-reads and tries again this many times: each
  *  loss means another writer moved the record, and a fenced writer stops at its first read. */
-export const CAS_ATTEMPTS = 5;
+export const CAS_ATTEMPTS = 6;
+/** The pause before a re-read after a loss, doubling (50 … 800 ms, 1.55 s in all). While the
+ *  winner's write is still in flight the leader refuses (10164) and a re-read sees the old
+ *  revision, so back-to-back retries all lose: on an overloaded box five did, and the turn
+ *  taking an approval died of it, leaving the decision untaken. */
+export const CAS_RETRY_BASE_MS = 50;
 
 /** The fields the fence reads and writes; every fenced record has them. */
 export interface FencedFields {
@@ -152,6 +157,7 @@ export class FencedRecords<T extends FencedFields> {
       } catch (err) {
         if (!(err instanceof CasConflict) || attempt >= CAS_ATTEMPTS) throw err;
       }
+      await this.clock.sleep(CAS_RETRY_BASE_MS * 2 ** (attempt - 1));
     }
   }
 

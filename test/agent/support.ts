@@ -32,6 +32,8 @@ export class LocalEstate implements EstatePort {
   beforeWrite: ((domain: Domain, body: unknown) => void) | null = null;
   /** After a write applied: true makes its caller hear "unknown" (a lost answer). */
   loseAnswer: ((domain: Domain, body: unknown) => boolean) | null = null;
+  /** Before a write: true makes it never land, its caller hearing "unknown" (a member cut off mid-write). */
+  dropWrite: ((domain: Domain, body: unknown) => boolean) | null = null;
 
   constructor(company: Company) {
     for (const r of seedRecords(company, "test")) applyRecord(this.opened.db, r, ++this.position);
@@ -48,6 +50,7 @@ export class LocalEstate implements EstatePort {
     const checked = checkRecord(makeRecord(domain, body, Date.now(), "test", opts.op_id) as StateRecord);
     if (!checked.ok) throw new EstateInvalid(checked.message, checked.field, checked.code);
     const record = checked.record;
+    if (this.dropWrite?.(domain, body)) return { status: "unknown", op_id: record.op_id, error: "the chat log did not answer: TIMEOUT (injected, not applied)" } as WriteOutcome;
     const position = ++this.position;
     const outcome = applyRecord(this.opened.db, record, position);
     this.writes.push({ domain, body });

@@ -3,14 +3,14 @@ import { systemClock } from "../../src/clock.ts";
 import { MemoryCoordination, StoreFaults } from "../../src/coord/index.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { MemoryEventSink } from "../../src/agent/events.ts";
-import { StoreUnavailable } from "../../src/coord/contract.ts";
+import { CasConflict, StoreUnavailable } from "../../src/coord/contract.ts";
 import { EstateUnavailable } from "../../src/estate/router.ts";
 import { NOTICE_PREFIX } from "../../src/agent/notice.ts";
 import { CompletionLedger } from "../../src/agent/ledger.ts";
 import { openAiProvider } from "../../src/agent/providers/openai.ts";
 import { buildProviders } from "../../src/agent/providers/index.ts";
 import type { Provider } from "../../src/agent/providers/contract.ts";
-import { TurnEngine } from "../../src/agent/turn.ts";
+import { TurnEngine, type ApprovalPort } from "../../src/agent/turn.ts";
 import { REDELIVERY_BASE_MS } from "../../src/agent/classify.ts";
 import { buildOrg } from "../../src/org/org.ts";
 import { MemoryQueue } from "../../src/queue/memory.ts";
@@ -39,7 +39,7 @@ interface Rig {
   events: MemoryEventSink;
   ledger: CompletionLedger;
   faults: StoreFaults;
-  engine: (node: string, opts?: { provider?: Provider; extraTools?: Tool[] }) => TurnEngine;
+  engine: (node: string, opts?: { provider?: Provider; extraTools?: Tool[]; approvals?: ApprovalPort }) => TurnEngine;
 }
 
 function rig(): Rig {
@@ -71,6 +71,7 @@ function rig(): Rig {
         mcpTools: () => opts.extraTools ?? [],
         ledger,
         events,
+        approvals: opts.approvals ?? null,
       }),
   };
 }
@@ -170,6 +171,30 @@ describe("the default company (scripted provider)", () => {
     expect((await r.estate.thread("general", msg)).map((m) => m.body)).toEqual(["@pm hello", "Noted, @founder. (pm)"]);
   });
 
+  test("a reply whose write never landed is owed, not said: its delivery comes back and the next run posts it, once", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@pm hello");
+    const trigger = mentionTrigger("pm", "general", msg, "@pm hello");
+    let cut = true;
+    r.estate.dropWrite = (domain, body) => cut && domain === "chat" && (body as { author?: string }).author === "pm";
+    const first = await r.engine("node-a").run({ seat: "pm", epoch: 1, fence: owned, triggers: [trigger] });
+    expect({ outcome: first.outcome, settle: first.settle }).toEqual({ outcome: "completed", settle: "nak" });
+    expect(first.delay_ms).toBeGreaterThan(0);
+    expect((await r.estate.thread("general", msg)).map((m) => m.body)).toEqual(["@pm hello"]);
+
+    // Still cut off: owed again, and the turn is not run again.
+    const second = await r.engine("node-a").run({ seat: "pm", epoch: 1, fence: owned, triggers: [trigger], delivery_count: 2 });
+    expect({ outcome: second.outcome, settle: second.settle, turn_id: second.turn_id }).toEqual({ outcome: "skipped", settle: "nak", turn_id: null });
+
+    cut = false; // healed: the seat's next holder posts the owed reply and runs nothing
+    const third = await r.engine("node-b").run({ seat: "pm", epoch: 2, fence: owned, triggers: [trigger], delivery_count: 3 });
+    expect({ outcome: third.outcome, settle: third.settle }).toEqual({ outcome: "skipped", settle: "ack" });
+    const fourth = await r.engine("node-b").run({ seat: "pm", epoch: 2, fence: owned, triggers: [trigger], delivery_count: 4 });
+    expect(fourth.settle).toBe("ack");
+    expect((await r.estate.thread("general", msg)).map((m) => m.body)).toEqual(["@pm hello", "Noted, @founder. (pm)"]);
+    expect(r.events.named("turn_started")).toHaveLength(1);
+  });
+
   test("a ledger write that meets an election is retried before the ack, so a redelivery is skipped", async () => {
     const r = rig();
     const msg = await r.estate.post("general", "founder", "@pm hello");
@@ -240,6 +265,22 @@ describe("a turn that broke", () => {
     expect(r.events.named("turn.guard_breach")[0]).toMatchObject({ seat: "pm", kind: "unhandled_exception" });
     const check = await r.ledger.check([trigger]);
     expect(check.skip.length).toBe(1);
+  });
+  test("a store race lost past its retries (CasConflict) while taking a decision → a retry, not a recorded defect", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@pm go");
+    const decided = { ...mentionTrigger("pm", "general", msg, "@pm go"), type: "approval_decided" as const, event_id: "approval.ap-0123456789abcdef0123.decided" };
+    const racing: ApprovalPort = {
+      intercept: async () => null,
+      resume: async () => {
+        throw new CasConflict("pm.ap-0123456789abcdef0123", 7);
+      },
+    };
+    const report = await r.engine("node-a", { approvals: racing }).run({ seat: "pm", epoch: 1, fence: owned, triggers: [decided] });
+    expect(report).toMatchObject({ settle: "nak", outcome: "retry", reached_outside: false });
+    expect(r.events.named("turn.guard_breach")).toEqual([]);
+    expect((await r.ledger.check([decided])).skip).toEqual([]);
+    expect((await r.estate.thread("general", msg)).map((m) => m.body)).toEqual(["@pm go"]);
   });
 });
 

@@ -4,6 +4,8 @@
 import { describe, expect, test } from "bun:test";
 import { FakeClock } from "../../src/clock.ts";
 import { encodedSlot } from "../../src/coord/bucket.ts";
+import { CasConflict } from "../../src/coord/contract.ts";
+import { CAS_ATTEMPTS, CAS_RETRY_BASE_MS } from "../../src/coord/fenced-records.ts";
 import { MemoryBucket } from "../../src/coord/local.ts";
 import { decodeRun, encodeRun, fenceRefuses, isLive, RunFenced, RunNotFound, RunStore, type RunRecord } from "../../src/sandbox/runs.ts";
 
@@ -64,15 +66,43 @@ describe("RunStore", () => {
   });
 
   test("two writers at one epoch race a flip: exactly one wins", async () => {
-    const { runs } = store();
+    const { runs, clock } = store();
     await runs.create(record());
     const flip = (tag: string) =>
       runs.mutate("engineer", "run-00000001", { owner: "node-a:1", epoch: 3 }, (r) => (r.state === "done" ? null : { ...r, state: "done", engine: tag }));
-    const seen = await Promise.all([flip("a"), flip("b"), flip("c")]);
+    const racing = Promise.all([flip("a"), flip("b"), flip("c")]);
+    let raced = false;
+    void racing.finally(() => (raced = true));
+    // A loser pauses before its re-read (CAS_RETRY_BASE_MS, doubling): time passes for it.
+    while (!raced) await clock.advance(CAS_RETRY_BASE_MS);
+    const seen = await racing;
     // Every writer reads back the one flip that landed: the losers re-read and wrote nothing.
     expect(seen.every((w) => w.state === "done")).toBe(true);
     expect(new Set(seen.map((w) => w.engine)).size).toBe(1);
     expect((await runs.get("engineer", "run-00000001"))!.engine).toBe(seen[0]!.engine);
+  });
+
+  test("a loss while the winner's write is still in flight: the re-read waits, doubling, and the write lands within CAS_ATTEMPTS", async () => {
+    for (const [losses, lands] of [[CAS_ATTEMPTS - 1, true], [CAS_ATTEMPTS, false]] as const) {
+      const clock = new FakeClock(1_000);
+      const slot = encodedSlot(new MemoryBucket("crewlet_runs", 0, clock));
+      let refused = 0;
+      // The leader refuses (10164) while another proposal for the key is in flight.
+      const inFlight = { ...slot, bucket: slot.bucket, update: (k: string, v: Uint8Array, rev: number) => (refused < losses ? (refused++, Promise.reject(new CasConflict(k, rev))) : slot.update(k, v, rev)) };
+      const runs = new RunStore(inFlight, clock);
+      await runs.create(record());
+      const started = clock.now();
+      const flip = runs.mutate("engineer", "run-00000001", { owner: "node-a:1", epoch: 3 }, (r) => ({ ...r, state: "done" }));
+      let outcome: unknown = null;
+      void flip.then((r) => (outcome = r.state), (err) => (outcome = err));
+      while (outcome === null) await clock.advance(CAS_RETRY_BASE_MS);
+      if (lands) expect(outcome).toBe("done");
+      else expect(outcome).toBeInstanceOf(CasConflict);
+      // Each loss but a final one paused before its re-read: 50, 100, 200 … ms.
+      const paused = Array.from({ length: Math.min(losses, CAS_ATTEMPTS - 1) }, (_, i) => CAS_RETRY_BASE_MS * 2 ** i).reduce((a, b) => a + b, 0);
+      expect(clock.now() - started).toBeGreaterThanOrEqual(paused);
+      expect(clock.now() - started).toBeLessThan(paused + 2 * CAS_RETRY_BASE_MS);
+    }
   });
 
   test("a change that needs no write writes nothing", async () => {
