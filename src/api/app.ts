@@ -11,7 +11,8 @@
 // is the node's own unavailability (its NATS connection closing, its estate closed under a
 // stop) is a 503 with Retry-After, never a 500.
 import { Hono, type Context } from "hono";
-import type { KvSlot } from "../coord/contract.ts";
+import { StoreUnavailable, type KvSlot } from "../coord/contract.ts";
+import { EstateUnavailable } from "../estate/router.ts";
 import type { Logger } from "../log.ts";
 import { TokenAuth, type AuthEnv } from "./auth.ts";
 import { audited } from "./audit.ts";
@@ -64,6 +65,17 @@ export function isUnavailableError(err: unknown): boolean {
   return /Cannot use a closed database|connection (?:closed|draining)/i.test(message);
 }
 
+/**
+ * The 503 an error means, or null for a defect (a 500). A store or estate that did not
+ * answer (an election, a member cut off) is "not now", as is this node closing. Pure.
+ */
+export function unavailableAnswer(err: unknown): { code: string; message: string } | null {
+  if (err instanceof StoreUnavailable) return { code: "store_unavailable", message: `the fleet's coordination store did not answer (${err.message}); try again in a moment` };
+  if (err instanceof EstateUnavailable) return { code: "estate_unavailable", message: `the company's records did not answer (${err.message}); try again in a moment` };
+  if (isUnavailableError(err)) return { code: "unavailable", message: "this node cannot serve the request right now (its broker connection or estate is closing); try again or ask another node" };
+  return null;
+}
+
 function unavailableResponse(c: Context, code: string, message: string): Response {
   c.header("Retry-After", String(RETRY_AFTER_SECONDS));
   return c.json({ error: { code, message } }, 503);
@@ -92,9 +104,10 @@ export function createApp(opts: AppOptions): Hono<AuthEnv> {
       if (err.status === 503) c.header("Retry-After", String(RETRY_AFTER_SECONDS));
       return c.json(err.body(), err.status);
     }
-    if (isUnavailableError(err)) {
+    const unavailable = unavailableAnswer(err);
+    if (unavailable) {
       opts.log.warn("api_unavailable", { method: c.req.method, path: c.req.path, error: err });
-      return unavailableResponse(c, "unavailable", "this node cannot serve the request right now (its broker connection or estate is closing); try again or ask another node");
+      return unavailableResponse(c, unavailable.code, unavailable.message);
     }
     opts.log.error("api_internal_error", { method: c.req.method, path: c.req.path, error: err });
     return c.json({ error: { code: "internal", message: "internal error; see the node log" } }, 500);
