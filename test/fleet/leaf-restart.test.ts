@@ -31,8 +31,10 @@ const SHARE_WITHIN_MS = 60_000;
 /** A cut leaf's seats: its leases lapse within the TTL, the members' sweeps take them; a
  * few sweeps beyond that and room for a loaded box. */
 const CUT_MOVED_WITHIN_MS = TTL_MS + 4 * SWEEP_INTERVAL_MS + 20_000;
-/** A fenced seat's detach waits for its lock, held by at most one broker call's timeout. */
-const DETACHED_AFTER_FENCE_WITHIN_MS = 30_000;
+/** A fenced seat's detach waits for its lock, held by at most one broker call's timeout, then
+ *  for its attachment's last pull to end. A clean-clone CI run saw more than 30 s once (what
+ *  held the lock was not traced): generous, as no timing is judged here. */
+const DETACHED_AFTER_FENCE_WITHIN_MS = 60_000;
 /** Past two TTLs, as the chaos run's freezes are. */
 const FREEZE_MS = Math.round(2.2 * TTL_MS);
 /** After SIGCONT the watchdog's next poll (a quarter TTL) fires; four TTLs is the harness's bound. */
