@@ -392,6 +392,9 @@ export class MailboxWatch {
       if (done) {
         w.healing = 1;
         this.o.log.info("seat_mailbox_reset", { seat: handle, reason: verdict.reason, heal });
+        // What the reset hands out rings nobody: without this the seat took it only at its
+        // next check or its safety pull, up to 50 s later.
+        this.o.port.ring?.(handle);
         return;
       }
     }

@@ -93,6 +93,16 @@ describe("MailboxWatch", () => {
     expect(r.log.sink.events("seat_mailbox_hearing").length).toBe(1);
   });
 
+  test("the reset's heal rings the seat: what it hands out rang nobody", async () => {
+    const r = rig(true);
+    r.set({ ...ok, ack_floor_seq: 9, num_ack_pending: 1, first_unacked_seq: 10 });
+    await r.watch.checkOnce();
+    expect(r.rings).toEqual([]);
+    await r.watch.checkOnce();
+    expect(r.calls).toEqual(["reset s1"]);
+    expect(r.rings).toEqual(["s1"]);
+  });
+
   test("still deaf after the reset → the seat is handed back", async () => {
     const r = rig(true);
     r.set({ ...ok, num_pending: 4 });
