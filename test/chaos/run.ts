@@ -487,11 +487,15 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     }
     deciding = false;
     await decider;
+    // A run told to its seat but not yet reported in its thread waits too: its result's
+    // trigger rides the same mailbox, and the same watch heal, as a message.
     const runs_until = Date.now() + RUNS_SETTLE_MS;
     for (let round = 0; Date.now() < runs_until; round++) {
-      const open = (await runFacts(members.filter(running), all)).runs.filter((r) => !r.reported).length;
+      const told = await readReplies(members.filter(running));
+      const reported = (r: RunFact) => told.some((x) => x.thread_parent === r.thread && x.author === r.seat && x.report);
+      const open = (await runFacts(members.filter(running), all)).runs.filter((r) => !r.reported || !reported(r)).length;
       if (open === 0) break;
-      if (round === 0) note(`${open} coding run(s) not yet told after the probe; waiting up to ${RUNS_SETTLE_MS} ms`);
+      if (round === 0) note(`${open} coding run(s) not yet told or reported after the probe; waiting up to ${RUNS_SETTLE_MS} ms`);
       await Bun.sleep(2_000);
     }
     replies = await readReplies(members.filter(running));
