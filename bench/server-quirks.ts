@@ -208,6 +208,61 @@ async function electionGap(mode: "kill" | "stepdown"): Promise<number> {
   }
 }
 
+/** A frozen follower's rejoin: how long writes fail after it resumes. Frozen past several
+ * election timeouts (4–9 s), it wakes behind the leader with its timer fired and campaigns at
+ * a higher term, which deposes a leader that did nothing wrong (nats-server raft has no
+ * pre-vote). A network cut that heals does the same, with a term raised once per timeout. */
+const REJOIN_FROZEN_MS = 20_000;
+const REJOIN_TRIALS = 6;
+
+async function rejoinGaps(): Promise<string> {
+  const gaps: number[] = [];
+  for (let i = 0; i < REJOIN_TRIALS; i++) gaps.push(await rejoinGap());
+  const sorted = [...gaps].sort((a, b) => a - b);
+  return `${gaps.join(", ")} ms (max ${sorted[sorted.length - 1]} ms over ${REJOIN_TRIALS} trials)`;
+}
+
+async function rejoinGap(): Promise<number> {
+  const nats = await startNats(3);
+  try {
+    const nc = await nats.connect({ servers: nats.members[0]!.url });
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: "E", subjects: ["e.>"], num_replicas: 3 });
+    const leader = (await jsm.streams.info("E")).cluster?.leader;
+    const follower = nats.members.find((m) => m.name !== leader && m !== nats.members[0])!;
+    const js = nc.jetstream({ timeout: 500 });
+    // Writes go on while it is frozen, so it wakes behind and cannot win the election it starts.
+    let writing = true;
+    let lastOk = Date.now();
+    let longest = 0;
+    let resumed = Number.POSITIVE_INFINITY;
+    const writer = (async () => {
+      while (writing) {
+        try {
+          await js.publish("e.x", "w");
+          const now = Date.now();
+          if (now > resumed) longest = Math.max(longest, now - lastOk);
+          lastOk = now;
+        } catch {
+          // counted by the gap to the next success
+        }
+        await Bun.sleep(20);
+      }
+    })();
+    follower.proc.kill("SIGSTOP");
+    await Bun.sleep(REJOIN_FROZEN_MS);
+    resumed = Date.now();
+    follower.proc.kill("SIGCONT");
+    await Bun.sleep(25_000);
+    writing = false;
+    await writer;
+    await nc.close();
+    return longest;
+  } finally {
+    await nats.stop();
+  }
+}
+
 /** A pull left waiting by a client that then went away: does the next message strand on it? */
 async function abandonedPull(): Promise<string> {
   const nats = await startNats(3);
@@ -337,6 +392,7 @@ const probes: [string, () => Promise<string>][] = [
   [`${CAS_RACERS} racing KV creates ×${CAS_KEYS} on R3: losers' API error codes`, casCodes],
   ["R3 stream leader SIGKILLed: writes fail for", async () => `${await electionGap("kill")} ms`],
   ["R3 stream leader stepped down: writes fail for", async () => `${await electionGap("stepdown")} ms`],
+  [`R3 stream follower frozen ${REJOIN_FROZEN_MS / 1000} s, then resumed: writes fail for`, rejoinGaps],
   ["pull left by a client that disconnected (R3)", abandonedPull],
   [`KV expiry with delete markers, TTL ${MARKER_TTL_MS / 1000} s, R1`, () => expiryMarkers(1)],
   [`KV expiry with delete markers, TTL ${MARKER_TTL_MS / 1000} s, R3`, () => expiryMarkers(3)],

@@ -163,8 +163,13 @@ export class Grants {
       if (s.stale && s.lease_held && !s.fenced && (!stalest || s.last_renew_ok_ms < stalest.last_renew_ok_ms)) stalest = s;
     }
     if (!stalest) return false;
+    const unrenewed_ms = this.h.clock.now() - stalest.last_renew_ok_ms;
     await this.renew(stalest);
-    return stalest.lease_held && !stalest.stale;
+    const answering = stalest.lease_held && !stalest.stale;
+    // How close the outage came to fencing the seat: the figure behind the TTL's floor
+    // (coord/ttl.ts), measured where it matters, on the node that renews.
+    if (answering) this.h.log.info("lease_store_answering", { seat: stalest.handle, unrenewed_ms, ttl_ms: this.h.ttl_ms });
+    return answering;
   }
 
   /** The grant is gone at its lease's lapse whatever the store would answer. */

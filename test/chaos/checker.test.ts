@@ -1,7 +1,7 @@
 // The chaos checker's rules, by table: each row a small story the logs, chat and broker
 // could tell, and what the checker must say about it. The schedule's determinism too.
 import { describe, expect, test } from "bun:test";
-import { check, fencesByTouch, percentile, tenuresOf, type ApprovalFact, type ChaosFacts, type FaultRecord, type Reply, type Sent } from "./checker.ts";
+import { check, fencesByTouch, unrenewedMax, percentile, tenuresOf, type ApprovalFact, type ChaosFacts, type FaultRecord, type Reply, type Sent } from "./checker.ts";
 import { FAULT_KINDS, planFaults } from "./schedule.ts";
 
 const T0 = 1_000_000;
@@ -392,7 +392,18 @@ describe("fences by touch", () => {
     ["a fence before any fault", [{ node: "a", seat: "s", reason: "renew_refused", ts: 50 }], { untouched: { renew_refused: 1 }, on_targets: 0 }],
     ["a fence on the second target in its window", [{ node: "c", seat: "s", reason: "ttl_grace_expired", ts: 260 }], { untouched: {}, on_targets: 1 }],
   ] as const)("%s", (_n, fences, want) => {
-    expect(fencesByTouch({ faults: [fault("kill9", "a", 100), fault("sigstop", "c", 200)], fences: [...fences], run_ended_ms: 1_000 })).toEqual(want);
+    expect(fencesByTouch({ faults: [fault("kill9", "a", 100), fault("sigstop", "c", 200)], fences: [...fences], run_ended_ms: 1_000 })).toMatchObject(want);
+  });
+
+  test("each untouched fence says where it fell, so a red run names the fault behind it", () => {
+    const cut = { ...fault("cut_member", "c", 1_000), healed_ms: 44_800 };
+    const got = fencesByTouch({ faults: [cut, fault("cut_leaf", "l", 50_000)], fences: [{ node: "a", seat: "s1", reason: "ttl_grace_expired", ts: 62_300 }, { node: "l", seat: "s2", reason: "ttl_grace_expired", ts: 51_000 }], run_ended_ms: 90_000 });
+    expect(got.where).toEqual(["a s1 ttl_grace_expired 12.3 s into fault 2 (cut_leaf l)"]);
+    expect(unrenewedMax({ faults: [cut], storeAnswering: [{ node: "b", ts: 46_000, unrenewed_ms: 9_000 }, { node: "a", ts: 47_000, unrenewed_ms: 12_500 }], run_ended_ms: 90_000 })).toEqual({
+      ms: 12_500,
+      where: "node a, 46.0 s into fault 1 (cut_member c, healed at +43.8 s)",
+    });
+    expect(unrenewedMax({ faults: [cut], run_ended_ms: 90_000 })).toBeNull();
   });
 
   // Below the config's floor a healthy node's fence is a figure; at or above it, a violation.

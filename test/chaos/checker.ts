@@ -163,6 +163,9 @@ export interface ChaosFacts {
   approvals?: ApprovalFact[];
   /** seat_fenced lines: a holder gave a seat up because it could not renew in time. */
   fences?: { node: string; seat: string; reason: string; ts: number }[];
+  /** lease_store_answering lines: a stale seat's renewal came back, `unrenewed_ms` after its
+   *  last good one — how close an outage came to fencing it. Absent in older facts. */
+  storeAnswering?: { node: string; ts: number; unrenewed_ms: number }[];
   /**
    * Message ids whose trigger a completed turn ran together with an approval's decision
    * (a holder lost the turn that parked the call, and its successor was handed both). The
@@ -215,6 +218,9 @@ export interface Figures {
    *  elsewhere made a healthy node give its seats up), by reason; and those on a target. */
   fences_untouched: Record<string, number>;
   fences_on_targets: number;
+  /** The longest a seat went unrenewed and still kept its lease, and where: the margin an
+   *  outage left below the TTL (null when no renewal went unanswered). */
+  unrenewed_max: { ms: number; where: string } | null;
 }
 
 export interface Verdict {
@@ -410,7 +416,7 @@ export function check(f: ChaosFacts): Verdict {
   // --- an election fences nobody at a TTL the config accepts (issue 34) ------------------
   const untouched = Object.values(fences.untouched).reduce((a, b) => a + b, 0);
   if (f.ttl_ms !== undefined && f.ttl_ms >= replicatedLeaseTtlFloorMs() && untouched > 0) {
-    violations.push(`fences: ${untouched} seat(s) fenced on nodes no fault touched, at TTL ${f.ttl_ms / 1000} s (the config's floor is ${replicatedLeaseTtlFloorMs() / 1000} s)`);
+    violations.push(`fences: ${untouched} seat(s) fenced on nodes no fault touched, at TTL ${f.ttl_ms / 1000} s (the config's floor is ${replicatedLeaseTtlFloorMs() / 1000} s): ${fences.where.slice(0, 8).join("; ")}`);
   }
   const deaf_alarms: Record<string, number> = {};
   for (const a of f.deafAlarms ?? []) deaf_alarms[a.reason] = (deaf_alarms[a.reason] ?? 0) + 1;
@@ -463,6 +469,7 @@ export function check(f: ChaosFacts): Verdict {
       deaf_alarms,
       fences_untouched: fences.untouched,
       fences_on_targets: fences.on_targets,
+      unrenewed_max: unrenewedMax(f),
       unowned_ms_total: unowned_total,
       unowned_ms_max_seat: unowned_max,
       runs: `${runsTold}/${f.runs?.length ?? 0}`,
@@ -511,16 +518,41 @@ export const KILL_WINDOW_BEFORE_MS = 10_000;
  * targeted in that window is the fault's doing. Any other fence is a healthy node giving
  * its seats up — what a lease-store election costs. Pure.
  */
-export function fencesByTouch(f: Pick<ChaosFacts, "faults" | "fences" | "run_ended_ms">): { untouched: Record<string, number>; on_targets: number } {
+export function fencesByTouch(f: Pick<ChaosFacts, "faults" | "fences" | "run_ended_ms">): { untouched: Record<string, number>; on_targets: number; where: string[] } {
   const untouched: Record<string, number> = {};
+  const where: string[] = [];
   let on_targets = 0;
-  const faults = [...f.faults].sort((a, b) => a.at_ms - b.at_ms);
   for (const fence of f.fences ?? []) {
-    let i = -1;
-    while (i + 1 < faults.length && faults[i + 1]!.at_ms <= fence.ts) i++;
-    const end = faults[i + 1]?.at_ms ?? f.run_ended_ms;
-    if (i >= 0 && fence.ts < end && faults[i]!.targets.includes(fence.node)) on_targets++;
-    else untouched[fence.reason] = (untouched[fence.reason] ?? 0) + 1;
+    const w = faultWindowAt(f, fence.ts);
+    if (w && w.fault.targets.includes(fence.node)) on_targets++;
+    else {
+      untouched[fence.reason] = (untouched[fence.reason] ?? 0) + 1;
+      where.push(`${fence.node} ${fence.seat} ${fence.reason} ${describeWindow(w, fence.ts)}`);
+    }
   }
-  return { untouched, on_targets };
+  return { untouched, on_targets, where };
+}
+
+/** The fault whose window holds `ts`: from its start to the next fault's (or the run's end). */
+function faultWindowAt(f: Pick<ChaosFacts, "faults" | "run_ended_ms">, ts: number): { fault: FaultRecord; index: number } | null {
+  const faults = [...f.faults].sort((a, b) => a.at_ms - b.at_ms);
+  let i = -1;
+  while (i + 1 < faults.length && faults[i + 1]!.at_ms <= ts) i++;
+  const end = faults[i + 1]?.at_ms ?? f.run_ended_ms;
+  return i >= 0 && ts < end ? { fault: faults[i]!, index: i } : null;
+}
+
+/** "12.3 s into fault 5 (cut_member c, healed at +43.8 s)", or "before any fault". */
+function describeWindow(w: { fault: FaultRecord; index: number } | null, ts: number): string {
+  if (!w) return "before any fault";
+  const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  const healed = w.fault.healed_ms !== null ? `, healed at +${s(w.fault.healed_ms - w.fault.at_ms)}` : "";
+  return `${s(ts - w.fault.at_ms)} into fault ${w.index + 1} (${w.fault.kind} ${w.fault.targets.join(",")}${healed})`;
+}
+
+/** The longest a seat went unrenewed and still kept its lease, and in which fault's window. Pure. */
+export function unrenewedMax(f: Pick<ChaosFacts, "faults" | "storeAnswering" | "run_ended_ms">): { ms: number; where: string } | null {
+  let worst: { node: string; ts: number; unrenewed_ms: number } | null = null;
+  for (const a of f.storeAnswering ?? []) if (!worst || a.unrenewed_ms > worst.unrenewed_ms) worst = a;
+  return worst ? { ms: worst.unrenewed_ms, where: `node ${worst.node}, ${describeWindow(faultWindowAt(f, worst.ts), worst.ts)}` } : null;
 }

@@ -510,6 +510,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     const mailboxProbes = { sent: 0, heard: 0 };
     const deafAlarms: { node: string; seat: string; reason: string; ts: number }[] = [];
     const fences: { node: string; seat: string; reason: string; ts: number }[] = [];
+    const storeAnswering: { node: string; ts: number; unrenewed_ms: number }[] = [];
     let invalidTriggers = 0;
     for (const n of all) {
       for (let inc = 1; inc <= n.incarnations(); inc++) {
@@ -541,6 +542,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
           else if (e.event === "seat_probe_heard") mailboxProbes.heard++;
           else if (e.event === "seat_mailbox_deaf") deafAlarms.push({ node: n.id, seat: base.seat, reason: String(e.reason), ts: base.ts });
           else if (e.event === "inbox_trigger_invalid") invalidTriggers++;
+          else if (e.event === "lease_store_answering") storeAnswering.push({ node: n.id, ts: base.ts, unrenewed_ms: Number(e.unrenewed_ms) });
         }
       }
     }
@@ -573,6 +575,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       mailboxProbes,
       deafAlarms,
       fences,
+      storeAnswering,
       invalidTriggers,
       ...(await runFacts(members.filter(running), all)),
       approvals: await approvalFacts(members.filter(running)),
@@ -764,6 +767,7 @@ export function report(r: ChaosResult): string[] {
     `  frozen nodes exiting 75: ${f.frozen_exits_75}; final probe answered ${f.probe}; coding runs done and told once ${f.runs}; approvals settled and told once ${f.approvals}`,
   ];
   lines.push(`  seats fenced on nodes no fault touched: ${Object.entries(f.fences_untouched).map(([r, n]) => `${n} ${r}`).join(", ") || "none"}; on fault targets: ${f.fences_on_targets}`);
+  if (f.unrenewed_max) lines.push(`  lease renewals: the longest a seat went unrenewed and kept its lease ${(f.unrenewed_max.ms / 1000).toFixed(1)} s of the TTL's ${(r.facts.ttl_ms ?? 0) / 1000} s (${f.unrenewed_max.where})`);
   for (const [kind, x] of Object.entries(f.failover_ms)) lines.push(`  failover ${kind}: n=${x.n} p50 ${x.p50} ms p99 ${x.p99} ms max ${x.max} ms`);
   for (const [kind, x] of Object.entries(f.first_turn_ms)) lines.push(`  fault → a held seat's first successful turn on its next holder, ${kind}: n=${x.n} seats p50 ${x.p50} ms p99 ${x.p99} ms max ${x.max} ms`);
   lines.push(`  mailbox probes heard/sent ${f.mailbox_probes}; deaf alarms ${Object.entries(f.deaf_alarms).map(([r, n]) => `${r} ${n}`).join(", ") || "none"}`);

@@ -237,6 +237,11 @@ describe("admission and renewals", () => {
     expect(calls.filter((n) => n !== 1 && n !== 9)).toEqual([]);
     expect(calls.filter((n) => n === 9).length).toBeLessThanOrEqual(Math.ceil(1_500 / a.host.heartbeat_ms));
     expect(calls.filter((n) => n === 1).length).toBeGreaterThan(0);
+    // The probe that came back says how close the stalest seat came to its lapse: its last
+    // good renew was before the outage began, so more than the outage, less than the TTL.
+    const [answering] = a.sink.events("lease_store_answering");
+    expect(answering?.fields.unrenewed_ms as number).toBeGreaterThan(1_500);
+    expect(answering?.fields.unrenewed_ms as number).toBeLessThan(a.host.ttl_ms);
   });
 
   test("renews that hang do not keep a grant past its lapse: it is revoked at last good renew + TTL, not when an answer comes", async () => {
