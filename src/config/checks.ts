@@ -120,7 +120,7 @@ export function leaseTtlProblems(c: TierA): ConfigProblem[] {
       path: "coordination.lease_ttl_seconds",
       message:
         `${ttl_s} s is below ${floor_s} s, the smallest TTL a lease keeps through the lease bucket's leader election ` +
-        `(replicas ${c.stream.replicas}: nats-server elects within ${ELECTION_WORST_MS / 1000} s of a leader's death, measured 4–6.5 s); ` +
+        `(replicas ${c.stream.replicas}: nats-server elects within ${ELECTION_WORST_MS / 1000} s of a leader's death, measured 4–6.5 s after a kill, 7 s after a healed partition); ` +
         `under it one member's death can fence every seat in the fleet`,
     },
   ];

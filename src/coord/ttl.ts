@@ -21,7 +21,7 @@ export function survivesElection(lease_ttl_ms: number, election_ms = ELECTION_WO
   return worst_ms < lease_ttl_ms;
 }
 
-/** The smallest whole-second TTL that survives the worst election (19 s with the constants
+/** The smallest whole-second TTL that survives the worst election (28 s with the constants
  *  above): below it one member's death can fence every seat in the fleet at once. */
 export function replicatedLeaseTtlFloorMs(election_ms = ELECTION_WORST_MS): number {
   for (let s = 1; s <= 3_600; s++) if (survivesElection(s * 1000, election_ms)) return s * 1000;

@@ -37,7 +37,7 @@ const cases: [string, string, string, RegExp][] = [
   ["the API on the sidecar's client port", `api: {port: 4222}\n`, "stream.client_port", /4222 is also api.port/],
   ["the monitor on the API's port", `api: {port: 7711}\nstream: {monitor_port: 7711}\n`, "stream.monitor_port", /also api.port/],
   ["the cluster on the client port", `node: {id: m1}\ncoordination: {type: embedded-kv}\nstream: {client_port: 6300, cluster: {port: 6300, peers: ["127.0.0.1:6301", "127.0.0.1:6302"]}, replicas: 3}\n`, "stream.cluster.port", /also stream.client_port/],
-  ["a lease TTL an R3 lease bucket's election outlasts", `node: {id: m1}\ncoordination: {type: embedded-kv, lease_ttl_seconds: 10}\nstream: {cluster: {peers: ["127.0.0.1:6301", "127.0.0.1:6302"]}, replicas: 3}\n`, "coordination.lease_ttl_seconds", /10 s is below 19 s, the smallest TTL a lease keeps through the lease bucket's leader election \(replicas 3: nats-server elects within 10 s/],
+  ["a lease TTL an R3 lease bucket's election outlasts", `node: {id: m1}\ncoordination: {type: embedded-kv, lease_ttl_seconds: 10}\nstream: {cluster: {peers: ["127.0.0.1:6301", "127.0.0.1:6302"]}, replicas: 3}\n`, "coordination.lease_ttl_seconds", /10 s is below 28 s, the smallest TTL a lease keeps through the lease bucket's leader election \(replicas 3: nats-server elects within 15 s/],
   ["the leaf listener on the monitor port", `node: {id: m1}\ncoordination: {type: embedded-kv}\nstream: {monitor_port: 7422, leaf: {port: 7422}}\n`, "stream.leaf.port", /also stream.monitor_port/],
   ["a logging.file under a regular file", `logging: {file: "${dir}/plain/x.log"}\n`, "logging.file", /not a directory/],
   ["a logging.file that is a directory", `logging: {file: "${dir}"}\n`, "logging.file", /is a directory/],
@@ -114,11 +114,11 @@ test("isolation: bwrap where bubblewrap is missing is refused naming what to do"
   expect(bwrapProblem()).toBeNull();
 });
 
-test("lease TTL: an R3 lease bucket needs 19 s; one replica has no election; tests lower the floor only under CREWLET_TESTING", () => {
+test("lease TTL: an R3 lease bucket needs 28 s; one replica has no election; tests lower the floor only under CREWLET_TESTING", () => {
   const r3 = (ttl: number, extra = "") => `node: {id: m1}\ncoordination: {type: embedded-kv, lease_ttl_seconds: ${ttl}}\nstream: {cluster: {peers: ["127.0.0.1:6301", "127.0.0.1:6302"]}, replicas: 3}\n${extra}`;
   const paths = (yaml: string, env: Record<string, string> = {}) => problems(yaml, env).map((p) => p.path);
-  expect(paths(r3(19))).toEqual([]);
-  expect(paths(r3(18))).toEqual(["coordination.lease_ttl_seconds"]);
+  expect(paths(r3(28))).toEqual([]);
+  expect(paths(r3(27))).toEqual(["coordination.lease_ttl_seconds"]);
   expect(paths(`node: {id: m1}\ncoordination: {type: embedded-kv, lease_ttl_seconds: 3}\n`)).toEqual([]);
   expect(paths(r3(3, "testing: {lease_ttl_floor_seconds: 1}\n"), { CREWLET_TESTING: "1" })).toEqual([]);
   expect(paths(r3(3, "testing: {lease_ttl_floor_seconds: 1}\n"))).toContain("testing");

@@ -8,9 +8,9 @@ test.each([
   // ttl, election, survives — worst case: one heartbeat gone, the election, a call budget, a probe
   [6_000, 4_000, false], // 2 s + 4 s already fills the TTL: the measured fences at TTL 6 s
   [13_000, 6_500, true], // the measured worst election fits
-  [18_000, ELECTION_WORST_MS, false],
-  [19_000, ELECTION_WORST_MS, true],
-  [45_000, ELECTION_WORST_MS, true], // shipped: 15 + 10 + 5 + 0.5 of 45 s
+  [27_000, ELECTION_WORST_MS, false],
+  [28_000, ELECTION_WORST_MS, true],
+  [45_000, ELECTION_WORST_MS, true], // shipped: 15 + 15 + 5 + 0.5 of 45 s
   [45_000, 24_000, true],
   [45_000, 25_000, false], // 15 + 25 + 5 + 0.5 > 45
 ] as const)("TTL %d ms and an election of %d ms: survives %p", (ttl, election, survives) => {
@@ -18,7 +18,7 @@ test.each([
 });
 
 test("the floor is the smallest whole second that survives, for the worst election and the measured one", () => {
-  expect(replicatedLeaseTtlFloorMs()).toBe(19_000);
+  expect(replicatedLeaseTtlFloorMs()).toBe(28_000);
   expect(replicatedLeaseTtlFloorMs(6_500)).toBe(13_000);
   expect(survivesElection(replicatedLeaseTtlFloorMs() - 1_000)).toBe(false);
 });
