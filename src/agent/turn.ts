@@ -573,11 +573,19 @@ export class TurnEngine {
     }
     let told = true;
     for (const [turn_id, o] of owed) {
-      if (o.reply && (await this.postReply(seat, o.reply)).is_error) {
-        this.o.log.warn("turn_reply_owed", { seat, turn_id, op_id: o.reply.op_id });
+      let notice = o.notice;
+      const posted = o.reply ? await this.postReply(seat, o.reply) : null;
+      if (posted?.is_error && posted.refused) {
+        // Refused, not unknown (its thread is gone, say): posting again can never land it,
+        // so the person is told it was lost rather than the delivery being handed back
+        // until it dead-letters hours later, with nobody told.
+        this.o.log.warn("turn_reply_refused", { seat, turn_id, op_id: o.reply!.op_id, error: posted.content });
+        notice = [notice, `My reply could not be posted: ${posted.content}`].filter((x) => x !== undefined).join("\n");
+      } else if (posted?.is_error) {
+        this.o.log.warn("turn_reply_owed", { seat, turn_id, op_id: o.reply!.op_id });
         told = false;
       }
-      if (o.notice !== undefined && (await this.tell(seat, turn_id, o.triggers, o.notice)) === "failed") told = false;
+      if (notice !== undefined && (await this.tell(seat, turn_id, o.triggers, notice)) === "failed") told = false;
     }
     return told;
   }

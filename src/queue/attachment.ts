@@ -133,6 +133,8 @@ export class AttachmentCore implements Attachment {
   private quiescedByCall = false;
   private detached = false;
   private running = 0;
+  /** Stream sequences of the deliveries being run now, until each is settled. */
+  private readonly runningSeqs = new Set<number>();
   private readonly buffer: RawMessage[] = [];
   /**
    * The one outstanding pull. It outlives a quiesce, defer or detach (it cannot be
@@ -208,6 +210,9 @@ export class AttachmentCore implements Attachment {
   }
   get backingOffUntil(): number {
     return this.backoffUntil;
+  }
+  get holding(): ReadonlySet<number> {
+    return new Set([...this.runningSeqs, ...[...this.buffer, ...this.parked].map((m) => m.delivery.streamSeq)]);
   }
 
   quiesce(): void {
@@ -353,12 +358,14 @@ export class AttachmentCore implements Attachment {
 
   private async run(ms: RawMessage[]): Promise<void> {
     this.running += 1;
+    for (const m of ms) this.runningSeqs.add(m.delivery.streamSeq);
     const settlements = await this.outcomes(ms);
     for (const [i, m] of ms.entries()) {
       const { kind, reason, delay_ms } = settlements[i]!;
       // A delayed NAK that will not be dead-lettered instead waits at the broker, ours.
       if (kind === "nak" && delay_ms && settlementFor(kind, m.delivery.deliveryCount) === "nak") this.backoffUntil = Math.max(this.backoffUntil, this.clock.now() + delay_ms);
       await this.settle(m, kind, reason, delay_ms);
+      this.runningSeqs.delete(m.delivery.streamSeq);
     }
     this.running -= 1;
     const waiters = this.idleWaiters;

@@ -101,6 +101,12 @@ export interface Attachment {
    * delivery counts as ack-pending meanwhile: this holder's own, not stranded elsewhere.
    */
   readonly backingOffUntil: number;
+  /**
+   * Stream sequences of the deliveries this attachment holds unsettled now: running, waiting
+   * to run, or parked behind its pull. A delivery the mailbox counts ack-pending that is not
+   * among them (and not a delayed NAK of its own) is held by someone else.
+   */
+  readonly holding: ReadonlySet<number>;
   /** Resolves when no handler is running (for a voluntary release's bounded wait). */
   idle(): Promise<void>;
   /**

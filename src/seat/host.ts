@@ -95,6 +95,10 @@ export interface SeatStateView {
   settled_at_ms: number;
   /** Local clock, ms: until when the inbox's own delayed NAK is held back (Attachment.backingOffUntil; 0: none). */
   backing_off_until_ms: number;
+  /** The inbox is attached and not quiesced (a turn may be running). */
+  inbox_live: boolean;
+  /** Stream sequences the inbox attachment holds unsettled (Attachment.holding). */
+  holding: ReadonlySet<number>;
 }
 
 export class SeatHost {
@@ -382,6 +386,8 @@ export class SeatHost {
       taking_mail: s.attachment !== null && !s.attachment.quiesced && s.attachment.inFlight === 0,
       settled_at_ms: s.settled_at_ms,
       backing_off_until_ms: s.attachment?.backingOffUntil ?? 0,
+      inbox_live: s.attachment !== null && !s.attachment.quiesced,
+      holding: s.attachment?.holding ?? new Set(),
     };
   }
 

@@ -146,6 +146,9 @@ export interface JudgeInput {
   previous: MailboxSnapshot | null;
   /** The seat was established and running no turn at both checks. */
   idle: boolean;
+  /** At both checks the oldest delivery above the ack floor was one the holder did not hold
+   *  (nor was backing off), its inbox live: a busy seat's stranded delivery. */
+  firstHeldElsewhere?: boolean;
 }
 
 /**
@@ -153,7 +156,7 @@ export interface JudgeInput {
  * ack on its way (interest retention removes acked mail a moment after the ack) or a pull
  * between two messages never alarms.
  */
-export function judgeMailbox({ now, previous, idle }: JudgeInput): MailboxVerdict {
+export function judgeMailbox({ now, previous, idle, firstHeldElsewhere = false }: JudgeInput): MailboxVerdict {
   if (!previous) return { deaf: false };
   const counted = (s: MailboxSnapshot) => s.num_pending + s.num_ack_pending;
   if (counted(now) > 0 && now.first_unacked_seq === null && counted(previous) > 0 && previous.first_unacked_seq === null) {
@@ -168,6 +171,12 @@ export function judgeMailbox({ now, previous, idle }: JudgeInput): MailboxVerdic
   }
   if (idle && now.num_ack_pending > 0 && previous.num_ack_pending > 0 && now.ack_floor_seq === previous.ack_floor_seq && now.delivered_seq === previous.delivered_seq) {
     return { deaf: true, reason: "ack_pending_elsewhere", detail: `${now.num_ack_pending} delivered and unsettled above ack floor ${now.ack_floor_seq} a check later, the holder running nothing` };
+  }
+  // A busy seat's delivered pointer moves and it is seldom idle at a check, so the rule above
+  // waited for its traffic to stop; what the holder holds says the same while it works.
+  const stuck = (s: MailboxSnapshot) => s.num_ack_pending > 0 && s.first_unacked_seq !== null && s.first_unacked_seq <= s.delivered_seq;
+  if (firstHeldElsewhere && stuck(now) && stuck(previous) && now.ack_floor_seq === previous.ack_floor_seq && now.first_unacked_seq === previous.first_unacked_seq) {
+    return { deaf: true, reason: "ack_pending_elsewhere", detail: `message ${now.first_unacked_seq} delivered and unsettled above ack floor ${now.ack_floor_seq} a check later, held by none of the holder's turns` };
   }
   return { deaf: false };
 }
@@ -205,6 +214,9 @@ export interface MailboxWatchOptions {
   held: () => string[];
   /** The seat is established and running no turn. */
   idle: (handle: string) => boolean;
+  /** The seat's inbox is live and neither holds this delivery nor waits out a delayed NAK of
+   *  its own: if the mailbox counts it delivered and unsettled, someone else has it. */
+  notHolding?: (handle: string, seq: number) => boolean;
   /** Gives the seat back (a fresh attach, here or on a peer). */
   handBack: (handle: string) => Promise<void>;
   /** The seat's readiness to take a probe (required for probes). */
@@ -219,6 +231,8 @@ export interface MailboxWatchOptions {
 interface Watched {
   previous: MailboxSnapshot | null;
   previousIdle: boolean;
+  /** The previous check's oldest unsettled delivery, when the holder did not hold it. */
+  previousElsewhere: number | null;
   /** 0: healthy; 1: reset done, awaiting the next check; 2: handed back. */
   healing: 0 | 1 | 2;
   deaf: { reason: DeafReason; since: number } | null;
@@ -345,7 +359,7 @@ export class MailboxWatch {
       const now = this.o.clock.now();
       const probe_due_ms = now + seatOffsetMs(handle, this.probeEveryMs());
       const next_check_ms = now + seatOffsetMs(handle, this.periods.check_ms);
-      w = { previous: null, previousIdle: false, healing: 0, deaf: null, probe: null, probe_due_ms, not_ready_ms: now, next_check_ms };
+      w = { previous: null, previousIdle: false, previousElsewhere: null, healing: 0, deaf: null, probe: null, probe_due_ms, not_ready_ms: now, next_check_ms };
       this.state.set(handle, w);
     }
     return w;
@@ -420,12 +434,16 @@ export class MailboxWatch {
     // does not deliver when asked stays pending to the next check.
     if (idleNow && snap.num_pending > 0) this.o.port.ring?.(handle);
     const idle = idleNow && w.previousIdle;
+    const first = snap.first_unacked_seq;
+    const elsewhereNow = first !== null && (this.o.notHolding?.(handle, first) ?? false) ? first : null;
+    const firstHeldElsewhere = elsewhereNow !== null && elsewhereNow === w.previousElsewhere;
     const previous = w.previous;
     w.previous = snap;
     w.previousIdle = idleNow;
+    w.previousElsewhere = elsewhereNow;
     // The first check (or the first after a heal) only sets the baseline: no verdict either way.
     if (previous === null) return null;
-    return judgeMailbox({ now: snap, previous, idle });
+    return judgeMailbox({ now: snap, previous, idle, firstHeldElsewhere });
   }
 
   /** Judges the probe out for this seat, or sends the next one when it is due. */

@@ -62,6 +62,10 @@ export function watchHeldMailboxes(o: HeldMailboxWatchOptions): MailboxWatch {
     // once, each check, defeating the backoff (and a delivery's count started over). Its
     // redelivery comes within a pull's expiry of the delay's end.
     idle: (h) => takingMail(h) && o.clock.now() >= (o.seats.seatState(h)?.backing_off_until_ms ?? 0) + PULL_EXPIRES_MS,
+    notHolding: (h, seq) => {
+      const s = o.seats.seatState(h);
+      return s !== null && s.phase === "established" && s.inbox_live && !s.holding.has(seq) && o.clock.now() >= s.backing_off_until_ms + PULL_EXPIRES_MS;
+    },
     readiness: (h) => {
       const s = o.seats.seatState(h);
       return s ? { ready: takingMail(h), settled_at_ms: s.settled_at_ms } : null;

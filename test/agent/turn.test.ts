@@ -1,3 +1,4 @@
+import { EstateInvalid } from "../../src/estate/router.ts";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { MemoryCoordination, StoreFaults } from "../../src/coord/index.ts";
@@ -192,6 +193,28 @@ describe("the default company (scripted provider)", () => {
     const fourth = await r.engine("node-b").run({ seat: "pm", epoch: 2, fence: owned, triggers: [trigger], delivery_count: 4 });
     expect(fourth.settle).toBe("ack");
     expect((await r.estate.thread("general", msg)).map((m) => m.body)).toEqual(["@pm hello", "Noted, @founder. (pm)"]);
+    expect(r.events.named("turn_started")).toHaveLength(1);
+  });
+
+  test("an owed reply the store refuses for good ends in a notice to the person, and the delivery is acked", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@pm hello");
+    const trigger = mentionTrigger("pm", "general", msg, "@pm hello");
+    let cut = true;
+    const isReply = (domain: string, body: unknown) => domain === "chat" && (body as { body?: string }).body?.startsWith("Noted") === true;
+    r.estate.dropWrite = (domain, body) => cut && isReply(domain, body);
+    const first = await r.engine("node-a").run({ seat: "pm", epoch: 1, fence: owned, triggers: [trigger] });
+    expect(first.settle).toBe("nak");
+    cut = false;
+    // Healed, but the reply can never land now (say its thread was removed meanwhile).
+    r.estate.beforeWrite = (domain, body) => {
+      if (isReply(domain, body)) throw new EstateInvalid("thread_parent: no such message", "thread_parent", "invalid_record");
+    };
+    const second = await r.engine("node-b").run({ seat: "pm", epoch: 2, fence: owned, triggers: [trigger], delivery_count: 2 });
+    expect({ outcome: second.outcome, settle: second.settle }).toEqual({ outcome: "skipped", settle: "ack" });
+    const thread = (await r.estate.thread("general", msg)).map((m) => m.body);
+    expect(thread).toHaveLength(2);
+    expect(thread[1]).toContain("My reply could not be posted");
     expect(r.events.named("turn_started")).toHaveLength(1);
   });
 

@@ -466,13 +466,18 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     // MAILBOX_CHECK_EVERY_MS apart), so an unanswered message waits that heal out before it
     // counts as lost; a run with everything answered does not wait.
     const acknowledged = sent.filter((s) => s.message_id && (s.status === 200 || s.status === 202)).map((s) => s.message_id!);
+    // A probe is mail like any other: one stranded by the same hand-back waits the same heal.
     const late_until = Date.now() + LATE_HEAL_MS;
     for (let round = 0; ; round++) {
       replies = await readReplies(members.filter(running));
+      for (const r of replies) {
+        const seat = probes.get(r.thread_parent);
+        if (seat && r.author === seat) probeAnswered.add(seat);
+      }
       const answeredNow = new Set(replies.filter((r) => !r.report).map((r) => r.thread_parent));
-      const waiting = acknowledged.filter((id) => !answeredNow.has(id)).length;
+      const waiting = acknowledged.filter((id) => !answeredNow.has(id)).length + (seats.length - probeAnswered.size);
       if (waiting === 0 || Date.now() >= late_until) break;
-      if (round === 0) note(`${waiting} acknowledged message(s) unanswered after the probe; waiting up to ${LATE_HEAL_MS} ms for the mailbox watch's heal`);
+      if (round === 0) note(`${waiting} acknowledged message(s) or probe(s) unanswered after the probe's wait; waiting up to ${LATE_HEAL_MS} ms for the mailbox watch's heal`);
       await Bun.sleep(5_000);
     }
     // Requests still waiting are decided, and each settles and is told within the bound.

@@ -131,6 +131,9 @@ class NodeQueue implements Queue {
       get backingOffUntil() {
         return a.backingOffUntil;
       },
+      get holding() {
+        return a.holding;
+      },
       idle: () => a.idle(),
       detach: async () => {
         owner.delete(a);

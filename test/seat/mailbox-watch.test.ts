@@ -32,6 +32,22 @@ describe("judgeMailbox", () => {
       expect(v.deaf ? v.reason : null).toBe(want);
     });
   }
+
+  // A busy seat: never idle at a check, its delivered pointer moving with new mail.
+  const stranded = { ...ok, ack_floor_seq: 9, num_ack_pending: 2, first_unacked_seq: 10, delivered_seq: 14 };
+  const busyCases: [string, MailboxSnapshot, MailboxSnapshot, boolean, DeafReason | null][] = [
+    ["the oldest delivery unsettled at both checks, held by none of the holder's turns", stranded, { ...stranded, delivered_seq: 17 }, true, "ack_pending_elsewhere"],
+    ["the same, but the holder holds it (a long turn)", stranded, { ...stranded, delivered_seq: 17 }, false, null],
+    ["the ack floor moved: the holder settled it", stranded, { ...stranded, ack_floor_seq: 10, first_unacked_seq: 11, delivered_seq: 17 }, true, null],
+    ["another oldest delivery each time: moving, not stuck", stranded, { ...stranded, first_unacked_seq: 11, delivered_seq: 17 }, true, null],
+    ["nothing ack-pending: the pointer passed it, its own rule", { ...stranded, num_ack_pending: 0 }, { ...stranded, num_ack_pending: 0 }, true, "pointer_passed_mail"],
+  ];
+  for (const [name, previous, now, firstHeldElsewhere, want] of busyCases) {
+    test(`busy: ${name}`, () => {
+      const v = judgeMailbox({ previous, now, idle: false, firstHeldElsewhere });
+      expect(v.deaf ? v.reason : null).toBe(want);
+    });
+  }
 });
 
 describe("MailboxWatch", () => {

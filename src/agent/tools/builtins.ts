@@ -40,13 +40,14 @@ export async function writeResult(write: () => Promise<WriteOutcome>, describe: 
   try {
     out = await write();
   } catch (err) {
-    if (err instanceof EstateUnavailable || err instanceof EstateInvalid) return fail(err.message, false);
+    if (err instanceof EstateUnavailable) return fail(err.message, false);
+    if (err instanceof EstateInvalid) return { ...fail(err.message, false), refused: true };
     throw err;
   }
   if (out.status === "applied") {
     if (!out.outcome.ok) {
       const refused = out.outcome as { code: string; message: string; field?: string };
-      return fail(`refused (${refused.code}): ${refused.message}${refused.field ? ` [${refused.field}]` : ""}`, false);
+      return { ...fail(`refused (${refused.code}): ${refused.message}${refused.field ? ` [${refused.field}]` : ""}`, false), refused: true };
     }
     return { ...ok(describe(out.outcome as Record<string, unknown>)), reached: true };
   }

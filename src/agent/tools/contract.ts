@@ -40,6 +40,9 @@ export interface ToolResult {
    * answered) says false, and one that knows it landed says true.
    */
   reached?: boolean;
+  /** The store refused the write for good (an invalid record, a rule it breaks): the same
+   *  write sent again is refused again. Unset for a write nobody answered. */
+  refused?: boolean;
 }
 
 export interface Tool {
