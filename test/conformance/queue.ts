@@ -701,6 +701,25 @@ export function queueConformance(name: string, setup: () => Promise<QueueHarness
       expect(rec.texts()[0]).toEqual(["m1", "m2", "m3", "m4", "m5"]);
     });
 
+    test("a defer in a drain, then resume on the same attachment: the deferred mail runs at once, in order", async () => {
+      // A seat's inbox when a turn is refused for a renew not yet back: it defers, quiesces,
+      // and the renew's return resumes it; what it handed back must come straight back here.
+      const box = mailbox(handle(), "inbox");
+      await h.queue.ensureMailbox(box.subject, box.group);
+      let refusing = true;
+      const ran: string[] = [];
+      const rec = drainRecorder((ds) => ds.map((d) => (refusing ? defer("renew not back") : (ran.push(text(d)), ack()))));
+      await publishAll(box.subject, ["m1", "m2"]);
+      const att = track(await h.queue.attachBatch(box.subject, box.group, rec.handler, { batch: 8 }));
+      await eventually("deferred", () => rec.drains.length >= 1 && att.quiesced && att.inFlight === 0);
+      await h.queue.publish(box.subject, enc("m3"));
+      refusing = false;
+      att.resume();
+      await eventually("the deferred mail and the new run here", () => ran.length >= 3);
+      expect(ran).toEqual(["m1", "m2", "m3"]);
+      expect(rec.drains[0]!.map(text)).toEqual(["m1", "m2"]);
+    });
+
     test("a drain handler that throws NAKs the whole drain, and is logged", async () => {
       const box = mailbox(handle(), "inbox");
       await h.queue.ensureMailbox(box.subject, box.group);
