@@ -102,7 +102,9 @@ test("agent page: a run parked with its question, finished with its diff, failed
   const asking = runCard("ask:Which colour?");
   await until("the asking run parked", async () => (await stateOf(asking)) === "waiting for an answer");
   expect(await asking.locator(".run-question").textContent()).toBe("Asks: Which colour?");
-  expect(await asking.textContent()).toContain("a reply there mentioning @engineer answers it");
+  // Parked comes a moment before its question is posted ("The question is not posted yet"
+  // meanwhile, seen by CI on a loaded box): the page says where to answer once it is.
+  await until("where to answer it", async () => (await asking.textContent())?.includes("a reply there mentioning @engineer answers it"));
   expect(await asking.textContent()).toContain("for founder in #general");
 
   // Finished, with its diff: the added line is there, coloured as an addition.
