@@ -297,6 +297,12 @@ describe("mail", () => {
       { sent: [sent("m1", 10)], replies: [{ ...reply("m1", 9_000), report: true, approval: true }], answeredWithDecision: ["m1"] },
       [],
     ],
+    [
+      "run in one turn with its coding run's result (seen at 2,000 seats after a full restart): the run's report answers it",
+      { sent: [sent("m1", 10)], replies: [{ ...reply("m1", 9_000), files: true }, { ...reply("m1", 9_100), report: true }], answeredWithRun: ["m1"] },
+      [],
+    ],
+    ["a run's report alone, its turn not handed the message: lost", { sent: [sent("m1", 10)], replies: [{ ...reply("m1", 9_100), report: true }] }, ["lost"]],
     ["run with a decision, but no report in its thread: lost", { sent: [sent("m1", 10)], answeredWithDecision: ["m1"] }, ["lost"]],
     ["a decision's report alone, its turn not handed the message: lost", { sent: [sent("m1", 10)], replies: [{ ...reply("m1", 9_000), report: true, approval: true }] }, ["lost"]],
     ["a seat deaf at the probe", { probeAnswered: new Set() }, ["probe"]],

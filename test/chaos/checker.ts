@@ -173,6 +173,10 @@ export interface ChaosFacts {
    * the decision's report: it answers the message too. Absent in older facts.
    */
   answeredWithDecision?: string[];
+  /** Message ids whose trigger a completed turn ran together with a coding run's result (a
+   *  holder started the run and died before replying; its successor was handed the message
+   *  and the run's done trigger at once): that turn's one reply is the run's report. */
+  answeredWithRun?: string[];
   /** The run's lease TTL (absent in facts from before issue 34). */
   ttl_ms?: number;
   run_started_ms: number;
@@ -355,6 +359,7 @@ export function check(f: ChaosFacts): Verdict {
   let held = 0;
   let lost = 0;
   const withDecision = new Set(f.answeredWithDecision ?? []);
+  const withRun = new Set(f.answeredWithRun ?? []);
   for (const s of f.sent) {
     if (s.message_id === null || (s.status !== 200 && s.status !== 202)) continue;
     acked++;
@@ -362,6 +367,7 @@ export function check(f: ChaosFacts): Verdict {
     const answers = inThread.filter((r) => !r.report).sort((a, b) => a.created_ms - b.created_ms);
     if (answers.length === 1) once++;
     else if (answers.length === 0 && withDecision.has(s.message_id) && inThread.some((r) => r.approval)) once++;
+    else if (answers.length === 0 && withRun.has(s.message_id) && inThread.some((r) => r.report && !r.approval)) once++;
     else if (answers.length === 0) {
       // A kill after the acknowledgement, or a freeze still on at it (a frozen holder's
       // waiting pull takes the mail to a process that will never settle it).

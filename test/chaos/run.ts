@@ -512,6 +512,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     const turns: SeatLine[] = [];
     const completions: SeatLine[] = [];
     const answeredWithDecision: string[] = [];
+    const answeredWithRun: string[] = [];
     const mailboxProbes = { sent: 0, heard: 0 };
     const deafAlarms: { node: string; seat: string; reason: string; ts: number }[] = [];
     const fences: { node: string; seat: string; reason: string; ts: number }[] = [];
@@ -542,6 +543,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
             completions.push(base);
             const ids = Array.isArray(e.trigger_ids) ? e.trigger_ids.map(String) : [];
             if (ids.some((t) => /^approval\..+\.decided$/.test(t))) for (const t of ids) answeredWithDecision.push(...(/^wake\.chat\.(.+)\.[^.]+$/.exec(t)?.slice(1) ?? []));
+            if (ids.some((t) => /^run\..+\.done$/.test(t))) for (const t of ids) answeredWithRun.push(...(/^wake\.chat\.(.+)\.[^.]+$/.exec(t)?.slice(1) ?? []));
           }
           else if (e.event === "seat_probe_sent") mailboxProbes.sent++;
           else if (e.event === "seat_probe_heard") mailboxProbes.heard++;
@@ -577,6 +579,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       probeAnswered,
       completions,
       answeredWithDecision,
+      answeredWithRun,
       mailboxProbes,
       deafAlarms,
       fences,
