@@ -144,10 +144,14 @@ describe("the learning duty on 3 members (R3, TTL 3 s)", () => {
     const root = await reads.post(holder2, "@keeper one more: refund the invoice for hooli");
     const answer = await waitFor("keeper's answer on its new holder", () => replyOf(root), WAIT_MS, logs);
     expect(answer).toContain("skills=[invoice, refund]");
-    // The turn's transcript names the skill it carried (read through the holder).
-    const turns = await reads.json<{ turns: { id: string }[] }>(holder2, "/agents/keeper/turns?limit=1");
-    const t = await reads.json<{ turn: { skills: { name: string; kind: string }[] } }>(holder2, `/agents/keeper/turns/${turns!.turns[0]!.id}`);
-    expect(t!.turn.skills).toEqual([expect.objectContaining({ name: "invoice, refund", kind: "learned" })]);
+    // The turn's transcript names the skill it carried (read through the holder). A holder
+    // busy past its 2 s read budget answers 503 by design (seen in CI): read until it answers.
+    const turns = await waitFor("keeper's turns from its holder", async () => {
+      const page = await reads.json<{ turns: { id: string }[] }>(holder2, "/agents/keeper/turns?limit=1");
+      return page && page.turns.length > 0 ? page : null;
+    }, WAIT_MS, logs);
+    const t = await waitFor("that turn's transcript", () => reads.json<{ turn: { skills: { name: string; kind: string }[] } }>(holder2, `/agents/keeper/turns/${turns.turns[0]!.id}`), WAIT_MS, logs);
+    expect(t.turn.skills).toEqual([expect.objectContaining({ name: "invoice, refund", kind: "learned" })]);
   }, 420_000);
 });
 
