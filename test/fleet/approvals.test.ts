@@ -171,13 +171,16 @@ describe("approvals across nodes", () => {
     await h.start();
     await h.waitReady(90_000);
     // The fleet's audit log: who asked and who decided, when, and why.
+    const decidedEntry = (e: { action: string; detail: string | null }) => e.action === "approval.approve" && e.detail !== null;
     const audit = await waitFor("the request and the decision in the audit log", async () => {
       const page = await json<{ entries: { action: string; path: string; token_id: string | null; detail: string | null; at: number }[] }>(mover, "/audit?limit=200");
       const mine = page?.entries.filter((e) => e.detail?.includes(a.id) || e.path === `/approvals/${a.id}` || e.path === `/approvals/${a.id}/approve`) ?? [];
-      return mine.some((e) => e.action === "approval.request") && mine.some((e) => e.action === "approval.approve") ? mine : null;
+      return mine.some((e) => e.action === "approval.request") && mine.some(decidedEntry) ? mine : null;
     }, 30_000);
     expect(audit.find((e) => e.action === "approval.request")!.detail).toContain("engineer asks to call work_create");
-    expect(audit.find((e) => e.action === "approval.approve")).toMatchObject({ token_id: expect.any(String), detail: expect.stringContaining("go ahead") });
+    // An approve the store could not take while the seat moved is audited too (a 503, no
+    // detail; seen in CI) beside the one that decided it.
+    expect(audit.find(decidedEntry)).toMatchObject({ token_id: expect.any(String), detail: expect.stringContaining("go ahead") });
 
   }, 300_000);
 
