@@ -660,7 +660,7 @@ export class TurnEngine {
     const messages: ChatMessage[] = [{ role: "user", content: recalled?.block ? `${opening}\n\n${recalled.block}` : opening }];
     const base = this.factsFor(seat, primary, ctx);
     const facts = recalled ? { ...base, vars: { ...base.vars, ...recalled.vars } } : base;
-    const toolCtx: ToolContext = { seat: seat.handle, epoch: req.epoch, turn_id: state.turn_id, signal: abort.signal, conversation: primary.conversation, from: primary.from };
+    const toolCtx: ToolContext = { seat: seat.handle, epoch: req.epoch, turn_id: state.turn_id, signal: abort.signal, conversation: primary.conversation, from: primary.from, cause: primary.event_id };
     const max_rounds = this.o.max_rounds ?? MAX_ROUNDS;
     state.transcript?.opened(system, messages[0]!.content);
     if (recalled && recalled.skills.length > 0) state.transcript?.skillsUsed(recalled.skills);

@@ -4,7 +4,7 @@
 // gives a parked run, and the result turned into a turn. Every run-record write is made
 // under the grant this node holds on the seat (RunStore.mutate's fence), so whichever node
 // holds the seat now is the one that collects, and a zombie's late write bounces.
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { z } from "zod";
 import type { Clock } from "../clock.ts";
 import type { Company } from "../config/company.ts";
@@ -332,11 +332,18 @@ export class SeatRuns {
     const broker = this.o.broker();
     if (!broker) return fail("this node cannot start coding runs: its broker has no credential for a run's supervisor");
     if (!(await this.ensureControl({ handle: ctx.seat, epoch: ctx.epoch }))) return fail("this seat is not held here any more; the run was not started");
+    // Keyed on what the turn answers, as a reply's op id is: a turn that runs again (its
+    // holder died before its record landed) asking for the same run gets the one it
+    // started, not a second (seen at 2,000 seats: one message, two runs, two reports).
+    const id = ctx.cause !== undefined ? runIdFor(ctx.seat, ctx.cause, engineName, a.task) : randomUUID();
+    if (ctx.cause !== undefined) {
+      const started = await this.o.store.get(ctx.seat, id);
+      if (started) return { ...ok({ run_id: id, status: started.state, engine: engineName, already_started: true }), reached: true };
+    }
     const live = (await this.o.store.list(ctx.seat)).runs.filter((r) => r.state !== "done");
     if (live.length >= sb.role.max_runs) return fail(`this seat already has ${live.length} runs going (roles[].sandbox.max_runs is ${sb.role.max_runs}); wait for one to finish`);
     const writer = { owner: this.o.owner, epoch: ctx.epoch };
     const now = this.o.clock.now();
-    const id = randomUUID();
     const rec: RunRecord = {
       v: 1, id, seat: ctx.seat, engine: engineName, task: a.task, conversation: ctx.conversation ?? `seat:${ctx.seat}`, from: ctx.from ?? ctx.seat,
       owner: writer.owner, owner_epoch: writer.epoch, node: this.o.node_id, pid: null, state: "starting",
@@ -368,6 +375,13 @@ export class SeatRuns {
 }
 
 const isUnavailable = (err: unknown) => err instanceof StoreUnavailable;
+
+/** A run's id from the trigger its turn answers, the engine and the task: UUID-shaped, like
+ *  a fresh one, so every place that names a run reads it the same. Pure. */
+export function runIdFor(seat: string, cause: string, engine: string, task: string): string {
+  const h = createHash("sha256").update(`${seat}\n${cause}\n${engine}\n${task}`).digest("hex");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
 
 /** Reply kinds that can answer a parked run's question. */
 const ANSWER_TYPES = new Set<Trigger["type"]>(["chat_mention", "chat_direct", "task_comment"]);

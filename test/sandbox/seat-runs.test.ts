@@ -307,6 +307,28 @@ describe("a run and its seat", () => {
     await a.runs.release("engineer");
   });
 
+  test("a turn that runs again (its holder died before its record landed) gets the run it started, not a second", async () => {
+    const { runs, events } = node("a");
+    await runs.prepare({ handle: "engineer", epoch: 1 });
+    const asked = { ...ctx(1, "chat:general:m1"), cause: "wake.chat.m1.engineer" };
+    const first = await runs.tool().call({ task: "print:hi" }, asked);
+    expect(first.is_error).toBe(false);
+    const { run_id } = JSON.parse(first.content) as { run_id: string };
+    // The same turn on the next holder: the same trigger, the same task.
+    await runs.release("engineer");
+    const b = node("b", events);
+    await b.runs.prepare({ handle: "engineer", epoch: 2 });
+    const again = await b.runs.tool().call({ task: "print:hi" }, { ...asked, epoch: 2, turn_id: "t2" });
+    expect(again.is_error).toBe(false);
+    expect(JSON.parse(again.content)).toMatchObject({ run_id, already_started: true });
+    expect(events.events.filter((e) => e.name === "sandbox_run_started")).toHaveLength(1);
+    // Another message, or another task, is another run.
+    const other = await b.runs.tool().call({ task: "print:hi" }, { ...asked, epoch: 2, cause: "wake.chat.m2.engineer" });
+    expect((JSON.parse(other.content) as { run_id: string }).run_id).not.toBe(run_id);
+    expect(events.events.filter((e) => e.name === "sandbox_run_started")).toHaveLength(2);
+    await b.runs.release("engineer");
+  });
+
   test("a seat without a sandbox gets no tool answer but a clear refusal, and bad tool input names its field", async () => {
     const a = node("a");
     const res = await a.runs.tool().call({ task: "x" }, { ...ctx(1, "work:ENG-1"), seat: "founder" });

@@ -28,6 +28,9 @@ export interface ToolContext {
   conversation?: string;
   /** Who caused the turn (its last trigger's `from`): whom a started run's result is for. */
   from?: string;
+  /** The event id of the trigger the turn answers (its last): the same when the turn runs
+   *  again after its holder died, so a call keyed on it is the same call both times. */
+  cause?: string;
 }
 
 export interface ToolResult {
