@@ -308,8 +308,9 @@ export class SeatRuns {
   }
 
   /** A run's first record, through a store election: a retry refused because the record
-   *  exists found the first attempt landed (its id is fresh), so no run is started twice
-   *  and none is left `starting` on a live holder. */
+   *  exists found the first attempt landed (start() looked for the id just before, and only
+   *  this seat's holder starts its runs), so no run is started twice and none is left
+   *  `starting` on a live holder. */
   private async createOnce(rec: RunRecord): Promise<void> {
     let attempts = 0;
     const create = async () => {
