@@ -150,6 +150,7 @@ export const testingSchema = z.strictObject({
   mailbox_check_seconds: z.number().min(0.1).optional().describe("Deaf-seat watch's check cadence (shipped: 15 s)"),
   mailbox_probe_seconds: z.number().min(0.1).optional().describe("Each held seat's inbox probe cadence (shipped: 60 s)"),
   mailbox_probe_heard_seconds: z.number().min(0.1).optional().describe("A probe unheard this long while its seat is ready makes the seat deaf (shipped: 20 s)"),
+  legacy_pass_seconds: z.number().min(1).optional().describe("Legacy-mail pass cadence: how soon an upgrade moves an older build's mail once no older node is alive (shipped: 1 min)"),
   lease_ttl_floor_seconds: z.number().min(1).optional().describe("Smallest lease TTL a replicated lease bucket accepts (shipped: 28 s, the worst leader election's)"),
 });
 

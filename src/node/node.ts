@@ -463,6 +463,7 @@ export class CrewletNode {
         nc,
         queue,
         olderNodeAlive: async () => ((await coord.leases.protocolFloor()) ?? LEASE_PROTOCOL) < LEASE_PROTOCOL,
+        ...(this.config.testing?.legacy_pass_seconds !== undefined ? { every_ms: this.config.testing.legacy_pass_seconds * 1000 } : {}),
         clock: this.clock,
         log: this.log,
       });

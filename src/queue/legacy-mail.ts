@@ -50,6 +50,8 @@ export interface LegacyMailOptions {
   queue: Queue;
   /** True while a live presence or seat lease is held below this build's protocol. */
   olderNodeAlive: () => Promise<boolean>;
+  /** Pass cadence; LEGACY_PASS_MS unless a test shortens it. */
+  every_ms?: number;
   clock: Clock;
   log: Logger;
 }
@@ -240,7 +242,7 @@ async function forwardOne(queue: Queue, subject: string, m: JsMsg): Promise<void
   await queue.publish(subject, m.data, { msgId, headers });
 }
 
-/** Runs a pass now and every LEGACY_PASS_MS; logs what each pass did, a line per stream. */
+/** Runs a pass now and every LEGACY_PASS_MS (or `every_ms`, tests'); logs what each pass did, a line per stream. */
 export function startLegacyMail(o: LegacyMailOptions): { stop(): void } {
   let running = false;
   let stopped = false;
@@ -263,7 +265,7 @@ export function startLegacyMail(o: LegacyMailOptions): { stop(): void } {
     }
   };
   void pass();
-  const timer: Timer = o.clock.setInterval(() => void pass(), LEGACY_PASS_MS);
+  const timer: Timer = o.clock.setInterval(() => void pass(), o.every_ms ?? LEGACY_PASS_MS);
   return {
     stop: () => {
       stopped = true;
