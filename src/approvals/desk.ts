@@ -11,7 +11,8 @@ import { mailbox } from "../queue/topics.ts";
 import type { ApprovalAudit } from "./gate.ts";
 import { DECIDED_TRIGGER } from "./gate.ts";
 import type { ApprovalRecord, ApprovalStore, Decision } from "./records.ts";
-import { expiredNotice } from "./words.ts";
+import { closedNotice, closedResult, expiredNotice } from "./words.ts";
+import type { CompletionLedger } from "../agent/ledger.ts";
 
 /** Runs one unit of a sweep; the caller may stamp a watchdog and bound it. */
 export type SweepStep = <T>(what: string, unit: () => Promise<T>) => Promise<T>;
@@ -23,9 +24,10 @@ export const RETELL_AFTER_MS = 30_000;
  *  member's election is over in 4–6.5 s (measured), so 1+2+4+8 s outlasts one, and the
  *  person's request is answered at once rather than held through it. */
 export const TELL_RETRY_MS = [1_000, 2_000, 4_000, 8_000] as const;
-/** A decision told but not taken this long (its trigger lost, e.g. dead-lettered by an
- *  older build) is told again: past the broker's 2-minute duplicate window, and rare
- *  enough not to resend to a seat merely between holders. */
+/** A decision told but not settled this long is looked at again: past the broker's 2-minute
+ *  duplicate window, and rare enough not to resend to a seat merely between holders. Its
+ *  trigger lost (a dead letter, an older build's) → told again; its turn recorded over
+ *  (the ledger would skip a copy) → closed, the person told. */
 export const RETAKE_AFTER_MS = 10 * 60_000;
 /** A settled request is kept this long for GET /approvals and the Today view, then deleted. */
 export const APPROVAL_KEEP_MS = 7 * 24 * 3_600_000;
@@ -43,6 +45,8 @@ export interface ApprovalDeskOptions {
   clock: Clock;
   log: Logger;
   audit?: (e: ApprovalAudit) => void;
+  /** Whether a decision's turn is over (the sweep's close); without it, only retold. */
+  ledger?: Pick<CompletionLedger, "check">;
 }
 
 /** The trigger that resumes the seat with a decision: one per request. Pure. */
@@ -58,6 +62,15 @@ export function decidedTrigger(r: ApprovalRecord, now: number): Trigger {
     refs: conversationRefs(r.conversation),
     created_at: now,
   };
+}
+
+/** What one sweep did, counted per request. */
+export interface SweepDone {
+  expired: number;
+  retold: number;
+  /** Decisions whose turn was recorded over without settling them (RETAKE_AFTER_MS). */
+  closed: number;
+  forgotten: number;
 }
 
 export class ApprovalDesk {
@@ -108,11 +121,11 @@ export class ApprovalDesk {
    * forgets settled requests older than APPROVAL_KEEP_MS. Returns what it did. `step` runs
    * each unit (the listing, then one request's work), where the duty stamps its watchdog.
    */
-  async sweep(step: SweepStep = (_what, unit) => unit()): Promise<{ expired: number; retold: number; forgotten: number }> {
+  async sweep(step: SweepStep = (_what, unit) => unit()): Promise<SweepDone> {
     const now = this.o.clock.now();
     const { approvals, invalid } = await step("approvals listing", () => this.o.store.list());
     for (const bad of invalid) this.o.log.error("approval_record_invalid", { key: bad.key, error: bad.error });
-    const done = { expired: 0, retold: 0, forgotten: 0 };
+    const done: SweepDone = { expired: 0, retold: 0, closed: 0, forgotten: 0 };
     for (const r of approvals) {
       const outcome = await step(`approval ${r.id}`, () => this.sweepOne(r, now));
       if (outcome) done[outcome]++;
@@ -120,7 +133,7 @@ export class ApprovalDesk {
     return done;
   }
 
-  private async sweepOne(r: ApprovalRecord, now: number): Promise<"expired" | "retold" | "forgotten" | null> {
+  private async sweepOne(r: ApprovalRecord, now: number): Promise<keyof SweepDone | null> {
     if (r.decision === null && now >= r.expires_at) {
       const out = await this.decide(r, { verdict: "expired", by: EXPIRY_ACTOR, reason: "no decision before it expired" });
       if (!out.decided) return null;
@@ -131,13 +144,37 @@ export class ApprovalDesk {
       await this.tell(r);
       return "retold";
     }
-    if (r.state === "decided" && r.told && now - r.updated_at >= RETAKE_AFTER_MS) {
+    if ((r.state === "decided" || r.state === "running") && r.told && now - r.updated_at >= RETAKE_AFTER_MS) {
+      const outcome = await this.turnOutcome(r, now);
+      if (outcome !== null) return (await this.close(r, outcome)) ? "closed" : null;
       await this.tell(r);
       await this.o.store.touch(r.seat, r.id);
       return "retold";
     }
     if (r.state === "done" && now - r.updated_at >= APPROVAL_KEEP_MS && (await this.o.store.forget(r.seat, r.id))) return "forgotten";
     return null;
+  }
+
+  /** The recorded outcome of the turn that ran this decision's trigger, or null: none is
+   *  recorded (or the ledger cannot say, when telling again is the harmless answer). */
+  private async turnOutcome(r: ApprovalRecord, now: number): Promise<string | null> {
+    if (!this.o.ledger) return null;
+    const { skip } = await this.o.ledger.check([decidedTrigger(r, now)]);
+    return skip.length === 0 ? null : (skip[0]!.hit.record?.outcome ?? "recorded");
+  }
+
+  /** Settles a request its recorded turn left unsettled, and tells the person what it means. */
+  private async close(r: ApprovalRecord, outcome: string): Promise<boolean> {
+    const { record, closed } = await this.o.store.close(r.seat, r.id, (cur) => closedResult(cur, outcome));
+    if (!closed) return false;
+    this.o.log.warn("approval_closed", { seat: r.seat, id: r.id, was: r.state, ran: record.result?.ran ?? null, turn_outcome: outcome });
+    if (record.result === null) return true;
+    try {
+      await postInConversation(this.o, { seat: r.seat, conversation: r.conversation, body: closedNotice(record, record.result), op_id: `approval-${r.id}-closed` });
+    } catch (err) {
+      this.o.log.warn("approval_close_not_posted", { seat: r.seat, id: r.id, error: (err as Error).message });
+    }
+    return true;
   }
 
   private async tellExpired(r: ApprovalRecord): Promise<void> {

@@ -159,6 +159,21 @@ export class ApprovalStore {
     return this.records.request(seat, id, (cur) => ({ ...cur }));
   }
 
+  /**
+   * Settles a request whose deciding turn is over without settling it (the sweep, which holds
+   * no seat): only while it is still decided or running, so a holder's own settle wins.
+   * `result` is judged on the record as found. Returns it, and whether this call closed it.
+   */
+  async close(seat: string, id: string, result: (r: ApprovalRecord) => ApprovalRecord["result"]): Promise<{ record: ApprovalRecord; closed: boolean }> {
+    let closed = false;
+    const record = await this.records.request(seat, id, (cur) => {
+      if (cur.state !== "decided" && cur.state !== "running") return null;
+      closed = true;
+      return { ...cur, state: "done", result: result(cur) };
+    });
+    return { record, closed };
+  }
+
   mutate(seat: string, id: string, writer: SeatWriter, change: (r: ApprovalRecord) => ApprovalRecord | null): Promise<ApprovalRecord> {
     return this.records.mutate(seat, id, writer, change);
   }

@@ -54,3 +54,21 @@ export function decisionWords(r: ApprovalRecord): string {
 export function expiredNotice(r: ApprovalRecord): string {
   return `${REQUEST_PREFIX}Request ${r.id} (\`${r.tool}\`) expired with no decision; the call did not run.`;
 }
+
+/**
+ * The result a request keeps when the sweep closes it: its deciding turn was recorded over
+ * without settling it. Decided: the call never started (a take marks it running first);
+ * running: it started and its result was never written. Null: nothing was to run. Pure.
+ */
+export function closedResult(r: ApprovalRecord, outcome: string): ApprovalRecord["result"] {
+  if (r.decision?.verdict !== "approved") return null;
+  return r.state === "running"
+    ? { content: `its turn ended (${outcome}) while running the call, before the result was written: whether it ran is unknown; check before asking again`, is_error: true, ran: "unknown" }
+    : { content: `its turn ended (${outcome}) before running the call: it did not run; ask again if it is still wanted`, is_error: true, ran: "no" };
+}
+
+/** Told in the thread when the sweep closes an approved request, so the person is not left
+ *  reading "approved" for a call that never ran. */
+export function closedNotice(r: ApprovalRecord, result: NonNullable<ApprovalRecord["result"]>): string {
+  return `${REQUEST_PREFIX}Request ${r.id} (\`${r.tool}\`) was approved by ${r.decision!.by}, but ${result.content}.`;
+}

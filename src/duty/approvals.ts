@@ -1,6 +1,7 @@
 // The `approvals` singleton duty: once a minute, a request nobody decided in time is
 // rejected as expired (the person told in the thread, the seat by its trigger), a decision
-// written but never told to its seat is told, and settled requests a week old are deleted.
+// written but never told to its seat is told, one whose turn ended without settling it is
+// closed (the person told), and settled requests a week old are deleted.
 // One node does it: two would race to expire one request (the first decision wins, so it
 // would be safe, but each loser would re-read for nothing).
 import type { Clock } from "../clock.ts";
@@ -37,6 +38,6 @@ export class ApprovalsDuty implements DutyWork {
       return bounded(unit(), this.o.call_bound_ms?.() ?? DUTY_CLAIM_BOUND_MS, this.o.clock, what);
     });
     if (done.expired > 0) this.o.log.info("approvals_expired", { count: done.expired });
-    return `approvals: ${done.expired} expired, ${done.retold} retold, ${done.forgotten} forgotten`;
+    return `approvals: ${done.expired} expired, ${done.retold} retold, ${done.closed} closed, ${done.forgotten} forgotten`;
   }
 }

@@ -100,6 +100,7 @@ import { supervisorCredential } from "../sandbox/credential.ts";
 import { RunStore } from "../sandbox/runs.ts";
 import { ApprovalStore } from "../approvals/records.ts";
 import { ApprovalDesk } from "../approvals/desk.ts";
+import { CompletionLedger } from "../agent/ledger.ts";
 import type { ApprovalAudit } from "../approvals/gate.ts";
 import { approvalsGroup } from "../api/routes/approvals.ts";
 import { SLOT_BUCKETS } from "../coord/buckets.ts";
@@ -733,7 +734,7 @@ export class CrewletNode {
       coord,
       queue: this.queue!,
       // Expiries and retellings; its audit lines are the approvals' own (node.db, shared).
-      approvals: new ApprovalDesk({ store: b.approvals.store, queue: this.queue!, estate: b.estate.estate.router, clock: this.clock, log: this.log, audit: b.approvals.audit }),
+      approvals: new ApprovalDesk({ store: b.approvals.store, queue: this.queue!, estate: b.estate.estate.router, clock: this.clock, log: this.log, audit: b.approvals.audit, ledger: new CompletionLedger(b.coord.slot("ledger"), this.clock, this.log) }),
       pingSupervisor: async (run) => {
         try {
           await nc.request(`${PING_SUBJECT_PREFIX}${run}`, new Uint8Array(), { timeout: SUPERVISOR_PING_TIMEOUT_MS });

@@ -71,6 +71,7 @@ function rig(clock: Clock = systemClock, rules: unknown[] = [{ name: "deploys", 
     estate,
     clock,
     log,
+    ledger,
     queue: {
       publish: async (_s, data) => {
         if (refuse.next > 0) {
@@ -171,12 +172,12 @@ describe("approvals in the turn", () => {
     const clock = new FakeClock(Date.now());
     const r = rig(clock);
     const { root, rec } = await parkOne(r);
-    expect(await r.desk.sweep()).toEqual({ expired: 0, retold: 0, forgotten: 0 });
+    expect(await r.desk.sweep()).toEqual({ expired: 0, retold: 0, closed: 0, forgotten: 0 });
     await clock.advance(3_600_000);
     // Each unit (the listing, then each request) goes through the caller's step: the duty
     // stamps its watchdog and bounds it there.
     const units: string[] = [];
-    expect(await r.desk.sweep((what, unit) => (units.push(what), unit()))).toEqual({ expired: 1, retold: 0, forgotten: 0 });
+    expect(await r.desk.sweep((what, unit) => (units.push(what), unit()))).toEqual({ expired: 1, retold: 0, closed: 0, forgotten: 0 });
     expect(units).toEqual(["approvals listing", `approval ${rec.id}`]);
     expect(r.told.map((t) => t.event_id)).toEqual([`approval.${rec.id}.decided`]);
     expect((await r.estate.thread("general", root)).filter((m) => m.body.includes(`Request ${rec.id} (\`deploy\`) expired`))).toHaveLength(1);
@@ -213,6 +214,59 @@ describe("approvals in the turn", () => {
     expect(r.calls).toHaveLength(1);
     await clock.advance(10 * 60_000);
     expect((await r.desk.sweep()).retold).toBe(0);
+  });
+
+  // Two ways a decision's turn is recorded over while its request is unsettled: a defect
+  // before the take (decided: the call never started), a person's stop between the take and
+  // the call (running: started as far as the record knows). A copy of the trigger would be
+  // skipped by the ledger, so retelling it would never end; the sweep closes it instead.
+  for (const how of ["a defect before the take", "a person's stop as the call starts"] as const) {
+    test(`a decision whose turn ended without settling it (${how}) is closed by the sweep, the person told, never retold`, async () => {
+      const clock = new FakeClock(Date.now());
+      const r = rig(clock);
+      const { root, rec } = await parkOne(r);
+      await r.desk.decide(rec, { verdict: "approved", by: "token:ana", reason: "" });
+      const engine = r.engine("b");
+      r.faults.onOp = (op) => {
+        if (op.bucket !== "crewlet_approvals") return;
+        r.faults.onOp = null;
+        if (how === "a defect before the take") throw new Error("a defect (injected)");
+        engine.stopSeat("cto", "token:bo");
+      };
+      const report = await engine.run({ seat: "cto", epoch: 2, fence: () => true, triggers: [r.told[0]!] });
+      expect(report.outcome).toBe(how === "a defect before the take" ? "failed" : "stopped");
+      expect(r.calls).toEqual([]);
+      const left = (await r.store.get("cto", rec.id))!;
+      expect(left.state).toBe(how === "a defect before the take" ? "decided" : "running");
+
+      await clock.advance(10 * 60_000);
+      expect(await r.desk.sweep()).toEqual({ expired: 0, retold: 0, closed: 1, forgotten: 0 });
+      const ran = how === "a defect before the take" ? "no" : "unknown";
+      expect((await r.store.get("cto", rec.id))!).toMatchObject({ state: "done", result: { is_error: true, ran } });
+      const notices = (await r.estate.thread("general", root)).filter((m) => m.body.startsWith(`🔐 Request ${rec.id} (\`deploy\`) was approved by token:ana, but its turn ended (${report.outcome})`));
+      expect(notices).toHaveLength(1);
+      expect(notices[0]!.body).toContain(ran === "no" ? "it did not run" : "whether it ran is unknown");
+      expect(r.told).toHaveLength(1);
+      await clock.advance(10 * 60_000);
+      expect(await r.desk.sweep()).toEqual({ expired: 0, retold: 0, closed: 0, forgotten: 0 });
+    });
+  }
+
+  test("a rejected decision whose turn ended without settling it is closed with nothing to tell: nothing was to run", async () => {
+    const clock = new FakeClock(Date.now());
+    const r = rig(clock);
+    const { root, rec } = await parkOne(r);
+    await r.desk.decide(rec, { verdict: "rejected", by: "token:ana", reason: "no" });
+    r.faults.onOp = (op) => {
+      if (op.bucket !== "crewlet_approvals") return;
+      r.faults.onOp = null;
+      throw new Error("a defect (injected)");
+    };
+    await r.engine("b").run({ seat: "cto", epoch: 2, fence: () => true, triggers: [r.told[0]!] });
+    await clock.advance(10 * 60_000);
+    expect((await r.desk.sweep()).closed).toBe(1);
+    expect((await r.store.get("cto", rec.id))!).toMatchObject({ state: "done", result: null });
+    expect((await r.estate.thread("general", root)).filter((m) => m.body.includes("but its turn ended"))).toEqual([]);
   });
 
   test("a tell the broker refuses (an election) is tried again by the deciding node within seconds, before any sweep", async () => {

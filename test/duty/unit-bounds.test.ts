@@ -35,7 +35,7 @@ describe("a duty's units are bounded by the node's call bound", () => {
       desk: {
         sweep: async (step?: SweepStep) => {
           for (const u of units) await step!(u, () => Bun.sleep(5));
-          return { expired: 0, retold: 0, forgotten: 0 };
+          return { expired: 0, retold: 0, closed: 0, forgotten: 0 };
         },
       },
       clock: systemClock,
@@ -45,7 +45,7 @@ describe("a duty's units are bounded by the node's call bound", () => {
     await quick.tick(ctx(beats));
     expect(beats).toHaveLength(units.length);
 
-    const hung = new ApprovalsDuty({ desk: { sweep: async (step?: SweepStep) => (await step!("approval a1", never), { expired: 0, retold: 0, forgotten: 0 }) }, clock: systemClock, log: silentLogger, call_bound_ms: () => BOUND_MS });
+    const hung = new ApprovalsDuty({ desk: { sweep: async (step?: SweepStep) => (await step!("approval a1", never), { expired: 0, retold: 0, closed: 0, forgotten: 0 }) }, clock: systemClock, log: silentLogger, call_bound_ms: () => BOUND_MS });
     await expect(hung.tick(ctx([]))).rejects.toThrow("approval a1: no answer within 50 ms");
   });
 });
