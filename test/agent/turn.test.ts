@@ -196,6 +196,28 @@ describe("the default company (scripted provider)", () => {
     expect(r.events.named("turn_started")).toHaveLength(1);
   });
 
+  test("a reply no data node took, after the turn's calls reached outside, is owed: the answer comes later, not a failure notice, and nothing runs twice", async () => {
+    const r = rig();
+    const msg = await r.estate.post("general", "founder", "@ceo we need a plan for the Q3 launch");
+    const trigger = mentionTrigger("ceo", "general", msg, "@ceo we need a plan for the Q3 launch");
+    let cut = true;
+    r.estate.beforeWrite = (domain, body) => {
+      if (cut && domain === "chat" && (body as { author?: string }).author === "ceo") throw new EstateUnavailable("write reply", {});
+    };
+    const first = await r.engine("node-a").run({ seat: "ceo", epoch: 1, fence: owned, triggers: [trigger] });
+    expect({ outcome: first.outcome, settle: first.settle }).toEqual({ outcome: "completed", settle: "nak" });
+    expect((await r.estate.thread("general", msg)).map((m) => m.author)).toEqual(["founder"]);
+    cut = false;
+    const again = await r.engine("node-b").run({ seat: "ceo", epoch: 2, fence: owned, triggers: [trigger], delivery_count: 2 });
+    expect({ outcome: again.outcome, settle: again.settle }).toEqual({ outcome: "skipped", settle: "ack" });
+    const thread = await r.estate.thread("general", msg);
+    expect(thread.map((m) => m.author)).toEqual(["founder", "ceo"]);
+    expect(thread[1]!.body).toContain("@cto owns the technical plan");
+    expect(thread.some((m) => m.body.startsWith(NOTICE_PREFIX))).toBe(false);
+    expect((await r.estate.read({ q: "work.list", project: "ENG", limit: 10 })).items).toHaveLength(1);
+    expect(r.events.named("turn_started")).toHaveLength(1);
+  });
+
   test("an owed reply the store refuses for good ends in a notice to the person, and the delivery is acked", async () => {
     const r = rig();
     const msg = await r.estate.post("general", "founder", "@pm hello");
