@@ -240,7 +240,9 @@ export class JetStreamBucket implements Bucket {
    * missed keys (bench/kv-listing.ts: 19% of listings of 2,000 keys under 400 puts/s were
    * one short; a leaf at 2,000 seats saw no data node for a minute). So once the replay is
    * in, the filter's newest revision is read from the stream leader and the consumer read on
-   * until it has passed it: every key written before that read is then in, at its newest value.
+   * until it has passed it: every key written before that read is then in. Left: a key whose
+   * replayed message was still unsent at that read and is replaced just after it (the few ms
+   * the replay's tail takes); 997 listings under 400 renewals a second missed none.
    */
   private async listOnce(filter: string, want: "values" | "removals" = "values"): Promise<KvEntry[]> {
     const out: KvEntry[] = [];
