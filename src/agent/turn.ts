@@ -858,12 +858,8 @@ export class TurnEngine {
         if (result.is_error) {
           // Nothing of this turn reached outside: it runs again whole.
           if (!state.reached_outside) throw new Broken(`could not post the reply: ${result.content}`);
-          // Recorded as owed, not as said: the turn's delivery comes back and the reply is
-          // posted again under its op id until one post is confirmed. Settling with it
-          // unknown lost the answer whenever the write never landed (a member cut off); and
-          // a reply that surely did not land after the turn's calls did (no data node
-          // answered) is owed too, rather than failing a turn that cannot run again — the
-          // person then heard "I stopped" instead of the answer (2,000-seat chaos, seed 12).
+          // Owed, not said: the delivery comes back and the reply is posted again under its
+          // op id until one post is confirmed; the turn itself cannot run again.
           state.owed_reply = reply;
           this.o.log.warn("turn_reply_uncertain", { seat: seat.handle, turn_id: state.turn_id, op_id, landed: result.reached ? "unknown" : "no", error: result.content });
         }

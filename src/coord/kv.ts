@@ -234,15 +234,8 @@ export class JetStreamBucket implements Bucket {
   }
 
   /**
-   * One listing. The ordered consumer's "initialized" is not a complete snapshot: a key
-   * rewritten while the last-per-key replay runs loses its replayed message (one message per
-   * key) and comes back only after the replay, as a new one — so a busy bucket's listing
-   * missed keys (bench/kv-listing.ts: 19% of listings of 2,000 keys under 400 puts/s were
-   * one short; a leaf at 2,000 seats saw no data node for a minute). So once the replay is
-   * in, the filter's newest revision is read from the stream leader and the consumer read on
-   * until it has passed it: every key written before that read is then in. Left: a key whose
-   * replayed message was still unsent at that read and is replaced just after it (the few ms
-   * the replay's tail takes); 997 listings under 400 renewals a second missed none.
+   * One listing. The replay's end is not a whole snapshot (a key rewritten during it comes
+   * only after it), so the consumer is read on past the filter's newest revision.
    */
   private async listOnce(filter: string, want: "values" | "removals" = "values"): Promise<KvEntry[]> {
     const out: KvEntry[] = [];

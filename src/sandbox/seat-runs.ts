@@ -335,7 +335,7 @@ export class SeatRuns {
     if (!(await this.ensureControl({ handle: ctx.seat, epoch: ctx.epoch }))) return fail("this seat is not held here any more; the run was not started");
     // Keyed on what the turn answers, as a reply's op id is: a turn that runs again (its
     // holder died before its record landed) asking for the same run gets the one it
-    // started, not a second (seen at 2,000 seats: one message, two runs, two reports).
+    // started, not a second.
     const id = ctx.cause !== undefined ? runIdFor(ctx.seat, ctx.cause, engineName, a.task) : randomUUID();
     if (ctx.cause !== undefined) {
       const started = await this.o.store.get(ctx.seat, id);
