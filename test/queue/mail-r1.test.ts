@@ -184,12 +184,17 @@ test("a mailbox's member that stops answering (SIGSTOP) under its holder: one si
   await holder.queue.attach(box.subject, box.group, rec.handler);
   await publishThrough(holder.queue, box.subject, "before");
   await eventually("before delivered", () => rec.seen.length === 1);
+  // The member that delivered it is the one stopped. (A clean-clone CI run once saw "after"
+  // delivered at once with no revival: the premise is checked, so a repeat names its cause.)
+  expect({ host: await hostOf(holder.nc, box) }).toEqual({ host: hostName });
   // Its connections stay open, so nobody is told it is gone: pulls meet silence, not "no responders".
   victim.proc.kill("SIGSTOP");
   try {
     await publishThrough(holder.queue, box.subject, "after");
     await eventually("after delivered through a mailbox made again", () => rec.texts().includes("after"));
-    expect(holder.sink.events("queue_mailbox_revived")[0]?.fields).toMatchObject({ reason: "pull and INFO unanswered" });
+    const revived = holder.sink.events("queue_mailbox_revived")[0]?.fields;
+    if (!revived) throw new Error(`"after" came with no revival; the holder logged: ${holder.sink.lines.map((l) => l.event).join(", ")}`);
+    expect(revived).toMatchObject({ reason: "pull and INFO unanswered" });
     // The pull sent to the old consumer meanwhile was given up, not waited out.
     expect(holder.sink.events("queue_pull_failed").some((e) => /made again/.test(String(e.fields.error)))).toBe(true);
     expect(rec.texts().filter((t) => t === "after")).toHaveLength(1);
