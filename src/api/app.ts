@@ -17,7 +17,7 @@ import type { Logger } from "../log.ts";
 import { TokenAuth, type AuthEnv } from "./auth.ts";
 import { audited } from "./audit.ts";
 import { ApiError } from "./errors.ts";
-import { idempotency } from "./idempotency.ts";
+import { idempotency, routePath } from "./idempotency.ts";
 import { healthRoutes, type HealthSource } from "./routes/health.ts";
 
 export interface RouteGroup {
@@ -98,7 +98,8 @@ export function routeTable(app: Hono<AuthEnv>): { method: string; path: string }
 }
 
 export function createApp(opts: AppOptions): Hono<AuthEnv> {
-  const app = new Hono<AuthEnv>();
+  // Not strict: "/work/" is "/work", as the 405 table already reads it (pathRegex).
+  const app = new Hono<AuthEnv>({ strict: false });
   app.onError((err, c) => {
     if (err instanceof ApiError) {
       if (err.status === 503) c.header("Retry-After", String(RETRY_AFTER_SECONDS));
@@ -113,7 +114,7 @@ export function createApp(opts: AppOptions): Hono<AuthEnv> {
     return c.json({ error: { code: "internal", message: "internal error; see the node log" } }, 500);
   });
   app.use("*", async (c, next) => {
-    const why = PROBES.has(c.req.path) ? null : (opts.unavailable?.() ?? null);
+    const why = PROBES.has(routePath(c.req.path)) ? null : (opts.unavailable?.() ?? null);
     if (why) return unavailableResponse(c, why.code, why.message);
     await next();
   });

@@ -48,12 +48,17 @@ export function checkKey(key: string): string | null {
   return null;
 }
 
+/** A request's path as the router reads it (not strict): "/work/" is "/work". */
+export function routePath(path: string): string {
+  return path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
+}
+
 /**
  * The scope of a key. Pure. Scoped to the caller's token and the route, so two clients'
  * keys (or one client's key on two routes) never name the same write.
  */
 export function scopeOf(tokenId: string, method: string, path: string, key: string): IdempotencyScope {
-  const scope = createHash("sha256").update(`${tokenId}\n${method.toUpperCase()}\n${path}\n${key}`).digest("hex");
+  const scope = createHash("sha256").update(`${tokenId}\n${method.toUpperCase()}\n${routePath(path)}\n${key}`).digest("hex");
   return { scope, op_id: `idem-${scope.slice(0, 40)}`, slot_key: `idem_${scope}` };
 }
 

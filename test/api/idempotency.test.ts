@@ -21,6 +21,8 @@ test("checkKey: printable ASCII without spaces, 1..200 characters", () => {
 test("scopeOf: one key names one write per token and route; its op id is a valid record op id", () => {
   const a = scopeOf("ops", "POST", "/chat/channels/general/messages", "k1");
   expect(scopeOf("ops", "post", "/chat/channels/general/messages", "k1")).toEqual(a);
+  // The router serves "/x/" as "/x": one write either way.
+  expect(scopeOf("ops", "POST", "/chat/channels/general/messages/", "k1")).toEqual(a);
   expect(scopeOf("other", "POST", "/chat/channels/general/messages", "k1").op_id).not.toBe(a.op_id);
   expect(scopeOf("ops", "POST", "/chat/channels/eng/messages", "k1").op_id).not.toBe(a.op_id);
   expect(scopeOf("ops", "PUT", "/chat/channels/general/messages", "k1").op_id).not.toBe(a.op_id);

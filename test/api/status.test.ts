@@ -49,6 +49,7 @@ test("booting and stopping: every route but the probes is 503 with Retry-After, 
   }
   expect((await app.request("/health")).status).toBe(200);
   expect((await app.request("/ready")).status).toBe(200);
+  expect((await app.request("/ready/")).status).toBe(200);
   state = { code: "stopping", message: "node a is stopping" };
   expect(await (await app.request("/work", { headers: H })).json()).toMatchObject({ error: { code: "stopping" } });
   state = null;
@@ -62,6 +63,12 @@ test("405 with Allow for a known path under another method, 501 for a method imp
   expect(del.headers.get("allow")).toBe("GET, POST");
   expect((await app.request("/work/ENG-1", { method: "PUT", headers: H })).status).toBe(405);
   expect((await app.request("/nowhere", { headers: H })).status).toBe(404);
+  // A trailing slash is the same path: served, or refused naming what it takes — never
+  // "GET is not allowed … allowed: GET".
+  expect((await app.request("/work/", { headers: H })).status).toBe(200);
+  const slashDel = await app.request("/work/", { method: "DELETE", headers: H });
+  expect(slashDel.status).toBe(405);
+  expect(slashDel.headers.get("allow")).toBe("GET, POST");
   const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => app.fetch(req) });
   try {
     const url = `http://127.0.0.1:${server.port}`;
