@@ -220,6 +220,7 @@ export class AttachmentCore implements Attachment {
     this.pump();
   }
   resume(): void {
+    this.log.debug("queue_attachment_resumed", { was_quiesced: this.quiescedByCall, pull_out: this.pull !== null, running: this.running });
     this.quiescedByCall = false;
     this.wake();
   }
@@ -297,6 +298,7 @@ export class AttachmentCore implements Attachment {
   }
 
   private onMessage(token: object, m: RawMessage): void {
+    this.log.debug("queue_delivered", { seq: m.delivery.streamSeq, delivery_count: m.delivery.deliveryCount, ready: this.ready() });
     const pull = this.pull;
     if (!pull || pull.token !== token) {
       // A source breaking its promise (nothing after end): never run it, never strand it.
@@ -364,6 +366,7 @@ export class AttachmentCore implements Attachment {
       const { kind, reason, delay_ms } = settlements[i]!;
       // A delayed NAK that will not be dead-lettered instead waits at the broker, ours.
       if (kind === "nak" && delay_ms && settlementFor(kind, m.delivery.deliveryCount) === "nak") this.backoffUntil = Math.max(this.backoffUntil, this.clock.now() + delay_ms);
+      if (kind !== "ack") this.log.debug("queue_delivery_settling", { seq: m.delivery.streamSeq, kind, delay_ms });
       await this.settle(m, kind, reason, delay_ms);
       this.runningSeqs.delete(m.delivery.streamSeq);
     }
